@@ -1,0 +1,90 @@
+// Package base holds the few definitions every layer of bloomkv shares:
+// the internal key (user key + sequence number + kind), its ordering, and
+// the corruption error that names a file and an offset.
+//
+// It sits at the bottom of the import graph: memtable, segment, wal and
+// manifest import it; it imports nothing of bloomkv's.
+package base
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+)
+
+// Kind says what an internal key records: a value or a deletion.
+type Kind uint8
+
+const (
+	// KindDelete is a tombstone: the user key was deleted at this sequence number.
+	KindDelete Kind = 0
+	// KindPut records a value for the user key.
+	KindPut Kind = 1
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindDelete:
+		return "delete"
+	case KindPut:
+		return "put"
+	}
+	return fmt.Sprintf("kind(%d)", uint8(k))
+}
+
+// MaxSeq is the largest sequence number: the trailer packs it into 56 bits.
+const MaxSeq = 1<<56 - 1
+
+// TrailerLen is the size of the trailer appended to a user key to form an
+// encoded internal key.
+const TrailerLen = 8
+
+// MakeTrailer packs a sequence number and a kind into the 8-byte trailer
+// value (seq<<8 | kind), the way LevelDB does, so that one integer
+// comparison orders versions of a key newest first.
+func MakeTrailer(seq uint64, kind Kind) uint64 { return seq<<8 | uint64(kind) }
+
+// SplitTrailer is the inverse of MakeTrailer.
+func SplitTrailer(t uint64) (seq uint64, kind Kind) { return t >> 8, Kind(t & 0xff) }
+
+// Compare orders internal keys: user keys ascending, then sequence numbers
+// descending (newest version first), then kind descending.
+func Compare(aKey []byte, aTrailer uint64, bKey []byte, bTrailer uint64) int {
+	if c := bytes.Compare(aKey, bKey); c != 0 {
+		return c
+	}
+	switch {
+	case aTrailer > bTrailer:
+		return -1
+	case aTrailer < bTrailer:
+		return 1
+	}
+	return 0
+}
+
+// ErrCorrupt is matched (errors.Is) by every error that reports damaged or
+// hostile on-disk data. The concrete error is a *CorruptError naming the
+// file and offset.
+var ErrCorrupt = errors.New("bloomkv: corrupt data")
+
+// CorruptError reports where corruption was found.
+type CorruptError struct {
+	File   string // file name (base name within the store directory)
+	Offset int64  // byte offset of the damaged structure, -1 if unknown
+	Reason string
+}
+
+func (e *CorruptError) Error() string {
+	if e.Offset >= 0 {
+		return fmt.Sprintf("bloomkv: corrupt data: %s at offset %d: %s", e.File, e.Offset, e.Reason)
+	}
+	return fmt.Sprintf("bloomkv: corrupt data: %s: %s", e.File, e.Reason)
+}
+
+// Is makes errors.Is(err, ErrCorrupt) true for every *CorruptError.
+func (e *CorruptError) Is(target error) bool { return target == ErrCorrupt }
+
+// Corruptf returns a *CorruptError for file at offset.
+func Corruptf(file string, offset int64, format string, args ...any) error {
+	return &CorruptError{File: file, Offset: offset, Reason: fmt.Sprintf(format, args...)}
+}
