@@ -1,0 +1,133 @@
+package wal
+
+import (
+	"fmt"
+	"io"
+	"os"
+)
+
+// File is what the Writer needs of an *os.File. It is an interface so that
+// tests can inject write and sync failures.
+type File interface {
+	io.Writer
+	Sync() error
+	Close() error
+}
+
+// maxRetainedBuffer caps the encoding buffer the Writer keeps between calls,
+// so that one huge batch does not pin its memory for the life of the log.
+const maxRetainedBuffer = 1 << 20
+
+// Writer appends records to a log file. It is not safe for concurrent use:
+// the DB's commit leader is the only caller.
+//
+// After a failed Write or Sync the Writer is broken and every later call
+// returns that same error: the file may hold a partial record, and nothing
+// appended behind it could be recovered (it would look like mid-file
+// corruption), so the DB must switch to a new log instead.
+type Writer struct {
+	f    File
+	name string
+	buf  []byte // encoding buffer, reused across calls
+	size int64
+	err  error // sticky: set by the first failed Write/Sync, or by Close
+}
+
+// NewWriter starts a log on f, which must be empty, by writing the file
+// header. name identifies the file in errors.
+func NewWriter(f File, name string) (*Writer, error) {
+	w := &Writer{f: f, name: name}
+	hdr := appendFileHeader(make([]byte, 0, fileHeaderSize))
+	if _, err := w.write(hdr); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// WriteRecords appends one record per payload and returns the number of
+// bytes written. All records are encoded into one buffer and handed to the
+// file in exactly one Write call, so a group commit of several batches
+// costs one system call. Calling it with no payloads writes nothing.
+//
+// A payload longer than MaxRecordSize fails with ErrRecordTooLarge before
+// anything is written, and leaves the Writer usable.
+func (w *Writer) WriteRecords(payloads ...[]byte) (int64, error) {
+	if w.err != nil {
+		return 0, w.err
+	}
+	if len(payloads) == 0 {
+		return 0, nil
+	}
+	total := 0
+	for i, p := range payloads {
+		if len(p) > MaxRecordSize {
+			return 0, fmt.Errorf("%w: %s: payload %d is %d bytes, limit %d",
+				ErrRecordTooLarge, w.name, i, len(p), MaxRecordSize)
+		}
+		total += recordHeaderSize + len(p)
+	}
+	buf := w.buf[:0]
+	if cap(buf) < total {
+		buf = make([]byte, 0, total)
+	}
+	for _, p := range payloads {
+		buf = appendRecord(buf, p)
+	}
+	n, err := w.write(buf)
+	if cap(buf) <= maxRetainedBuffer {
+		w.buf = buf
+	} else {
+		w.buf = nil
+	}
+	return n, err
+}
+
+// write issues one Write call, tracking the file size and breaking the
+// Writer on failure.
+func (w *Writer) write(b []byte) (int64, error) {
+	n, err := w.f.Write(b)
+	w.size += int64(n)
+	if err == nil && n < len(b) {
+		err = io.ErrShortWrite
+	}
+	if err != nil {
+		w.err = fmt.Errorf("wal: write %s: %w", w.name, err)
+		return int64(n), w.err
+	}
+	return int64(n), nil
+}
+
+// Sync makes everything written so far durable. A failed Sync breaks the
+// Writer: after an fsync error the kernel may already have dropped the
+// dirty pages, so retrying could falsely report success.
+func (w *Writer) Sync() error {
+	if w.err != nil {
+		return w.err
+	}
+	if err := w.f.Sync(); err != nil {
+		w.err = fmt.Errorf("wal: sync %s: %w", w.name, err)
+		return w.err
+	}
+	return nil
+}
+
+// Size returns the number of bytes written to the file so far, file header
+// included.
+func (w *Writer) Size() int64 { return w.size }
+
+// Close closes the file. It does not sync: call Sync first if the tail must
+// be durable. Later calls to any method fail.
+func (w *Writer) Close() error {
+	if w.f == nil {
+		return fmt.Errorf("wal: close %s: %w", w.name, os.ErrClosed)
+	}
+	f := w.f
+	w.f = nil
+	if w.err == nil {
+		w.err = fmt.Errorf("wal: %s: %w", w.name, os.ErrClosed)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("wal: close %s: %w", w.name, err)
+	}
+	return nil
+}
