@@ -190,7 +190,8 @@ func (g Geometry) modulus() uint64 {
 // and buys j exact halvings, and makes sizes of similar filters coincide so
 // that Union applies. k is then chosen for the bits per key actually
 // allocated: round(bits/n · ln 2) for Classic, and for Blocked the k that
-// minimises the blocked FPR formula (usually the same or one less).
+// minimises the blocked FPR formula (the same or one less up to about
+// 22 bits per key, further below above that).
 // A bitsPerKey below 1 is treated as 1.
 func GeometryFor(layout Layout, n int, bitsPerKey float64) Geometry {
 	n = max(n, 1)
@@ -200,8 +201,10 @@ func GeometryFor(layout Layout, n int, bitsPerKey float64) Geometry {
 		unit = blockBits
 	}
 	want := math.Ceil(float64(n) * bitsPerKey)
-	units := uint64(math.Ceil(want / float64(unit)))
-	units = max(min(roundHalvable(units), MaxBits/unit), 1)
+	// Clamp in floating point: converting a float beyond 2^64 to uint64 is
+	// implementation-defined, and rounding a count near 2^64 overflows.
+	units := uint64(min(math.Ceil(want/float64(unit)), MaxBits/float64(unit)))
+	units = max(roundHalvable(units), 1)
 	g := Geometry{Layout: layout, Bits: units * unit, Seed: DefaultSeed}
 	g.K = OptimalK(layout, float64(g.Bits)/float64(n))
 	return g
@@ -225,11 +228,20 @@ func OptimalK(layout Layout, bitsPerKey float64) int {
 	if layout != Blocked {
 		return k0
 	}
+	// The blocked FPR is unimodal in k with its minimum at or below k0
+	// (far below at high bits/key), so walk down while it improves.
 	best, bestFPR := k0, FPR(layout, bitsPerKey, k0)
-	for k := max(k0-3, 1); k <= min(k0+1, MaxK); k++ {
+	if k := k0 + 1; k <= MaxK {
 		if p := FPR(layout, bitsPerKey, k); p < bestFPR {
-			best, bestFPR = k, p
+			return k
 		}
+	}
+	for k := k0 - 1; k >= 1; k-- {
+		p := FPR(layout, bitsPerKey, k)
+		if p >= bestFPR {
+			break
+		}
+		best, bestFPR = k, p
 	}
 	return best
 }
@@ -265,6 +277,12 @@ func FPR(layout Layout, bitsPerKey float64, k int) float64 {
 		return math.Pow(-math.Expm1(-kf/bitsPerKey), kf)
 	}
 	lambda := blockBits / bitsPerKey
+	if lambda > 1<<15 {
+		// Even the emptiest likely block has had >59 probes per bit: every
+		// probe hits to double precision. Also bounds poissonSum's range,
+		// which grows with √lambda (a hostile count must not cost hours).
+		return 1
+	}
 	return poissonSum(lambda, func(i float64) float64 {
 		return math.Pow(-math.Expm1(kf*i*math.Log1p(-1.0/blockBits)), kf)
 	})

@@ -75,7 +75,9 @@ func (c *Counting) RemoveHash(h uint64) bool {
 	}
 	var buf [MaxK]uint64
 	for _, p := range c.g.probes(h, buf[:0]) {
-		if v := c.get(p); v < counterMax {
+		// v > 0 guards a key whose probes repeat a position and which was
+		// never added (a false positive): harmless instead of wrapping.
+		if v := c.get(p); v > 0 && v < counterMax {
 			c.set(p, v-1)
 		}
 	}

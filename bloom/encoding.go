@@ -1,6 +1,7 @@
 package bloom
 
 import (
+	"errors"
 	"fmt"
 	"hash/crc32"
 )
@@ -32,7 +33,7 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // ErrCorrupt is matched by every error about an encoding that cannot be
 // decoded: truncated, checksum mismatch, unknown version or bad geometry.
-var ErrCorrupt = fmt.Errorf("bloom: corrupt filter encoding")
+var ErrCorrupt = errors.New("bloom: corrupt filter encoding")
 
 // EncodedLen is the length of the encoding of a filter with geometry g.
 func EncodedLen(g Geometry) int { return headerLen + int(g.Bits/8) + trailerLen }
@@ -77,6 +78,9 @@ func Decode(data []byte) (*Filter, error) {
 	}
 	if string(data[:4]) != magic {
 		return nil, corruptf("bad magic %q", data[:4])
+	}
+	if data[7] != 0 {
+		return nil, corruptf("reserved byte is %#x, want 0", data[7])
 	}
 	if v := data[4]; v != formatVersion {
 		return nil, corruptf("unsupported format version %d (this build reads %d)", v, formatVersion)
