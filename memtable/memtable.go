@@ -1,0 +1,258 @@
+// Package memtable is bloomkv's sorted in-memory table: the place every
+// write lands (after the WAL) until the table is full and flushed to a
+// segment file.
+//
+// It is a skiplist ordered by internal key (user key ascending, then
+// sequence number descending), so one user key can hold several versions
+// and a reader at an older snapshot finds the version it should see.
+//
+// Concurrency: one writer, any number of readers, no locks. The writer
+// fills in a new node completely, then publishes it with atomic pointer
+// stores, lowest level first; a reader that loads a pointer to the node
+// (an atomic load) is therefore guaranteed to see all of its fields. The
+// level-0 list alone holds every entry; the higher levels are only express
+// lanes, so a reader that misses a half-linked node on a higher level
+// still finds it on level 0.
+package memtable
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/bloomkv/bloomkv/internal/base"
+)
+
+const (
+	// maxHeight bounds the tower height. With branching factor 4 the
+	// skiplist stays efficient up to about 4^12 = 16M entries, far more
+	// than a memtable of a few MiB holds.
+	maxHeight = 12
+
+	// Nodes and their towers are allocated in slabs rather than one by
+	// one, which keeps Add at (amortized) zero allocations.
+	nodeSlabLen  = 256
+	towerSlabLen = 512
+)
+
+// node is one entry of the skiplist. Everything but tower is written once,
+// before the node is published, and never changes afterwards.
+type node struct {
+	key     []byte // user key, in the arena
+	value   []byte // in the arena; empty for deletions
+	trailer uint64 // base.MakeTrailer(seq, kind)
+	// tower[i] is the next node on level i; len(tower) is the node's height.
+	tower []atomic.Pointer[node]
+}
+
+func (n *node) seq() uint64 {
+	seq, _ := base.SplitTrailer(n.trailer)
+	return seq
+}
+
+func (n *node) kind() base.Kind {
+	_, kind := base.SplitTrailer(n.trailer)
+	return kind
+}
+
+// nodeOverhead is what a node costs besides its key and value bytes.
+func nodeOverhead(height int) int {
+	return int(unsafe.Sizeof(node{})) + height*int(unsafe.Sizeof(atomic.Pointer[node]{}))
+}
+
+// compare orders n against the internal key (key, trailer).
+func (n *node) compare(key []byte, trailer uint64) int {
+	return base.Compare(n.key, n.trailer, key, trailer)
+}
+
+// Memtable is a sorted in-memory table of internal keys. Add must be called
+// by one goroutine at a time; Get, Len, ApproximateSize and iterators may
+// be used concurrently with Add and with each other.
+type Memtable struct {
+	head   *node        // sentinel with a full-height tower; holds no entry
+	height atomic.Int32 // tallest tower in use; searches start there
+	size   atomic.Int64 // see ApproximateSize
+	count  atomic.Int64 // see Len
+
+	// Writer-only state.
+	arena  arena
+	nodes  []node                 // unused nodes of the current slab
+	towers []atomic.Pointer[node] // unused tower slots of the current slab
+	rng    rand.PCG               // tower heights; per memtable, so no shared lock
+}
+
+// New returns an empty memtable. sizeHint is the expected capacity in bytes
+// (for example 4 MiB); it sizes the arena chunks and is not a limit: the
+// caller decides when the table is full by watching ApproximateSize.
+func New(sizeHint int) *Memtable {
+	m := &Memtable{
+		head:  &node{tower: make([]atomic.Pointer[node], maxHeight)},
+		arena: newArena(sizeHint),
+	}
+	m.rng.Seed(rand.Uint64(), rand.Uint64())
+	m.height.Store(1)
+	return m
+}
+
+// Add inserts a version of key. It copies key and value, so the caller may
+// reuse its buffers. Calls to Add must not overlap each other, but may run
+// concurrently with any readers.
+//
+// Adding the same (key, seq) twice is a caller bug and panics, as does a
+// seq above base.MaxSeq: either would silently break the ordering.
+func (m *Memtable) Add(seq uint64, kind base.Kind, key, value []byte) {
+	if seq > base.MaxSeq {
+		panic("memtable: sequence number above base.MaxSeq")
+	}
+	// Search for the spot before every version of key at seq, whatever its
+	// kind. If next is such a version we have a duplicate; otherwise this
+	// spot is exactly where (key, seq, kind) belongs.
+	var prev [maxHeight]*node
+	next := m.seekGE(key, seqMaxTrailer(seq), &prev)
+	if next != nil && bytes.Equal(next.key, key) && next.seq() == seq {
+		panic("memtable: duplicate key and sequence number")
+	}
+
+	height := m.randomHeight()
+	if listHeight := int(m.height.Load()); height > listHeight {
+		for level := listHeight; level < height; level++ {
+			prev[level] = m.head
+		}
+		// Readers that see the new height before the links below find
+		// nil at the head on the new levels and simply move down.
+		m.height.Store(int32(height))
+	}
+
+	n := m.newNode(key, value, base.MakeTrailer(seq, kind), height)
+	for level := range height {
+		n.tower[level].Store(prev[level].tower[level].Load())
+	}
+	// Publish bottom-up: once n is on level 0 it is visible to everyone.
+	for level := range height {
+		prev[level].tower[level].Store(n)
+	}
+	m.size.Add(int64(len(key) + len(value) + nodeOverhead(height)))
+	m.count.Add(1)
+}
+
+// Get returns the newest version of key whose sequence number is <= maxSeq.
+// A deletion is reported as found with kind base.KindDelete. The returned
+// value aliases the memtable's memory: it must not be modified, and stays
+// valid as long as the memtable is referenced.
+func (m *Memtable) Get(key []byte, maxSeq uint64) (value []byte, kind base.Kind, found bool) {
+	n := m.seekGE(key, seqMaxTrailer(min(maxSeq, base.MaxSeq)), nil)
+	if n == nil || !bytes.Equal(n.key, key) {
+		return nil, 0, false
+	}
+	return n.value, n.kind(), true
+}
+
+// ApproximateSize returns the bytes taken by the entries: their keys and
+// values plus the skiplist nodes. The caller compares it with its memtable
+// budget to decide when to flush.
+func (m *Memtable) ApproximateSize() int { return int(m.size.Load()) }
+
+// Len returns the number of entries (versions, not distinct user keys).
+func (m *Memtable) Len() int { return int(m.count.Load()) }
+
+// seqMaxTrailer returns the largest trailer with sequence number seq. In
+// internal order (trailers descending) it comes before every version of a
+// key at seq or below, and after every version above seq.
+func seqMaxTrailer(seq uint64) uint64 { return seq<<8 | 0xff }
+
+// seekGE returns the first node at or after (key, trailer), or nil if there
+// is none. If prev is not nil, it receives for every level below the
+// current height the last node before that position: where a new node
+// must be linked in.
+func (m *Memtable) seekGE(key []byte, trailer uint64, prev *[maxHeight]*node) *node {
+	x := m.head
+	level := int(m.height.Load()) - 1
+	for {
+		next := x.tower[level].Load()
+		if next != nil && next.compare(key, trailer) < 0 {
+			x = next // still before the target: move right
+			continue
+		}
+		if prev != nil {
+			prev[level] = x
+		}
+		if level == 0 {
+			return next
+		}
+		level-- // overshot on this level: move down
+	}
+}
+
+// seekLT returns the last node before (key, trailer), or nil if there is
+// none.
+func (m *Memtable) seekLT(key []byte, trailer uint64) *node {
+	x := m.head
+	level := int(m.height.Load()) - 1
+	for {
+		next := x.tower[level].Load()
+		if next != nil && next.compare(key, trailer) < 0 {
+			x = next
+			continue
+		}
+		if level == 0 {
+			break
+		}
+		level--
+	}
+	if x == m.head {
+		return nil
+	}
+	return x
+}
+
+// last returns the last node, or nil if the memtable is empty.
+func (m *Memtable) last() *node {
+	x := m.head
+	for level := int(m.height.Load()) - 1; level >= 0; level-- {
+		for next := x.tower[level].Load(); next != nil; next = x.tower[level].Load() {
+			x = next
+		}
+	}
+	if x == m.head {
+		return nil
+	}
+	return x
+}
+
+// randomHeight draws a tower height: 1 with probability 3/4, 2 with
+// probability 3/16, and so on (branching factor 4, as in LevelDB).
+func (m *Memtable) randomHeight() int {
+	r := m.rng.Uint64()
+	h := 1
+	for h < maxHeight && r&3 == 0 {
+		h++
+		r >>= 2
+	}
+	return h
+}
+
+// newNode returns an unpublished node holding copies of key and value.
+func (m *Memtable) newNode(key, value []byte, trailer uint64, height int) *node {
+	if len(m.nodes) == 0 {
+		m.nodes = make([]node, nodeSlabLen)
+	}
+	n := &m.nodes[0]
+	m.nodes = m.nodes[1:]
+
+	if len(m.towers) < height {
+		m.towers = make([]atomic.Pointer[node], towerSlabLen)
+	}
+	n.tower = m.towers[:height:height]
+	m.towers = m.towers[height:]
+
+	// One arena allocation for both; the three-index slices keep an
+	// append to the key from overwriting the value.
+	buf := m.arena.alloc(len(key) + len(value))
+	copy(buf, key)
+	copy(buf[len(key):], value)
+	n.key = buf[:len(key):len(key)]
+	n.value = buf[len(key):]
+	n.trailer = trailer
+	return n
+}
