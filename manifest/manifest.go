@@ -1,0 +1,228 @@
+// Package manifest records which segment files are live, plus the counters
+// that tie them to the WAL, in a bbolt database.
+//
+// Every change is an Edit applied in one bbolt read-write transaction, and
+// bbolt fsyncs on commit, so a crash leaves either the old or the new set of
+// segments: a flush that adds a segment and advances FlushedSeq, or a
+// compaction that swaps inputs for outputs, is never half done. The current
+// State is also kept in memory, so reading it costs no I/O.
+//
+// # File numbers
+//
+// Segment and WAL files are named by numbers from NewFileNum. NewFileNum
+// only bumps an in-memory counter; the counter is persisted by the next
+// Apply, which stores NextFileNum = max(counter, numbers in the edit). After
+// a crash, numbers handed out but never committed are handed out again. That
+// is safe only because the DB, when it opens, deletes segment files the
+// manifest does not list and raises NextFileNum (with an Edit) above every
+// live WAL file it finds before asking for new numbers.
+//
+// The on-disk layout is specified in FORMAT.md.
+package manifest
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+
+	"github.com/bloomkv/bloomkv/internal/base"
+)
+
+// ErrLocked is matched (errors.Is) by the error Open returns when another
+// process, or another Open in this one, has the manifest open.
+var ErrLocked = errors.New("manifest: locked by another opener")
+
+// lockTimeout is how long Open waits for bbolt's file lock. A live DB holds
+// the lock for as long as it is open, so waiting longer rarely helps; a
+// short wait only smooths over a previous owner that is just closing.
+const lockTimeout = 100 * time.Millisecond
+
+// Manifest is an open manifest file. Its methods are safe for concurrent
+// use; Apply calls are serialized.
+type Manifest struct {
+	db   *bolt.DB
+	name string // base name, for errors
+
+	applyMu sync.Mutex // serializes Apply, so state changes only inside it
+
+	mu      sync.Mutex // guards the fields below
+	state   State      // as committed; Segments is replaced, never modified
+	counter uint64     // next number NewFileNum hands out; >= state.NextFileNum
+}
+
+func newManifest(db *bolt.DB, path string, st State) *Manifest {
+	return &Manifest{db: db, name: filepath.Base(path), state: st, counter: st.NextFileNum}
+}
+
+// boltOptions returns the options every open uses. openFile lets Create
+// insist on a new file and Open on an existing one (bbolt would otherwise
+// create a missing file). The freelist is not synced: the database is tiny,
+// so rebuilding it at open is cheap, and it saves a page write per commit.
+func boltOptions(openFile func(string, int, os.FileMode) (*os.File, error)) *bolt.Options {
+	return &bolt.Options{
+		Timeout:        lockTimeout,
+		NoFreelistSync: true,
+		FreelistType:   bolt.FreelistMapType,
+		OpenFile:       openFile,
+	}
+}
+
+// Create makes a new, empty manifest at path; it fails (matching
+// fs.ErrExist) if path exists.
+//
+// The database is built under path+".tmp" and linked into place only once
+// initialized, so a crash during Create never leaves a half-made manifest
+// at path. A stale temporary file from such a crash is removed.
+func Create(path string) (*Manifest, error) {
+	tmp := path + ".tmp"
+	if err := os.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("manifest: create: %w", err)
+	}
+	db, err := bolt.Open(tmp, 0o644, boltOptions(func(name string, flag int, perm os.FileMode) (*os.File, error) {
+		return os.OpenFile(name, flag|os.O_EXCL, perm)
+	}))
+	if err != nil {
+		return nil, fmt.Errorf("manifest: create: %w", err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error { return initialize(tx, State{NextFileNum: firstFileNum}) })
+	if err == nil {
+		// Link, unlike rename, fails if path exists. bbolt's lock stays
+		// with the open file, so it covers path from this moment on.
+		err = os.Link(tmp, path)
+	}
+	if err != nil {
+		_ = db.Close()
+		_ = os.Remove(tmp)
+		return nil, fmt.Errorf("manifest: create: %w", err)
+	}
+	if err := errors.Join(os.Remove(tmp), syncDir(filepath.Dir(path))); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("manifest: create: %w", err)
+	}
+	return newManifest(db, path, State{NextFileNum: firstFileNum}), nil
+}
+
+// syncDir makes directory entries created or removed in dir durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	return errors.Join(d.Sync(), d.Close())
+}
+
+// Open opens the existing manifest at path. It returns an error matching
+// ErrLocked if the manifest is open elsewhere, and a *base.CorruptError
+// naming the file if path is not a bbolt database (an empty file included),
+// is a bbolt database without this package's layout, or holds a record that
+// fails to decode. Open does not write to the file.
+func Open(path string) (*Manifest, error) {
+	db, err := bolt.Open(path, 0o644, boltOptions(openExisting))
+	if err != nil {
+		return nil, openError(path, err)
+	}
+	var st State
+	if err := db.View(func(tx *bolt.Tx) (err error) {
+		st, err = load(tx, filepath.Base(path))
+		return err
+	}); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("manifest: open: %w", err)
+	}
+	return newManifest(db, path, st), nil
+}
+
+// openExisting opens a file for bbolt without creating it. It rejects an
+// empty file, which bbolt would otherwise initialize as a new database:
+// Open must not write to a file it reports as damaged.
+func openExisting(name string, flag int, perm os.FileMode) (*os.File, error) {
+	f, err := os.OpenFile(name, flag&^os.O_CREATE, perm)
+	if err != nil {
+		return nil, err
+	}
+	if fi, err := f.Stat(); err != nil || fi.Size() == 0 {
+		_ = f.Close()
+		if err != nil {
+			return nil, err
+		}
+		return nil, base.Corruptf(filepath.Base(name), -1, "empty file")
+	}
+	return f, nil
+}
+
+// openError translates bbolt's open errors into this package's.
+func openError(path string, err error) error {
+	switch {
+	case errors.Is(err, berrors.ErrTimeout):
+		return fmt.Errorf("manifest: open %s: %w", path, ErrLocked)
+	case errors.Is(err, berrors.ErrInvalid), errors.Is(err, berrors.ErrVersionMismatch),
+		errors.Is(err, berrors.ErrChecksum):
+		err = base.Corruptf(filepath.Base(path), -1, "not a bbolt database: %v", err)
+	}
+	return fmt.Errorf("manifest: open: %w", err)
+}
+
+// State returns a copy of the committed state.
+func (m *Manifest) State() State {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.state.clone()
+}
+
+// NewFileNum hands out the next file number. It is not persisted until the
+// next Apply; see the package comment for why that is safe.
+func (m *Manifest) NewFileNum() uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := m.counter
+	m.counter++
+	return n
+}
+
+// Apply validates e against the current state and commits it in one bbolt
+// transaction, durable when Apply returns. An invalid edit (removing a
+// segment that is not live, adding a file number that is or was live, an
+// invalid SegmentMeta, a counter going backwards) returns an error matching
+// ErrInvalidEdit and changes nothing. The committed NextFileNum also covers
+// every number NewFileNum has handed out and every added file number.
+//
+// If the commit itself fails, the in-memory state stays at the old set, but
+// what reached the disk is unknown until the manifest is reopened; callers
+// should treat such an error as fatal.
+func (m *Manifest) Apply(e Edit) error {
+	m.applyMu.Lock()
+	defer m.applyMu.Unlock()
+
+	m.mu.Lock()
+	cur, counter := m.state, m.counter
+	m.mu.Unlock()
+
+	next, err := cur.apply(e, counter)
+	if err != nil {
+		return err
+	}
+	if err := m.db.Update(func(tx *bolt.Tx) error { return writeEdit(tx, e, next) }); err != nil {
+		return fmt.Errorf("manifest: apply to %s: %w", m.name, err)
+	}
+
+	m.mu.Lock()
+	m.state = next
+	m.counter = max(m.counter, next.NextFileNum)
+	m.mu.Unlock()
+	return nil
+}
+
+// Close releases the file and its lock. Further Applies fail.
+func (m *Manifest) Close() error {
+	if err := m.db.Close(); err != nil {
+		return fmt.Errorf("manifest: close %s: %w", m.name, err)
+	}
+	return nil
+}

@@ -1,0 +1,152 @@
+package manifest
+
+import (
+	"encoding/binary"
+	"slices"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/bloomkv/bloomkv/internal/base"
+)
+
+// formatVersion is the value of meta/format-version; see FORMAT.md.
+const formatVersion = 1
+
+// Bucket and key names; see FORMAT.md.
+const (
+	metaBucket     = "meta"
+	segmentsBucket = "segments"
+
+	keyFormatVersion = "format-version"
+	keyNextFileNum   = "next-file-num"
+	keyFlushedSeq    = "flushed-seq"
+	keyLogNum        = "log-num"
+)
+
+// firstFileNum is the NextFileNum of a new manifest. File number 0 is
+// reserved so that it can mean "none" elsewhere.
+const firstFileNum = 1
+
+// u64 encodes v as the 8-byte big-endian value (or key) the layout uses.
+// Big-endian keys make bbolt's byte order match numeric order.
+func u64(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
+
+// initialize creates the buckets of an empty manifest holding st.
+func initialize(tx *bolt.Tx, st State) error {
+	meta, err := tx.CreateBucket([]byte(metaBucket))
+	if err != nil {
+		return err
+	}
+	if _, err := tx.CreateBucket([]byte(segmentsBucket)); err != nil {
+		return err
+	}
+	if err := meta.Put([]byte(keyFormatVersion), u64(formatVersion)); err != nil {
+		return err
+	}
+	return writeCounters(meta, st)
+}
+
+func writeCounters(meta *bolt.Bucket, st State) error {
+	for _, kv := range []struct {
+		key string
+		v   uint64
+	}{
+		{keyNextFileNum, st.NextFileNum},
+		{keyFlushedSeq, st.FlushedSeq},
+		{keyLogNum, st.LogNum},
+	} {
+		if err := meta.Put([]byte(kv.key), u64(kv.v)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeEdit stores an already validated edit whose resulting state is st.
+func writeEdit(tx *bolt.Tx, e Edit, st State) error {
+	segs := tx.Bucket([]byte(segmentsBucket))
+	for _, fn := range e.Remove {
+		if err := segs.Delete(u64(fn)); err != nil {
+			return err
+		}
+	}
+	for _, seg := range e.Add {
+		if err := segs.Put(u64(seg.FileNum), EncodeSegmentMeta(seg)); err != nil {
+			return err
+		}
+	}
+	return writeCounters(tx.Bucket([]byte(metaBucket)), st)
+}
+
+// load reads and checks the whole manifest. name is the file's base name,
+// for error messages.
+func load(tx *bolt.Tx, name string) (State, error) {
+	meta := tx.Bucket([]byte(metaBucket))
+	if meta == nil {
+		return State{}, base.Corruptf(name, -1, "no %q bucket: not a bloomkv manifest", metaBucket)
+	}
+	version, err := getU64(meta, name, keyFormatVersion)
+	if err != nil {
+		return State{}, err
+	}
+	if version != formatVersion {
+		return State{}, base.Corruptf(name, -1, "format version %d, want %d", version, formatVersion)
+	}
+	var st State
+	for _, f := range []struct {
+		key string
+		dst *uint64
+	}{
+		{keyNextFileNum, &st.NextFileNum},
+		{keyFlushedSeq, &st.FlushedSeq},
+		{keyLogNum, &st.LogNum},
+	} {
+		if *f.dst, err = getU64(meta, name, f.key); err != nil {
+			return State{}, err
+		}
+	}
+	segs, err := loadSegments(tx, name, st.NextFileNum)
+	if err != nil {
+		return State{}, err
+	}
+	st.Segments = segs
+	return st, nil
+}
+
+// getU64 reads one 8-byte big-endian value of the meta bucket.
+func getU64(meta *bolt.Bucket, name, key string) (uint64, error) {
+	v := meta.Get([]byte(key))
+	if len(v) != 8 {
+		return 0, base.Corruptf(name, -1, "meta/%s: %d bytes, want 8", key, len(v))
+	}
+	return binary.BigEndian.Uint64(v), nil
+}
+
+// loadSegments decodes every segment record, checking that each is stored
+// under its own file number and that the number was handed out.
+func loadSegments(tx *bolt.Tx, name string, nextFileNum uint64) ([]SegmentMeta, error) {
+	b := tx.Bucket([]byte(segmentsBucket))
+	if b == nil {
+		return nil, base.Corruptf(name, -1, "no %q bucket: not a bloomkv manifest", segmentsBucket)
+	}
+	var segs []SegmentMeta
+	err := b.ForEach(func(k, v []byte) error {
+		if len(k) != 8 || v == nil {
+			return base.Corruptf(name, -1, "segments: key %x is not an 8-byte file number with a value", k)
+		}
+		fn := binary.BigEndian.Uint64(k)
+		seg, off, err := decodeSegmentMeta(v)
+		switch {
+		case err != nil:
+			return base.Corruptf(name, -1, "segments/%d: byte %d of value: %v", fn, off, err)
+		case seg.FileNum != fn:
+			return base.Corruptf(name, -1, "segments/%d: value describes file %d", fn, seg.FileNum)
+		case fn >= nextFileNum:
+			return base.Corruptf(name, -1, "segments/%d: not below next file number %d", fn, nextFileNum)
+		}
+		segs = append(segs, seg)
+		return nil
+	})
+	slices.SortFunc(segs, newestFirst)
+	return segs, err
+}
