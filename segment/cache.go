@@ -1,0 +1,142 @@
+package segment
+
+import "sync"
+
+const (
+	cacheShards = 16
+
+	// cacheEntryOverhead approximates the bookkeeping memory of one cached
+	// block (entry struct and map slot), charged on top of its bytes so
+	// that many tiny blocks cannot exceed the capacity by much.
+	cacheEntryOverhead = 96
+)
+
+// Cache is a bounded LRU cache of decompressed blocks, shared by all the
+// segment readers of a store and keyed by (ReaderOptions.FileNum, block
+// offset). It is split into 16 independently locked shards so that
+// concurrent readers rarely contend; each shard holds 1/16 of the
+// capacity. A nil *Cache is valid and caches nothing.
+//
+// Cached blocks are immutable and never recycled: a reader that got a
+// block keeps a valid slice even if the block is evicted meanwhile, and
+// the garbage collector frees it once nobody uses it.
+type Cache struct {
+	shards [cacheShards]cacheShard
+}
+
+type cacheKey struct{ fileNum, offset uint64 }
+
+type cacheEntry struct {
+	key        cacheKey
+	block      []byte
+	prev, next *cacheEntry
+}
+
+type cacheShard struct {
+	mu       sync.Mutex
+	capacity int64
+	size     int64
+	entries  map[cacheKey]*cacheEntry
+	lru      cacheEntry // list sentinel: lru.next is the most recently used
+	_        [64]byte   // keeps neighbouring shards' locks off one cache line
+}
+
+// NewCache returns a cache holding up to capacityBytes of blocks (plus a
+// small per-block overhead). A capacity <= 0 gives a cache that stores
+// nothing.
+func NewCache(capacityBytes int64) *Cache {
+	c := &Cache{}
+	per := max(capacityBytes, 0) / cacheShards
+	for i := range c.shards {
+		s := &c.shards[i]
+		s.capacity = per
+		s.entries = make(map[cacheKey]*cacheEntry)
+		s.lru.next, s.lru.prev = &s.lru, &s.lru
+	}
+	return c
+}
+
+// Size returns the bytes currently charged to cached blocks.
+func (c *Cache) Size() int64 {
+	if c == nil {
+		return 0
+	}
+	var n int64
+	for i := range c.shards {
+		s := &c.shards[i]
+		s.mu.Lock()
+		n += s.size
+		s.mu.Unlock()
+	}
+	return n
+}
+
+func (c *Cache) shard(k cacheKey) *cacheShard {
+	// Multiplicative hashing of both fields spreads the blocks of one file
+	// (and equal offsets of different files) over all shards.
+	h := (k.fileNum*0x9e3779b97f4a7c15 ^ k.offset) * 0xbf58476d1ce4e5b9
+	return &c.shards[h>>60]
+}
+
+// get returns the cached block and marks it most recently used. It does
+// not allocate.
+func (c *Cache) get(fileNum, offset uint64) ([]byte, bool) {
+	if c == nil {
+		return nil, false
+	}
+	k := cacheKey{fileNum, offset}
+	s := c.shard(k)
+	s.mu.Lock()
+	e, ok := s.entries[k]
+	if ok {
+		s.unlink(e)
+		s.pushFront(e)
+	}
+	s.mu.Unlock()
+	if !ok {
+		return nil, false
+	}
+	return e.block, true
+}
+
+// insert adds block unless the key is already present (two readers may
+// load the same block concurrently) or the block alone exceeds the shard's
+// capacity, then evicts least recently used blocks down to the capacity.
+func (c *Cache) insert(fileNum, offset uint64, block []byte) {
+	if c == nil {
+		return
+	}
+	k := cacheKey{fileNum, offset}
+	s := c.shard(k)
+	charge := int64(len(block)) + cacheEntryOverhead
+	if charge > s.capacity {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.entries[k]; ok {
+		return
+	}
+	e := &cacheEntry{key: k, block: block}
+	s.entries[k] = e
+	s.pushFront(e)
+	s.size += charge
+	for s.size > s.capacity {
+		old := s.lru.prev
+		s.unlink(old)
+		delete(s.entries, old.key)
+		s.size -= int64(len(old.block)) + cacheEntryOverhead
+	}
+}
+
+func (s *cacheShard) unlink(e *cacheEntry) {
+	e.prev.next = e.next
+	e.next.prev = e.prev
+}
+
+func (s *cacheShard) pushFront(e *cacheEntry) {
+	e.prev = &s.lru
+	e.next = s.lru.next
+	e.next.prev = e
+	s.lru.next = e
+}

@@ -1,0 +1,143 @@
+package segment
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+)
+
+// FormatVersion is the version of the segment format this package writes
+// and reads (FORMAT.md).
+const FormatVersion = 1
+
+const (
+	// MaxBlockSize bounds the decompressed size of a block. A snappy header
+	// claiming more is corruption, so a damaged length can never make the
+	// reader allocate more than this. The writer stays below it: a block
+	// closes once it reaches BlockSize (at most 8 MiB), and a single entry
+	// is at most MaxEntrySize.
+	MaxBlockSize = 64 << 20
+
+	// MaxEntrySize bounds len(key)+len(value) of one entry.
+	MaxEntrySize = 32 << 20
+
+	// maxTargetBlockSize caps WriterOptions.BlockSize so that, together
+	// with MaxEntrySize and the restart array, a block stays below
+	// MaxBlockSize.
+	maxTargetBlockSize = 8 << 20
+
+	// blockTrailerLen is the compression type byte plus the CRC-32C that
+	// follow every block.
+	blockTrailerLen = 5
+
+	// footerLen is the size of the fixed footer at the end of the file.
+	footerLen = 64
+
+	// magic is the last 8 bytes of every segment file.
+	magic = "bloomseg"
+)
+
+// Block compression types (the first byte of a block trailer).
+const (
+	compressionNone   = 0
+	compressionSnappy = 1
+)
+
+// maxTrailer is the largest trailer. Internal keys order trailers
+// descending, so (k, maxTrailer) sorts before every version of user key k:
+// it is the search key for "the first entry of user key k".
+const maxTrailer = ^uint64(0)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// blockHandle locates a block: length excludes the 5-byte trailer.
+type blockHandle struct {
+	offset, length uint64
+}
+
+// end is the file offset just past the block's trailer.
+func (h blockHandle) end() uint64 { return h.offset + h.length + blockTrailerLen }
+
+// appendHandle appends h as two uvarints (the index block's values).
+func appendHandle(dst []byte, h blockHandle) []byte {
+	dst = binary.AppendUvarint(dst, h.offset)
+	return binary.AppendUvarint(dst, h.length)
+}
+
+// decodeHandle decodes a value written by appendHandle; it must consume
+// all of b.
+func decodeHandle(b []byte) (blockHandle, bool) {
+	off, n := binary.Uvarint(b)
+	if n <= 0 {
+		return blockHandle{}, false
+	}
+	length, m := binary.Uvarint(b[n:])
+	if m <= 0 || n+m != len(b) {
+		return blockHandle{}, false
+	}
+	return blockHandle{off, length}, true
+}
+
+// footer is the fixed-size record at the end of a segment. A filter handle
+// of {0, 0} means the segment has no filter.
+type footer struct {
+	filter, properties, index blockHandle
+	version                   uint32
+}
+
+// encode returns the 64-byte footer (FORMAT.md, "Footer").
+func (f *footer) encode() []byte {
+	b := make([]byte, 0, footerLen)
+	for _, h := range [...]blockHandle{f.filter, f.properties, f.index} {
+		b = binary.LittleEndian.AppendUint64(b, h.offset)
+		b = binary.LittleEndian.AppendUint64(b, h.length)
+	}
+	b = binary.LittleEndian.AppendUint32(b, f.version)
+	b = binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+	return append(b, magic...)
+}
+
+// decodeFooter parses a 64-byte footer. It returns a reason string rather
+// than an error so the caller can attach the file name and offset.
+func decodeFooter(b []byte) (footer, string) {
+	if len(b) != footerLen {
+		return footer{}, "short footer"
+	}
+	if string(b[56:]) != magic {
+		return footer{}, "bad magic number (not a segment file, or truncated)"
+	}
+	if got, want := crc32.Checksum(b[:52], castagnoli), binary.LittleEndian.Uint32(b[52:]); got != want {
+		return footer{}, "footer checksum mismatch"
+	}
+	var f footer
+	hs := [...]*blockHandle{&f.filter, &f.properties, &f.index}
+	for i, h := range hs {
+		h.offset = binary.LittleEndian.Uint64(b[16*i:])
+		h.length = binary.LittleEndian.Uint64(b[16*i+8:])
+	}
+	f.version = binary.LittleEndian.Uint32(b[48:])
+	if f.version != FormatVersion {
+		return footer{}, fmt.Sprintf("unsupported format version %d (this build reads %d)", f.version, FormatVersion)
+	}
+	return f, ""
+}
+
+// blockChecksum is the CRC-32C stored in a block trailer: over the stored
+// block bytes followed by the compression type byte, which is exactly
+// stored[:len(stored)-4] when stored is block+trailer.
+func blockChecksum(blockAndType []byte) uint32 {
+	return crc32.Checksum(blockAndType, castagnoli)
+}
+
+// splitInternalKey splits an encoded internal key (user key + 8-byte
+// little-endian trailer). The caller guarantees len(ikey) >= 8.
+func splitInternalKey(ikey []byte) ([]byte, uint64) {
+	n := len(ikey) - 8
+	return ikey[:n:n], binary.LittleEndian.Uint64(ikey[n:])
+}
+
+// appendInternalKey appends the encoding of (userKey, trailer).
+func appendInternalKey(dst, userKey []byte, trailer uint64) []byte {
+	dst = append(dst, userKey...)
+	return binary.LittleEndian.AppendUint64(dst, trailer)
+}

@@ -1,0 +1,149 @@
+package segment
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"testing"
+
+	"github.com/bloomkv/bloomkv/internal/base"
+)
+
+// fuzzSegments are small valid segments used as seeds.
+func fuzzSegments(t testing.TB) [][]byte {
+	es := []entry{
+		{key: []byte("a"), seq: 5, kind: base.KindPut, value: []byte("one")},
+		{key: []byte("a"), seq: 2, kind: base.KindDelete},
+		{key: []byte("abc"), seq: 3, kind: base.KindPut, value: bytes.Repeat([]byte("x"), 40)},
+		{key: []byte("b"), seq: 4, kind: base.KindPut, value: []byte("two")},
+	}
+	plain, _ := writeSegment(t, es, WriterOptions{BlockSize: 32, RestartInterval: 2})
+	packed, _ := writeSegment(t, es, WriterOptions{Compression: true, BitsPerKey: 10})
+	empty, _ := writeSegment(t, nil, WriterOptions{BitsPerKey: 10})
+	return [][]byte{plain, packed, empty}
+}
+
+func requireCorrupt(t *testing.T, err error) {
+	t.Helper()
+	if err != nil && !errors.Is(err, base.ErrCorrupt) {
+		t.Fatalf("error %v is not ErrCorrupt", err)
+	}
+}
+
+// fixChecksums recomputes the footer's checksum and, where the footer's
+// handles allow, the metadata blocks' checksums, so that the fuzzer can
+// reach the properties, index and filter decoders behind them.
+func fixChecksums(data []byte) []byte {
+	data = bytes.Clone(data)
+	if len(data) < footerLen {
+		return data
+	}
+	f := data[len(data)-footerLen:]
+	binary.LittleEndian.PutUint32(f[52:], blockChecksum(f[:52]))
+	for i := range 3 {
+		off, n := binary.LittleEndian.Uint64(f[16*i:]), binary.LittleEndian.Uint64(f[16*i+8:])
+		if off < uint64(len(data)) && n < uint64(len(data)) && off+n+blockTrailerLen <= uint64(len(data)) {
+			end := off + n + 1
+			binary.LittleEndian.PutUint32(data[end:], blockChecksum(data[off:end]))
+		}
+	}
+	return data
+}
+
+// exercise reads everything a Reader offers; only corruption errors may
+// come out.
+func exercise(t *testing.T, r *Reader) {
+	for _, k := range []string{"", "a", "abc", "b", "zz"} {
+		_, _, _, err := r.Get([]byte(k), base.MaxSeq)
+		requireCorrupt(t, err)
+		r.MayContain(uint64(len(k)))
+	}
+	it := r.NewIter(true)
+	for ok := it.First(); ok; ok = it.Next() {
+	}
+	for ok := it.Last(); ok; ok = it.Prev() {
+	}
+	it.SeekGE([]byte("ab"))
+	it.SeekLT([]byte("ab"))
+	requireCorrupt(t, it.Close())
+	requireCorrupt(t, r.Verify())
+}
+
+func FuzzOpen(f *testing.F) {
+	for _, s := range fuzzSegments(f) {
+		f.Add(s)
+	}
+	f.Add([]byte(magic))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		for _, d := range [][]byte{data, fixChecksums(data)} {
+			r, err := Open(bytes.NewReader(d), int64(len(d)), ReaderOptions{Cache: NewCache(1 << 16), Name: "fuzz.seg"})
+			requireCorrupt(t, err)
+			if err == nil {
+				exercise(t, r)
+			}
+		}
+	})
+}
+
+// FuzzBlock feeds arbitrary bytes to the block decoder, validated or not:
+// it must report corruption, never panic or loop.
+func FuzzBlock(f *testing.F) {
+	var w blockWriter
+	w.restartInterval = 2
+	for _, k := range []string{"apple\x00\x00\x00\x00\x00\x00\x00\x01", "apricot\x00\x00\x00\x00\x00\x00\x01\x01", "banana\x00\x00\x00\x00\x00\x00\x02\x01"} {
+		w.add([]byte(k), []byte("v"))
+	}
+	f.Add(bytes.Clone(w.finish()))
+	w.reset()
+	f.Add(bytes.Clone(w.finish()))
+	f.Add([]byte{1, 2, 3, 0, 0, 0, 0, 1, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		checked := checkBlock(data) == ""
+		for _, internal := range []bool{false, true} {
+			var it blockIter
+			if err := it.init(data, internal, "fuzz", 0); err != nil {
+				requireCorrupt(t, err)
+				if checked {
+					t.Fatal("checkBlock accepted a block init rejects")
+				}
+				return
+			}
+			n := 0
+			for ok := it.first(); ok; ok = it.next() {
+				n++
+			}
+			for ok := it.last(); ok; ok = it.prev() {
+				n--
+			}
+			requireCorrupt(t, it.err)
+			if checked && it.err == nil && n != 0 {
+				t.Fatalf("forward and backward passes disagree by %d entries", n)
+			}
+			if internal {
+				it.err = nil
+				it.seekGE([]byte("apr"), maxTrailer)
+				requireCorrupt(t, it.err)
+			}
+		}
+	})
+}
+
+func FuzzProperties(f *testing.F) {
+	var w blockWriter
+	w.restartInterval = 16
+	f.Add(bytes.Clone(encodeProperties(&w, &Properties{Entries: 3, DistinctKeys: 2, Smallest: []byte("a"), Largest: []byte("b")})))
+	f.Add([]byte{0, 0, 0, 0, 1, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p, err := decodeProperties(data, "fuzz", 0)
+		requireCorrupt(t, err)
+		if err == nil {
+			if reason := p.check(); reason != "" {
+				t.Fatalf("accepted inconsistent properties: %s", reason)
+			}
+			again, err := decodeProperties(encodeProperties(&w, &p), "fuzz", 0)
+			if err != nil || !equalProps(again, p) {
+				t.Fatalf("re-encoding %+v gives %+v, %v", p, again, err)
+			}
+		}
+	})
+}

@@ -1,0 +1,179 @@
+package segment
+
+import (
+	"errors"
+
+	"github.com/bloomkv/bloomkv/internal/base"
+)
+
+var errIterClosed = errors.New("segment: iterator closed")
+
+// Iter walks a segment's entries in internal-key order: user keys
+// ascending, versions of a key newest first. It is a two-level iterator:
+// a position in the in-memory index selects a data block, and a block
+// iterator walks that block.
+//
+// The positioning methods report whether the Iter is now at an entry.
+// Next and Prev require a valid position. Key and Value stay valid until
+// the next positioning call. An Iter is not safe for concurrent use.
+type Iter struct {
+	r    *Reader
+	mode cacheMode
+	idx  int // index entry of the loaded block; -1 if none
+	blk  blockIter
+	err  error
+}
+
+// NewIter returns an unpositioned iterator. With fillCache false, blocks
+// found in the cache are used but blocks read from the file are not
+// inserted, so a compaction or long scan does not evict the hot set.
+func (r *Reader) NewIter(fillCache bool) *Iter {
+	mode := cacheLookup
+	if fillCache {
+		mode = cacheFill
+	}
+	return &Iter{r: r, mode: mode, idx: -1}
+}
+
+// load points the block iterator at data block i (unpositioned). It
+// returns false at either end of the index or on error.
+func (it *Iter) load(i int) bool {
+	it.blk.valid = false
+	if it.err != nil || i < 0 || i >= len(it.r.index) {
+		return false
+	}
+	data := it.blk.data
+	if i != it.idx || data == nil {
+		var err error
+		if data, err = it.r.dataBlock(i, it.mode); err != nil {
+			it.err = err
+			return false
+		}
+	}
+	it.idx = i
+	if err := it.blk.init(data, true, it.r.opts.Name, int64(it.r.index[i].h.offset)); err != nil {
+		it.err = err
+		return false
+	}
+	return true
+}
+
+// forward moves on to the first entry of the following blocks while the
+// current block is exhausted (ok false).
+func (it *Iter) forward(ok bool) bool {
+	for !ok {
+		if it.blk.err != nil {
+			it.err = it.blk.err
+			return false
+		}
+		if !it.load(it.idx + 1) {
+			return false
+		}
+		ok = it.blk.first()
+	}
+	return true
+}
+
+// backward is forward's mirror image.
+func (it *Iter) backward(ok bool) bool {
+	for !ok {
+		if it.blk.err != nil {
+			it.err = it.blk.err
+			return false
+		}
+		if !it.load(it.idx - 1) {
+			return false
+		}
+		ok = it.blk.last()
+	}
+	return true
+}
+
+// First moves to the first entry.
+func (it *Iter) First() bool {
+	return it.load(0) && it.forward(it.blk.first())
+}
+
+// Last moves to the last entry.
+func (it *Iter) Last() bool {
+	return it.load(len(it.r.index)-1) && it.backward(it.blk.last())
+}
+
+// Next moves to the following entry.
+func (it *Iter) Next() bool {
+	return it.Valid() && it.forward(it.blk.next())
+}
+
+// Prev moves to the preceding entry.
+func (it *Iter) Prev() bool {
+	return it.Valid() && it.backward(it.blk.prev())
+}
+
+// SeekGE moves to the first entry whose user key is >= key (its newest
+// version).
+func (it *Iter) SeekGE(key []byte) bool {
+	i := it.r.searchIndex(key, maxTrailer)
+	return it.load(i) && it.forward(it.blk.seekGE(key, maxTrailer))
+}
+
+// SeekLT moves to the last entry whose user key is < key (its oldest
+// version).
+func (it *Iter) SeekLT(key []byte) bool {
+	if it.SeekGE(key) {
+		return it.Prev()
+	}
+	return it.err == nil && it.Last()
+}
+
+// Valid reports whether the Iter is at an entry.
+func (it *Iter) Valid() bool { return it.err == nil && it.blk.valid }
+
+// Key returns the user key of the current entry, or nil if the Iter is
+// not at an entry.
+func (it *Iter) Key() []byte {
+	if !it.blk.valid {
+		return nil
+	}
+	k, _ := splitInternalKey(it.blk.key)
+	return k
+}
+
+// Seq returns the sequence number of the current entry.
+func (it *Iter) Seq() uint64 {
+	seq, _ := base.SplitTrailer(it.trailer())
+	return seq
+}
+
+// Kind returns the kind of the current entry.
+func (it *Iter) Kind() base.Kind {
+	_, kind := base.SplitTrailer(it.trailer())
+	return kind
+}
+
+func (it *Iter) trailer() uint64 {
+	if !it.blk.valid {
+		return 0
+	}
+	_, t := splitInternalKey(it.blk.key)
+	return t
+}
+
+// Value returns the value of the current entry; it aliases block memory
+// (possibly shared through the cache), so it must not be modified.
+func (it *Iter) Value() []byte { return it.blk.val }
+
+// Error returns the error that stopped the iteration, if any.
+func (it *Iter) Error() error {
+	if it.err == errIterClosed {
+		return nil
+	}
+	return it.err
+}
+
+// Close releases the current block and returns the iteration's error.
+// The Iter cannot be used afterwards.
+func (it *Iter) Close() error {
+	err := it.Error()
+	*it = Iter{r: it.r, idx: -1, err: errIterClosed}
+	return err
+}

@@ -1,0 +1,182 @@
+package segment
+
+import (
+	"bytes"
+	"encoding/binary"
+	"math"
+
+	"github.com/bloomkv/bloomkv/internal/base"
+)
+
+// Properties describes a segment. The writer stores them in the
+// properties block; Writer.Finish and Reader.Properties return them.
+type Properties struct {
+	Entries      uint64 // internal keys: every version, tombstones included
+	Tombstones   uint64 // entries of kind base.KindDelete
+	DistinctKeys uint64 // distinct user keys
+	MinSeq       uint64 // smallest sequence number; 0 if the segment is empty
+	MaxSeq       uint64 // largest sequence number; 0 if the segment is empty
+	Smallest     []byte // smallest user key; empty if the segment is empty
+	Largest      []byte // largest user key; empty if the segment is empty
+
+	DataBlocks int
+	DataSize   uint64 // bytes of all data blocks, trailers included
+	IndexSize  uint64 // bytes of the stored index block, trailer excluded
+	FilterSize uint64 // bytes of the filter block (the bloom encoding); 0 if none
+
+	// Geometry of the Bloom filter (bloom.Geometry); all 0 if none.
+	FilterLayout uint8
+	FilterK      uint8
+	FilterBits   uint64
+
+	FormatVersion uint32 // from the footer
+}
+
+// Property names, in the byte order in which they must appear in the
+// properties block (FORMAT.md, "Properties block").
+const (
+	propDataBlocks   = "data-blocks"
+	propDataSize     = "data-size"
+	propDistinctKeys = "distinct-keys"
+	propEntries      = "entries"
+	propFilterBits   = "filter-bits"
+	propFilterK      = "filter-k"
+	propFilterLayout = "filter-layout"
+	propFilterSize   = "filter-size"
+	propIndexSize    = "index-size"
+	propLargest      = "largest"
+	propMaxSeq       = "max-seq"
+	propMinSeq       = "min-seq"
+	propSmallest     = "smallest"
+	propTombstones   = "tombstones"
+
+	numProperties = 14
+)
+
+// encodeProperties builds the properties block in bw.
+func encodeProperties(bw *blockWriter, p *Properties) []byte {
+	bw.reset()
+	var v []byte
+	u := func(name string, x uint64) {
+		v = binary.AppendUvarint(v[:0], x)
+		bw.add([]byte(name), v)
+	}
+	u(propDataBlocks, uint64(p.DataBlocks))
+	u(propDataSize, p.DataSize)
+	u(propDistinctKeys, p.DistinctKeys)
+	u(propEntries, p.Entries)
+	u(propFilterBits, p.FilterBits)
+	u(propFilterK, uint64(p.FilterK))
+	u(propFilterLayout, uint64(p.FilterLayout))
+	u(propFilterSize, p.FilterSize)
+	u(propIndexSize, p.IndexSize)
+	bw.add([]byte(propLargest), p.Largest)
+	u(propMaxSeq, p.MaxSeq)
+	u(propMinSeq, p.MinSeq)
+	bw.add([]byte(propSmallest), p.Smallest)
+	u(propTombstones, p.Tombstones)
+	return bw.finish()
+}
+
+// decodeProperties parses a properties block. Names must strictly
+// increase, which also rules out duplicates; unknown names are skipped so
+// that a later writer may add properties without a new format version.
+func decodeProperties(block []byte, file string, off int64) (Properties, error) {
+	var p Properties
+	var it blockIter
+	if err := it.init(block, false, file, off); err != nil {
+		return p, err
+	}
+	known := 0
+	var prev []byte
+	for ok := it.first(); ok; ok = it.next() {
+		if prev != nil && bytes.Compare(it.key, prev) <= 0 {
+			return p, base.Corruptf(file, off, "properties out of order at %q", it.key)
+		}
+		prev = append(prev[:0], it.key...)
+		isKnown, reason := p.set(string(it.key), it.val)
+		if reason != "" {
+			return p, base.Corruptf(file, off, "property %q: %s", it.key, reason)
+		}
+		if isKnown {
+			known++
+		}
+	}
+	if it.err != nil {
+		return p, it.err
+	}
+	if known != numProperties {
+		return p, base.Corruptf(file, off, "%d of %d properties present", known, numProperties)
+	}
+	if reason := p.check(); reason != "" {
+		return p, base.Corruptf(file, off, "properties: %s", reason)
+	}
+	return p, nil
+}
+
+// set stores one property. It reports whether the name is known, and a
+// reason if the value is malformed.
+func (p *Properties) set(name string, val []byte) (known bool, reason string) {
+	switch name {
+	case propLargest:
+		p.Largest = bytes.Clone(val)
+		return true, ""
+	case propSmallest:
+		p.Smallest = bytes.Clone(val)
+		return true, ""
+	}
+	x, n := binary.Uvarint(val)
+	ok := n > 0 && n == len(val)
+	switch name {
+	case propDataBlocks:
+		ok = ok && x <= math.MaxInt32
+		p.DataBlocks = int(x)
+	case propDataSize:
+		p.DataSize = x
+	case propDistinctKeys:
+		p.DistinctKeys = x
+	case propEntries:
+		p.Entries = x
+	case propFilterBits:
+		p.FilterBits = x
+	case propFilterK:
+		ok = ok && x <= math.MaxUint8
+		p.FilterK = uint8(x)
+	case propFilterLayout:
+		ok = ok && x <= math.MaxUint8
+		p.FilterLayout = uint8(x)
+	case propFilterSize:
+		p.FilterSize = x
+	case propIndexSize:
+		p.IndexSize = x
+	case propMaxSeq:
+		p.MaxSeq = x
+	case propMinSeq:
+		p.MinSeq = x
+	case propTombstones:
+		p.Tombstones = x
+	default:
+		return false, ""
+	}
+	if !ok {
+		return true, "bad or out-of-range uvarint"
+	}
+	return true, ""
+}
+
+// check returns the first violated relation between properties, or "".
+func (p *Properties) check() string {
+	switch {
+	case p.Tombstones > p.Entries:
+		return "more tombstones than entries"
+	case p.DistinctKeys > p.Entries:
+		return "more distinct keys than entries"
+	case (p.Entries == 0) != (p.DistinctKeys == 0):
+		return "entries and distinct keys disagree about emptiness"
+	case p.MinSeq > p.MaxSeq || p.MaxSeq > base.MaxSeq:
+		return "bad sequence number range"
+	case bytes.Compare(p.Smallest, p.Largest) > 0:
+		return "smallest key above largest key"
+	}
+	return ""
+}

@@ -1,0 +1,386 @@
+package segment
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+
+	"github.com/bloomkv/bloomkv/bloom"
+	"github.com/bloomkv/bloomkv/internal/base"
+	"github.com/golang/snappy"
+)
+
+// Counters accumulate read statistics. One Counters is shared by all the
+// readers of a store, so its fields are atomics.
+type Counters struct {
+	BlockReads     atomic.Uint64 // data blocks read from files (cache misses)
+	BlockCacheHits atomic.Uint64 // data blocks found in the cache
+	BytesRead      atomic.Uint64 // bytes read from files, metadata included
+}
+
+// ReaderOptions configure a Reader.
+type ReaderOptions struct {
+	Cache    *Cache    // shared block cache; nil disables caching
+	Counters *Counters // shared statistics; may be nil
+	FileNum  uint64    // identifies the file in Cache: unique per store
+	Name     string    // file name used in errors
+}
+
+// Reader reads one segment file. It keeps the footer, properties, index and
+// filter in memory and reads data blocks on demand, through the cache. It
+// is safe for concurrent use.
+type Reader struct {
+	f      io.ReaderAt
+	opts   ReaderOptions
+	footer footer
+	props  Properties
+	filter *bloom.Filter
+	index  []indexEntry
+
+	iters sync.Pool // *blockIter for Get, so that a cache hit allocates nothing
+}
+
+// indexEntry is one decoded index block entry: the separator key of a data
+// block and where the block is.
+type indexEntry struct {
+	userKey []byte
+	trailer uint64
+	h       blockHandle
+}
+
+// cacheMode says how a data block read uses the cache.
+type cacheMode uint8
+
+const (
+	cacheFill   cacheMode = iota // look up; insert on a miss
+	cacheLookup                  // look up only: a scan must not evict hot blocks
+	cacheBypass                  // read the file: Verify checks what is on disk
+)
+
+// Open prepares a segment of size bytes for reading, using only f.ReadAt.
+// It reads and checks the footer, properties, index and filter (the filter
+// is decoded in place from its block, which the Reader keeps). Damage is
+// reported as a *base.CorruptError naming opts.Name and the offset; I/O
+// errors are wrapped.
+func Open(f io.ReaderAt, size int64, opts ReaderOptions) (*Reader, error) {
+	r := &Reader{f: f, opts: opts}
+	r.iters.New = func() any { return new(blockIter) }
+	if err := r.readFooter(size); err != nil {
+		return nil, err
+	}
+	if err := r.readProperties(); err != nil {
+		return nil, err
+	}
+	if err := r.readIndex(); err != nil {
+		return nil, err
+	}
+	if err := r.readFilter(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *Reader) corrupt(off uint64, format string, args ...any) error {
+	return base.Corruptf(r.opts.Name, int64(off), format, args...)
+}
+
+// readAt fills buf from offset off. A short read is corruption: every
+// length was checked against the file size the caller gave.
+func (r *Reader) readAt(buf []byte, off uint64) error {
+	n, err := r.f.ReadAt(buf, int64(off))
+	if c := r.opts.Counters; c != nil {
+		c.BytesRead.Add(uint64(n))
+	}
+	if n == len(buf) {
+		return nil
+	}
+	if err == nil || errors.Is(err, io.EOF) {
+		return r.corrupt(off, "file ends inside a %d-byte read", len(buf))
+	}
+	return fmt.Errorf("segment %s: read %d bytes at %d: %w", r.opts.Name, len(buf), off, err)
+}
+
+// readFooter reads the footer and checks that the metadata blocks are
+// contiguous in the order filter, properties, index, ending at the footer.
+// That bounds every metadata length by the file size.
+func (r *Reader) readFooter(size int64) error {
+	if size < footerLen {
+		return r.corrupt(0, "file of %d bytes is shorter than the footer", size)
+	}
+	footerOff := uint64(size - footerLen)
+	buf := make([]byte, footerLen)
+	if err := r.readAt(buf, footerOff); err != nil {
+		return err
+	}
+	ft, reason := decodeFooter(buf)
+	if reason != "" {
+		return r.corrupt(footerOff, "footer: %s", reason)
+	}
+	dataEnd := ft.properties.offset
+	if ft.filter != (blockHandle{}) {
+		dataEnd = ft.filter.offset
+		if ft.filter.length > footerOff || ft.filter.end() != ft.properties.offset {
+			return r.corrupt(footerOff, "footer: filter block does not end where the properties block starts")
+		}
+	}
+	if ft.properties.length > footerOff || ft.properties.end() != ft.index.offset ||
+		ft.index.length > footerOff || ft.index.end() != footerOff || dataEnd > footerOff {
+		return r.corrupt(footerOff, "footer: metadata blocks are not contiguous up to the footer")
+	}
+	r.footer = ft
+	r.props.DataSize = dataEnd
+	return nil
+}
+
+// readStored reads the block at h, verifies its checksum and returns its
+// contents, decompressed if need be. Handles were checked against the file
+// size, which bounds len(buf); a snappy length is checked against
+// MaxBlockSize before anything is allocated for it.
+func (r *Reader) readStored(h blockHandle) ([]byte, error) {
+	buf := make([]byte, h.length+blockTrailerLen)
+	if err := r.readAt(buf, h.offset); err != nil {
+		return nil, err
+	}
+	n := int(h.length)
+	stored, typ := buf[:n:n], buf[n]
+	if got, want := blockChecksum(buf[:n+1]), binary.LittleEndian.Uint32(buf[n+1:]); got != want {
+		return nil, r.corrupt(h.offset, "block checksum mismatch: computed %#08x, stored %#08x", got, want)
+	}
+	switch typ {
+	case compressionNone:
+		return stored, nil
+	case compressionSnappy:
+		dlen, err := snappy.DecodedLen(stored)
+		if err != nil || dlen > MaxBlockSize {
+			return nil, r.corrupt(h.offset, "bad snappy block length %d (%v)", dlen, err)
+		}
+		out, err := snappy.Decode(make([]byte, dlen), stored)
+		if err != nil || len(out) != dlen {
+			return nil, r.corrupt(h.offset, "snappy: %v", err)
+		}
+		return out, nil
+	}
+	return nil, r.corrupt(h.offset, "unknown compression type %d", typ)
+}
+
+func (r *Reader) readProperties() error {
+	h := r.footer.properties
+	b, err := r.readStored(h)
+	if err != nil {
+		return err
+	}
+	dataEnd := r.props.DataSize
+	r.props, err = decodeProperties(b, r.opts.Name, int64(h.offset))
+	if err != nil {
+		return err
+	}
+	r.props.FormatVersion = r.footer.version
+	switch {
+	case r.props.DataSize != dataEnd:
+		return r.corrupt(h.offset, "properties: data size %d, but data blocks end at %d", r.props.DataSize, dataEnd)
+	case r.props.IndexSize != r.footer.index.length:
+		return r.corrupt(h.offset, "properties: index size %d, but the index block has %d bytes", r.props.IndexSize, r.footer.index.length)
+	case r.props.FilterSize != r.footer.filter.length:
+		return r.corrupt(h.offset, "properties: filter size %d, but the filter block has %d bytes", r.props.FilterSize, r.footer.filter.length)
+	}
+	return nil
+}
+
+// readIndex decodes the index block into memory. Separators must strictly
+// increase and the data blocks must tile [0, DataSize) in order, which
+// bounds every data block's length by the file size.
+func (r *Reader) readIndex() error {
+	h := r.footer.index
+	b, err := r.readStored(h)
+	if err != nil {
+		return err
+	}
+	if reason := checkBlock(b); reason != "" {
+		return r.corrupt(h.offset, "index block: %s", reason)
+	}
+	var it blockIter
+	if err := it.init(b, true, r.opts.Name, int64(h.offset)); err != nil {
+		return err
+	}
+	var arena []byte // all separator user keys, one allocation
+	var ends []int
+	var prev []byte   // previous separator
+	next := uint64(0) // where the next data block must start
+	for ok := it.first(); ok; ok = it.next() {
+		ukey, trailer := splitInternalKey(it.key)
+		if len(ends) > 0 && compareInternal(prev, ukey, trailer) >= 0 {
+			return r.corrupt(h.offset, "index separators out of order at entry %d", len(ends))
+		}
+		prev = append(prev[:0], it.key...)
+		dh, ok := decodeHandle(it.val)
+		if !ok || dh.offset != next || dh.length > r.props.DataSize || dh.end() > r.props.DataSize {
+			return r.corrupt(h.offset, "index entry %d: bad block handle", len(ends))
+		}
+		next = dh.end()
+		arena = append(arena, ukey...)
+		ends = append(ends, len(arena))
+		r.index = append(r.index, indexEntry{trailer: trailer, h: dh})
+	}
+	if it.err != nil {
+		return it.err
+	}
+	if next != r.props.DataSize || len(r.index) != r.props.DataBlocks {
+		return r.corrupt(h.offset, "index describes %d blocks ending at %d; properties say %d ending at %d",
+			len(r.index), next, r.props.DataBlocks, r.props.DataSize)
+	}
+	start := 0
+	for i, end := range ends {
+		r.index[i].userKey = arena[start:end:end]
+		start = end
+	}
+	return nil
+}
+
+// readFilter loads the filter block and cross-checks its geometry with the
+// properties.
+func (r *Reader) readFilter() error {
+	h := r.footer.filter
+	p := &r.props
+	if h == (blockHandle{}) {
+		if p.FilterBits != 0 || p.FilterK != 0 || p.FilterLayout != 0 {
+			return r.corrupt(r.footer.properties.offset, "properties describe a filter, but there is none")
+		}
+		return nil
+	}
+	b, err := r.readStored(h)
+	if err != nil {
+		return err
+	}
+	f, err := bloom.Decode(b)
+	if err != nil {
+		return r.corrupt(h.offset, "filter: %v", err)
+	}
+	g := f.Geometry()
+	if g.Seed != bloom.DefaultSeed {
+		return r.corrupt(h.offset, "filter seed %d, want bloom's default %d", g.Seed, bloom.DefaultSeed)
+	}
+	if uint8(g.Layout) != p.FilterLayout || g.K != int(p.FilterK) || g.Bits != p.FilterBits {
+		return r.corrupt(h.offset, "filter geometry %+v disagrees with the properties", g)
+	}
+	r.filter = f
+	return nil
+}
+
+// dataBlock returns the contents of data block i, from the cache or the
+// file. A block read from the file is checked (checkBlock) before it is
+// used or cached, so cached blocks need no further validation.
+func (r *Reader) dataBlock(i int, mode cacheMode) ([]byte, error) {
+	h := r.index[i].h
+	if mode != cacheBypass {
+		if b, ok := r.opts.Cache.get(r.opts.FileNum, h.offset); ok {
+			if c := r.opts.Counters; c != nil {
+				c.BlockCacheHits.Add(1)
+			}
+			return b, nil
+		}
+	}
+	b, err := r.readStored(h)
+	if err != nil {
+		return nil, err
+	}
+	if c := r.opts.Counters; c != nil {
+		c.BlockReads.Add(1)
+	}
+	if reason := checkBlock(b); reason != "" {
+		return nil, r.corrupt(h.offset, "data block: %s", reason)
+	}
+	if mode == cacheFill {
+		r.opts.Cache.insert(r.opts.FileNum, h.offset, b)
+	}
+	return b, nil
+}
+
+// searchIndex returns the first data block whose separator is >= (ukey,
+// trailer): the only block that can hold the first entry >= that key.
+func (r *Reader) searchIndex(ukey []byte, trailer uint64) int {
+	lo, hi := 0, len(r.index)
+	for lo < hi {
+		mid := int(uint(lo+hi) >> 1)
+		e := &r.index[mid]
+		if base.Compare(e.userKey, e.trailer, ukey, trailer) < 0 {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	return lo
+}
+
+// MayContain reports whether the segment may hold the user key whose
+// bloom.Hash is h. It is true when the segment has no filter.
+func (r *Reader) MayContain(h uint64) bool {
+	return r.filter == nil || r.filter.ContainsHash(h)
+}
+
+// Get returns the newest version of key with a sequence number <= maxSeq.
+// found is false if the segment holds none; for a tombstone found is true
+// and kind is base.KindDelete. value is a fresh copy.
+func (r *Reader) Get(key []byte, maxSeq uint64) (value []byte, kind base.Kind, found bool, err error) {
+	return r.GetAppend(nil, key, maxSeq)
+}
+
+// GetAppend is Get appending the value to dst; it returns dst unchanged
+// if nothing was found. With a warm cache and enough capacity in dst it
+// does not allocate.
+func (r *Reader) GetAppend(dst, key []byte, maxSeq uint64) (value []byte, kind base.Kind, found bool, err error) {
+	// Versions are ordered newest first, so the first entry at or after
+	// (key, maxSeq, largest kind) is the newest version <= maxSeq, if its
+	// user key is key.
+	trailer := base.MakeTrailer(min(maxSeq, base.MaxSeq), 0xff)
+	i := r.searchIndex(key, trailer)
+	if i == len(r.index) {
+		return dst, 0, false, nil
+	}
+	block, err := r.dataBlock(i, cacheFill)
+	if err != nil {
+		return dst, 0, false, err
+	}
+	it := r.iters.Get().(*blockIter)
+	defer r.putIter(it)
+	if err := it.init(block, true, r.opts.Name, int64(r.index[i].h.offset)); err != nil {
+		return dst, 0, false, err
+	}
+	// If the block runs out, key is absent: the separator is either the
+	// block's last key or lies strictly between the user keys of this
+	// block and the next, so the next block starts with a larger user key.
+	if !it.seekGE(key, trailer) {
+		return dst, 0, false, it.err
+	}
+	ukey, t := splitInternalKey(it.key)
+	if !bytes.Equal(ukey, key) {
+		return dst, 0, false, nil
+	}
+	_, kind = base.SplitTrailer(t)
+	if kind != base.KindPut && kind != base.KindDelete {
+		return dst, 0, false, r.corrupt(r.index[i].h.offset, "entry of unknown kind %d", kind)
+	}
+	return append(dst, it.val...), kind, true, nil
+}
+
+// putIter returns a Get iterator to the pool without letting it keep the
+// block alive.
+func (r *Reader) putIter(it *blockIter) {
+	it.data, it.val = nil, nil
+	r.iters.Put(it)
+}
+
+// Properties returns the segment's properties. The key slices are shared:
+// do not modify them.
+func (r *Reader) Properties() Properties { return r.props }
+
+// Filter returns the segment's Bloom filter, or nil if it has none. It
+// aliases the Reader's memory: do not modify it.
+func (r *Reader) Filter() *bloom.Filter { return r.filter }
+
+// Close releases the Reader. It does not close the file, which belongs to
+// the caller, and leaves the file's blocks in the cache to age out.
+func (r *Reader) Close() error { return nil }

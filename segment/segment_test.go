@@ -1,0 +1,575 @@
+package segment
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/bloomkv/bloomkv/bloom"
+	"github.com/bloomkv/bloomkv/internal/base"
+)
+
+// entry is one internal key and its value, as the model holds it.
+type entry struct {
+	key   []byte
+	seq   uint64
+	kind  base.Kind
+	value []byte
+}
+
+func compareEntries(a, b entry) int {
+	return base.Compare(a.key, base.MakeTrailer(a.seq, a.kind), b.key, base.MakeTrailer(b.seq, b.kind))
+}
+
+// randomEntries returns n entries in internal-key order. Keys come from a
+// small space with shared prefixes, so most keys have several versions;
+// sequence numbers are unique; about 1 in 5 entries is a tombstone.
+func randomEntries(rng *rand.Rand, n, keySpace int) []entry {
+	es := make([]entry, n)
+	seqs := rng.Perm(n * 2)
+	for i := range es {
+		k := rng.IntN(keySpace)
+		es[i] = entry{
+			key:  []byte(fmt.Sprintf("key/%03d/%x", k%97, k)),
+			seq:  uint64(seqs[i] + 1),
+			kind: base.KindPut,
+		}
+		if rng.IntN(5) == 0 {
+			es[i].kind = base.KindDelete
+		} else {
+			es[i].value = randomValue(rng)
+		}
+	}
+	slices.SortFunc(es, compareEntries)
+	return es
+}
+
+// randomValue is sometimes empty, sometimes compressible, sometimes not.
+func randomValue(rng *rand.Rand) []byte {
+	v := make([]byte, rng.IntN(120))
+	if rng.IntN(2) == 0 {
+		for i := range v {
+			v[i] = byte(rng.UintN(256))
+		}
+	} else {
+		for i := range v {
+			v[i] = "abcd"[i%4]
+		}
+	}
+	return v
+}
+
+func writeSegment(t testing.TB, es []entry, opts WriterOptions) ([]byte, Properties) {
+	t.Helper()
+	var buf bytes.Buffer
+	w := NewWriter(&buf, opts)
+	for _, e := range es {
+		if err := w.Add(e.key, e.seq, e.kind, e.value); err != nil {
+			t.Fatalf("Add(%q, %d): %v", e.key, e.seq, err)
+		}
+	}
+	props, err := w.Finish()
+	if err != nil {
+		t.Fatalf("Finish: %v", err)
+	}
+	return buf.Bytes(), props
+}
+
+func openSegment(t testing.TB, data []byte, opts ReaderOptions) *Reader {
+	t.Helper()
+	r, err := Open(bytes.NewReader(data), int64(len(data)), opts)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	return r
+}
+
+// modelGet is the specification of Reader.Get: the newest version of key
+// with seq <= maxSeq.
+func modelGet(es []entry, key []byte, maxSeq uint64) (entry, bool) {
+	var best entry
+	found := false
+	for _, e := range es {
+		if bytes.Equal(e.key, key) && e.seq <= maxSeq && (!found || e.seq > best.seq) {
+			best, found = e, true
+		}
+	}
+	return best, found
+}
+
+var writerConfigs = []WriterOptions{
+	{},
+	{BlockSize: 64, RestartInterval: 1},
+	{BlockSize: 256, RestartInterval: 3, Compression: true, BitsPerKey: 10},
+	{BlockSize: 4096, RestartInterval: 16, Compression: true, BitsPerKey: 10},
+	{BlockSize: 1, RestartInterval: 2, BitsPerKey: 4}, // one entry per block
+}
+
+func TestRoundTripGet(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for ci, opts := range writerConfigs {
+		t.Run(fmt.Sprint(ci), func(t *testing.T) {
+			es := randomEntries(rng, 2000, 300)
+			data, _ := writeSegment(t, es, opts)
+			r := openSegment(t, data, ReaderOptions{Cache: NewCache(1 << 20), Name: "rt.seg"})
+			if err := r.Verify(); err != nil {
+				t.Fatalf("Verify: %v", err)
+			}
+			maxSeq := uint64(len(es) * 2)
+			for range 3000 {
+				var key []byte
+				if rng.IntN(4) == 0 { // absent key, possibly between present ones
+					key = []byte(fmt.Sprintf("key/%03d/%x~", rng.IntN(97), rng.IntN(300)))
+				} else {
+					key = es[rng.IntN(len(es))].key
+				}
+				seq := rng.Uint64N(maxSeq + 2)
+				if rng.IntN(10) == 0 {
+					seq = base.MaxSeq + 7 // above the trailer's range: clamped
+				}
+				checkGet(t, r, es, key, seq)
+			}
+		})
+	}
+}
+
+func checkGet(t *testing.T, r *Reader, es []entry, key []byte, maxSeq uint64) {
+	t.Helper()
+	want, wantFound := modelGet(es, key, maxSeq)
+	v, kind, found, err := r.Get(key, maxSeq)
+	if err != nil {
+		t.Fatalf("Get(%q, %d): %v", key, maxSeq, err)
+	}
+	if found != wantFound || (found && (kind != want.kind || !bytes.Equal(v, want.value))) {
+		t.Fatalf("Get(%q, %d) = %q, %v, %v; want %q, %v, %v", key, maxSeq, v, kind, found, want.value, want.kind, wantFound)
+	}
+}
+
+func TestGetAppendReusesBuffer(t *testing.T) {
+	es := []entry{{key: []byte("a"), seq: 1, kind: base.KindPut, value: []byte("value")}}
+	data, _ := writeSegment(t, es, WriterOptions{})
+	r := openSegment(t, data, ReaderOptions{})
+	dst := []byte("prefix:")
+	v, _, found, err := r.GetAppend(dst, []byte("a"), 10)
+	if err != nil || !found || string(v) != "prefix:value" {
+		t.Fatalf("GetAppend = %q, %v, %v", v, found, err)
+	}
+	v, _, found, err = r.GetAppend(dst, []byte("b"), 10)
+	if err != nil || found || string(v) != "prefix:" {
+		t.Fatalf("GetAppend(absent) = %q, %v, %v", v, found, err)
+	}
+}
+
+func TestIteration(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for ci, opts := range writerConfigs {
+		t.Run(fmt.Sprint(ci), func(t *testing.T) {
+			es := randomEntries(rng, 1500, 200)
+			data, _ := writeSegment(t, es, opts)
+			r := openSegment(t, data, ReaderOptions{Cache: NewCache(1 << 16)})
+			for _, fill := range []bool{false, true} {
+				it := r.NewIter(fill)
+				checkForward(t, it, es)
+				checkBackward(t, it, es)
+				checkSeeks(t, rng, it, es)
+				if err := it.Close(); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func checkEntry(t *testing.T, it *Iter, want entry, what string) {
+	t.Helper()
+	if !it.Valid() {
+		t.Fatalf("%s: iterator invalid (err %v), want %q@%d", what, it.Error(), want.key, want.seq)
+	}
+	if !bytes.Equal(it.Key(), want.key) || it.Seq() != want.seq || it.Kind() != want.kind || !bytes.Equal(it.Value(), want.value) {
+		t.Fatalf("%s: at %q@%d %v %q, want %q@%d %v %q", what, it.Key(), it.Seq(), it.Kind(), it.Value(), want.key, want.seq, want.kind, want.value)
+	}
+}
+
+func checkForward(t *testing.T, it *Iter, es []entry) {
+	i := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		checkEntry(t, it, es[i], fmt.Sprintf("forward %d", i))
+		i++
+	}
+	if it.Error() != nil || i != len(es) {
+		t.Fatalf("forward iteration saw %d of %d entries (err %v)", i, len(es), it.Error())
+	}
+}
+
+func checkBackward(t *testing.T, it *Iter, es []entry) {
+	i := len(es) - 1
+	for ok := it.Last(); ok; ok = it.Prev() {
+		checkEntry(t, it, es[i], fmt.Sprintf("backward %d", i))
+		i--
+	}
+	if it.Error() != nil || i != -1 {
+		t.Fatalf("backward iteration stopped at %d (err %v)", i, it.Error())
+	}
+}
+
+func checkSeeks(t *testing.T, rng *rand.Rand, it *Iter, es []entry) {
+	for range 500 {
+		key := es[rng.IntN(len(es))].key
+		switch rng.IntN(3) {
+		case 0:
+			key = append(bytes.Clone(key), 0) // just after a present key
+		case 1:
+			key = key[:rng.IntN(len(key)+1)] // a prefix: before or at a present key
+		}
+		ge, _ := slices.BinarySearchFunc(es, key, func(e entry, k []byte) int { return bytes.Compare(e.key, k) })
+		if ge < len(es) {
+			it.SeekGE(key)
+			checkEntry(t, it, es[ge], fmt.Sprintf("SeekGE(%q)", key))
+			if ge+1 < len(es) { // moving on from a seek
+				it.Next()
+				checkEntry(t, it, es[ge+1], fmt.Sprintf("SeekGE(%q)+Next", key))
+			}
+		} else if it.SeekGE(key) {
+			t.Fatalf("SeekGE(%q) past the end is valid at %q", key, it.Key())
+		}
+		if lt := ge - 1; lt >= 0 {
+			it.SeekLT(key)
+			checkEntry(t, it, es[lt], fmt.Sprintf("SeekLT(%q)", key))
+			if lt > 0 {
+				it.Prev()
+				checkEntry(t, it, es[lt-1], fmt.Sprintf("SeekLT(%q)+Prev", key))
+			}
+		} else if it.SeekLT(key) {
+			t.Fatalf("SeekLT(%q) before the start is valid at %q", key, it.Key())
+		}
+	}
+}
+
+func TestProperties(t *testing.T) {
+	es := []entry{
+		{key: []byte("apple"), seq: 9, kind: base.KindPut, value: []byte("red")},
+		{key: []byte("apple"), seq: 4, kind: base.KindDelete},
+		{key: []byte("banana"), seq: 7, kind: base.KindPut, value: []byte("yellow")},
+		{key: []byte("cherry"), seq: 2, kind: base.KindDelete},
+	}
+	data, props := writeSegment(t, es, WriterOptions{BitsPerKey: 10, BlockSize: 16})
+	r := openSegment(t, data, ReaderOptions{})
+	got := r.Properties()
+	if !equalProps(got, props) {
+		t.Fatalf("reader properties %+v differ from writer's %+v", got, props)
+	}
+	g := r.Filter().Geometry()
+	want := Properties{
+		Entries: 4, Tombstones: 2, DistinctKeys: 3, MinSeq: 2, MaxSeq: 9,
+		Smallest: []byte("apple"), Largest: []byte("cherry"),
+		DataBlocks: len(r.index), DataSize: r.footer.filter.offset,
+		IndexSize: r.footer.index.length, FilterSize: r.footer.filter.length,
+		FilterLayout: uint8(g.Layout), FilterK: uint8(g.K), FilterBits: g.Bits,
+		FormatVersion: FormatVersion,
+	}
+	if !equalProps(got, want) {
+		t.Fatalf("properties %+v, want %+v", got, want)
+	}
+	if got.DataBlocks < 3 || g.Layout != bloom.Blocked || g.Bits == 0 {
+		t.Fatalf("expected several blocks and a blocked filter, got %d blocks, %+v", got.DataBlocks, g)
+	}
+}
+
+// equalProps compares properties, treating nil and empty keys alike.
+func equalProps(a, b Properties) bool {
+	for _, p := range []*Properties{&a, &b} {
+		if len(p.Smallest) == 0 {
+			p.Smallest = nil
+		}
+		if len(p.Largest) == 0 {
+			p.Largest = nil
+		}
+	}
+	return reflect.DeepEqual(a, b)
+}
+
+func TestEmptySegment(t *testing.T) {
+	for _, bpk := range []float64{0, 10} {
+		data, props := writeSegment(t, nil, WriterOptions{BitsPerKey: bpk})
+		r := openSegment(t, data, ReaderOptions{Name: "empty.seg"})
+		if props.Entries != 0 || props.DataBlocks != 0 {
+			t.Fatalf("props of empty segment: %+v", props)
+		}
+		if _, _, found, err := r.Get([]byte("x"), 5); found || err != nil {
+			t.Fatalf("Get on empty segment: %v, %v", found, err)
+		}
+		if bpk > 0 && r.MayContain(bloom.Hash([]byte("x"))) {
+			t.Fatal("empty filter claims a key")
+		}
+		it := r.NewIter(true)
+		if it.First() || it.Last() || it.SeekGE([]byte("a")) || it.SeekLT([]byte("z")) {
+			t.Fatal("iterator over empty segment is valid")
+		}
+		if err := r.Verify(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestFilter(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	es := randomEntries(rng, 5000, 3000)
+	data, props := writeSegment(t, es, WriterOptions{BitsPerKey: 10})
+	r := openSegment(t, data, ReaderOptions{})
+	if props.DistinctKeys == 0 || props.FilterBits < props.DistinctKeys*10 {
+		t.Fatalf("filter of %d bits for %d keys", props.FilterBits, props.DistinctKeys)
+	}
+	for _, e := range es {
+		if !r.MayContain(bloom.Hash(e.key)) {
+			t.Fatalf("false negative for %q", e.key)
+		}
+	}
+	fp := 0
+	const absent = 20000
+	for i := range absent {
+		if r.MayContain(bloom.Hash([]byte(fmt.Sprintf("absent-%d", i)))) {
+			fp++
+		}
+	}
+	if rate := float64(fp) / absent; rate > 0.03 {
+		t.Fatalf("false-positive rate %.4f at 10 bits/key", rate)
+	}
+
+	noFilter := openSegment(t, func() []byte { d, _ := writeSegment(t, es, WriterOptions{}); return d }(), ReaderOptions{})
+	if noFilter.Filter() != nil || !noFilter.MayContain(bloom.Hash([]byte("absent"))) {
+		t.Fatal("a segment without a filter must report every key as possible")
+	}
+}
+
+func TestSetFilter(t *testing.T) {
+	es := []entry{
+		{key: []byte("a"), seq: 1, kind: base.KindPut},
+		{key: []byte("b"), seq: 2, kind: base.KindPut},
+	}
+	union := bloom.NewBitsPerKey(1000, 10) // larger than what the keys need, as after a union
+	for _, k := range []string{"a", "b", "z"} {
+		union.AddHash(bloom.Hash([]byte(k)))
+	}
+	var buf bytes.Buffer
+	w := NewWriter(&buf, WriterOptions{BitsPerKey: 10})
+	w.SetFilter(union)
+	for _, e := range es {
+		if err := w.Add(e.key, e.seq, e.kind, e.value); err != nil {
+			t.Fatal(err)
+		}
+	}
+	props, err := w.Finish()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if props.FilterBits != union.Geometry().Bits {
+		t.Fatalf("filter bits %d, want the supplied filter's %d", props.FilterBits, union.Geometry().Bits)
+	}
+	r := openSegment(t, buf.Bytes(), ReaderOptions{})
+	if !r.MayContain(bloom.Hash([]byte("z"))) {
+		t.Fatal("the supplied filter was not written")
+	}
+	if err := r.Verify(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestVerifyDetectsFilterFalseNegative(t *testing.T) {
+	es := []entry{{key: []byte("a"), seq: 1, kind: base.KindPut}, {key: []byte("b"), seq: 2, kind: base.KindPut}}
+	f := bloom.NewBitsPerKey(2, 10)
+	f.AddHash(bloom.Hash([]byte("a"))) // "b" missing
+	var buf bytes.Buffer
+	w := NewWriter(&buf, WriterOptions{})
+	w.SetFilter(f)
+	for _, e := range es {
+		if err := w.Add(e.key, e.seq, e.kind, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := w.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	r := openSegment(t, buf.Bytes(), ReaderOptions{Name: "fn.seg"})
+	err := r.Verify()
+	var ce *base.CorruptError
+	if !errors.As(err, &ce) || ce.File != "fn.seg" {
+		t.Fatalf("Verify = %v, want a corruption error about the filter", err)
+	}
+}
+
+func TestWriterRejects(t *testing.T) {
+	tests := []struct {
+		name  string
+		first entry
+		next  entry
+	}{
+		{"smaller user key", entry{key: []byte("b"), seq: 1}, entry{key: []byte("a"), seq: 2}},
+		{"older version first", entry{key: []byte("a"), seq: 1}, entry{key: []byte("a"), seq: 2}},
+		{"duplicate", entry{key: []byte("a"), seq: 1}, entry{key: []byte("a"), seq: 1}},
+		{"seq too large", entry{key: []byte("a"), seq: 1}, entry{key: []byte("b"), seq: base.MaxSeq + 1}},
+		{"bad kind", entry{key: []byte("a"), seq: 1}, entry{key: []byte("b"), seq: 1, kind: 7}},
+		{"huge entry", entry{key: []byte("a"), seq: 1}, entry{key: []byte("b"), seq: 1, value: make([]byte, MaxEntrySize)}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			w := NewWriter(&bytes.Buffer{}, WriterOptions{})
+			if err := w.Add(tc.first.key, tc.first.seq, tc.first.kind, tc.first.value); err != nil {
+				t.Fatal(err)
+			}
+			if err := w.Add(tc.next.key, tc.next.seq, tc.next.kind, tc.next.value); err == nil {
+				t.Fatal("Add accepted it")
+			}
+			if _, err := w.Finish(); err == nil {
+				t.Fatal("Finish succeeded after a failed Add")
+			}
+		})
+	}
+	w := NewWriter(&bytes.Buffer{}, WriterOptions{})
+	if _, err := w.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Add([]byte("a"), 1, base.KindPut, nil); err == nil {
+		t.Fatal("Add after Finish accepted")
+	}
+}
+
+// countingWriter records the size of each Write.
+type countingWriter struct{ writes []int }
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	c.writes = append(c.writes, len(p))
+	return len(p), nil
+}
+
+func TestWriterMakesFewLargeWrites(t *testing.T) {
+	var cw countingWriter
+	w := NewWriter(&cw, WriterOptions{BitsPerKey: 10})
+	value := bytes.Repeat([]byte("v"), 100)
+	for i := range 20000 {
+		if err := w.Add([]byte(fmt.Sprintf("key%08d", i)), 1, base.KindPut, value); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := w.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	total := 0
+	for _, n := range cw.writes {
+		total += n
+	}
+	if limit := total/flushThreshold + 2; len(cw.writes) > limit {
+		t.Fatalf("%d writes for %d bytes, want at most %d", len(cw.writes), total, limit)
+	}
+}
+
+type failingWriter struct{ err error }
+
+func (f failingWriter) Write([]byte) (int, error) { return 0, f.err }
+
+func TestWriterReportsWriteError(t *testing.T) {
+	boom := errors.New("disk full")
+	w := NewWriter(failingWriter{boom}, WriterOptions{})
+	if err := w.Add([]byte("a"), 1, base.KindPut, nil); err != nil {
+		t.Fatal(err) // buffered: nothing written yet
+	}
+	if _, err := w.Finish(); !errors.Is(err, boom) {
+		t.Fatalf("Finish = %v, want %v", err, boom)
+	}
+}
+
+func TestSeparator(t *testing.T) {
+	ik := func(k string, seq uint64) []byte {
+		return appendInternalKey(nil, []byte(k), base.MakeTrailer(seq, base.KindPut))
+	}
+	tests := []struct {
+		last []byte
+		next string
+		want []byte
+	}{
+		{ik("abc", 5), "abz", appendInternalKey(nil, []byte("abd"), maxTrailer)},
+		{ik("abc", 5), "abd", ik("abc", 5)},       // no room between c and d
+		{ik("abc", 5), "abcd", ik("abc", 5)},      // last is a prefix of next
+		{ik("abc", 5), "abc", ik("abc", 5)},       // versions of one key span the blocks
+		{ik("a\xff", 5), "b\x00", ik("a\xff", 5)}, // 'a'+1 == 'b'
+		{ik("helloworld", 1), "hz", appendInternalKey(nil, []byte("hf"), maxTrailer)},
+	}
+	for _, tc := range tests {
+		got := appendSeparator(nil, tc.last, []byte(tc.next))
+		if !bytes.Equal(got, tc.want) {
+			t.Errorf("separator(%q, %q) = %q, want %q", tc.last, tc.next, got, tc.want)
+		}
+		gk, gt := splitInternalKey(got)
+		lk, lt := splitInternalKey(tc.last)
+		if base.Compare(lk, lt, gk, gt) > 0 || base.Compare(gk, gt, []byte(tc.next), 0) >= 0 {
+			t.Errorf("separator(%q, %q) = %q is not in [last, next)", tc.last, tc.next, got)
+		}
+	}
+}
+
+// TestLargeValues covers blocks far above BlockSize, including ones that
+// bypass the Writer's output buffer, with and without compression.
+func TestLargeValues(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	random := make([]byte, 3*flushThreshold)
+	for i := range random {
+		random[i] = byte(rng.UintN(256))
+	}
+	es := []entry{
+		{key: []byte("a"), seq: 1, kind: base.KindPut, value: []byte("small")},
+		{key: []byte("b"), seq: 2, kind: base.KindPut, value: random[:flushThreshold+1]},
+		{key: []byte("c"), seq: 3, kind: base.KindPut, value: bytes.Repeat([]byte("z"), 2*flushThreshold)},
+		{key: []byte("d"), seq: 4, kind: base.KindPut, value: random},
+	}
+	for _, compress := range []bool{false, true} {
+		data, _ := writeSegment(t, es, WriterOptions{Compression: compress, BitsPerKey: 10})
+		r := openSegment(t, data, ReaderOptions{Cache: NewCache(16 << 20)})
+		for _, e := range es {
+			checkGet(t, r, es, e.key, 10)
+		}
+		if err := r.Verify(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestConcurrentReaders runs Gets and scans on one Reader and cache from
+// several goroutines (meaningful under -race).
+func TestConcurrentReaders(t *testing.T) {
+	es := randomEntries(rand.New(rand.NewPCG(15, 16)), 3000, 500)
+	data, _ := writeSegment(t, es, WriterOptions{BlockSize: 512, Compression: true, BitsPerKey: 10})
+	r := openSegment(t, data, ReaderOptions{Cache: NewCache(32 << 10), Counters: &Counters{}})
+	errs := make(chan error, 4)
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(g), 17))
+			for range 500 {
+				e := es[rng.IntN(len(es))]
+				want, _ := modelGet(es, e.key, e.seq)
+				v, kind, found, err := r.Get(e.key, e.seq)
+				if err != nil || !found || kind != want.kind || !bytes.Equal(v, want.value) {
+					errs <- fmt.Errorf("Get(%q, %d) = %q, %v, %v, %v", e.key, e.seq, v, kind, found, err)
+					return
+				}
+			}
+			it := r.NewIter(g%2 == 0)
+			n := 0
+			for ok := it.First(); ok; ok = it.Next() {
+				n++
+			}
+			if err := it.Close(); err != nil || n != len(es) {
+				errs <- fmt.Errorf("scan saw %d of %d entries: %v", n, len(es), err)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}

@@ -1,0 +1,321 @@
+package segment
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+
+	"github.com/bloomkv/bloomkv/bloom"
+	"github.com/bloomkv/bloomkv/internal/base"
+	"github.com/golang/snappy"
+)
+
+// WriterOptions configure a Writer. The zero value gives 4 KiB blocks, a
+// restart point every 16 keys, no compression and no filter.
+type WriterOptions struct {
+	// BlockSize is the target uncompressed size of a data block: a block is
+	// closed once it reaches it. Default 4096; capped at 8 MiB.
+	BlockSize int
+	// RestartInterval is the number of keys between restart points; a
+	// lookup scans at most this many keys after its binary search.
+	// Default 16.
+	RestartInterval int
+	// Compression compresses data and index blocks with snappy. A block is
+	// stored raw when snappy does not save at least 1/8 of it.
+	Compression bool
+	// BitsPerKey sizes the Bloom filter built from the distinct user keys;
+	// 0 writes no filter (unless SetFilter supplies one).
+	BitsPerKey float64
+}
+
+// flushThreshold is how much encoded output the Writer gathers before one
+// Write to the underlying writer.
+const flushThreshold = 256 << 10
+
+// Writer writes one segment. Entries are added in internal-key order; the
+// file is complete once Finish returns. The Writer gathers its output and
+// writes it in chunks of about 256 KiB, so the destination needs no
+// buffering of its own. After any error the Writer is unusable and every
+// later call returns that error.
+type Writer struct {
+	w    io.Writer
+	opts WriterOptions
+
+	out     []byte // encoded bytes not yet written to w
+	offset  uint64 // file offset of the next byte appended to out
+	data    blockWriter
+	index   blockWriter
+	snappy  []byte // compression output buffer, reused
+	scratch []byte // index entry values, reused
+
+	lastKey  []byte // internal key of the last Add
+	ikey     []byte // internal key being added; swapped with lastKey
+	pending  bool   // a data block is written and awaits its index entry
+	pendingH blockHandle
+
+	hashes   []uint64      // bloom.Hash of each distinct user key
+	filter   *bloom.Filter // supplied by SetFilter
+	props    Properties
+	err      error
+	finished bool
+}
+
+// NewWriter returns a Writer that writes a segment to w.
+func NewWriter(w io.Writer, opts WriterOptions) *Writer {
+	if opts.BlockSize <= 0 {
+		opts.BlockSize = 4096
+	}
+	opts.BlockSize = min(opts.BlockSize, maxTargetBlockSize)
+	if opts.RestartInterval <= 0 {
+		opts.RestartInterval = 16
+	}
+	opts.BitsPerKey = max(opts.BitsPerKey, 0)
+	return &Writer{
+		w:     w,
+		opts:  opts,
+		out:   make([]byte, 0, flushThreshold+opts.BlockSize+blockTrailerLen),
+		data:  blockWriter{restartInterval: opts.RestartInterval},
+		index: blockWriter{restartInterval: opts.RestartInterval},
+	}
+}
+
+// Add appends an entry. key is the user key; entries must arrive in
+// strictly increasing internal-key order (base.Compare: user key
+// ascending, then seq descending). The Writer copies what it keeps.
+func (w *Writer) Add(key []byte, seq uint64, kind base.Kind, value []byte) error {
+	if err := w.checkAdd(key, seq, kind, value); err != nil {
+		w.err = err
+		return err
+	}
+	lastUser := w.lastUserKey()
+	if w.pending {
+		w.addIndexEntry(appendSeparator(w.ikey[:0], w.lastKey, key))
+	}
+	if w.props.Entries == 0 || !bytes.Equal(lastUser, key) {
+		w.props.DistinctKeys++
+		if w.filter == nil && w.opts.BitsPerKey > 0 {
+			w.hashes = append(w.hashes, bloom.Hash(key))
+		}
+	}
+	w.ikey = appendInternalKey(w.ikey[:0], key, base.MakeTrailer(seq, kind))
+	w.data.add(w.ikey, value)
+	w.lastKey, w.ikey = w.ikey, w.lastKey
+	w.count(key, seq, kind)
+	if w.data.estimatedSize() >= w.opts.BlockSize {
+		return w.flushBlock()
+	}
+	return nil
+}
+
+func (w *Writer) checkAdd(key []byte, seq uint64, kind base.Kind, value []byte) error {
+	switch {
+	case w.err != nil:
+		return w.err
+	case w.finished:
+		return errors.New("segment: Add after Finish")
+	case seq > base.MaxSeq:
+		return fmt.Errorf("segment: sequence number %d exceeds 56 bits", seq)
+	case kind != base.KindPut && kind != base.KindDelete:
+		return fmt.Errorf("segment: invalid kind %v", kind)
+	case len(key)+len(value) > MaxEntrySize:
+		return fmt.Errorf("segment: entry of %d bytes exceeds the maximum of %d", len(key)+len(value), MaxEntrySize)
+	}
+	if w.props.Entries > 0 && compareInternal(w.lastKey, key, base.MakeTrailer(seq, kind)) >= 0 {
+		lk, lt := splitInternalKey(w.lastKey)
+		lseq, _ := base.SplitTrailer(lt)
+		return fmt.Errorf("segment: key %q seq %d added out of order (after %q seq %d)", key, seq, lk, lseq)
+	}
+	return nil
+}
+
+func (w *Writer) lastUserKey() []byte {
+	if len(w.lastKey) < base.TrailerLen {
+		return nil
+	}
+	k, _ := splitInternalKey(w.lastKey)
+	return k
+}
+
+// count updates the properties for an added entry.
+func (w *Writer) count(key []byte, seq uint64, kind base.Kind) {
+	p := &w.props
+	if p.Entries == 0 {
+		p.Smallest = bytes.Clone(key)
+		p.MinSeq, p.MaxSeq = seq, seq
+	}
+	p.Entries++
+	if kind == base.KindDelete {
+		p.Tombstones++
+	}
+	p.MinSeq = min(p.MinSeq, seq)
+	p.MaxSeq = max(p.MaxSeq, seq)
+}
+
+// appendSeparator appends an internal key s with last <= s < (next, any
+// trailer), shortened when possible: if the user keys first differ at byte
+// i and last[i]+1 < next[i], then last[:i+1] with that byte incremented,
+// paired with the largest trailer, lies strictly between the user keys.
+// Otherwise it is last itself.
+func appendSeparator(dst, last, next []byte) []byte {
+	lu, _ := splitInternalKey(last)
+	i := commonPrefix(lu, next)
+	if i < len(lu) && i < len(next) && lu[i] < 0xff && lu[i]+1 < next[i] {
+		dst = append(dst, lu[:i+1]...)
+		dst[len(dst)-1]++
+		return binary.LittleEndian.AppendUint64(dst, maxTrailer)
+	}
+	return append(dst, last...)
+}
+
+func (w *Writer) addIndexEntry(sep []byte) {
+	w.scratch = appendHandle(w.scratch[:0], w.pendingH)
+	w.index.add(sep, w.scratch)
+	w.pending = false
+}
+
+// SetFilter makes Finish write f instead of building a filter from the
+// added keys; compaction passes the union of its inputs' filters. f must
+// contain every user key added, and use bloom's default seed because
+// readers probe with bloom.Hash. Passing nil restores the default.
+func (w *Writer) SetFilter(f *bloom.Filter) {
+	w.filter = f
+}
+
+func (w *Writer) flushBlock() error {
+	h, err := w.writeBlock(w.data.finish(), w.opts.Compression)
+	w.data.reset()
+	w.pending, w.pendingH = true, h
+	w.props.DataBlocks++
+	return err
+}
+
+// writeBlock compresses raw if asked and worthwhile, then emits it.
+func (w *Writer) writeBlock(raw []byte, compress bool) (blockHandle, error) {
+	payload, typ := w.maybeCompress(raw, compress)
+	return w.emit(payload, typ)
+}
+
+// maybeCompress returns the snappy encoding of raw if it saves at least
+// 1/8 (otherwise decompressing would cost more than the bytes it saves).
+// The result is valid until the next call.
+func (w *Writer) maybeCompress(raw []byte, compress bool) ([]byte, byte) {
+	if !compress || len(raw) > MaxBlockSize {
+		return raw, compressionNone
+	}
+	w.snappy = snappy.Encode(w.snappy[:cap(w.snappy)], raw)
+	if len(w.snappy) < len(raw)-len(raw)/8 {
+		return w.snappy, compressionSnappy
+	}
+	return raw, compressionNone
+}
+
+// emit appends a stored block and its trailer to the output.
+func (w *Writer) emit(payload []byte, typ byte) (blockHandle, error) {
+	h := blockHandle{offset: w.offset, length: uint64(len(payload))}
+	var crc uint32
+	if len(payload) >= flushThreshold {
+		// A large block (typically the filter) skips the copy into out.
+		if err := w.flush(); err != nil {
+			return h, err
+		}
+		if _, err := w.w.Write(payload); err != nil {
+			w.err = fmt.Errorf("segment: write: %w", err)
+			return h, w.err
+		}
+		crc = crc32.Checksum(payload, castagnoli)
+	}
+	start := len(w.out)
+	if len(payload) < flushThreshold {
+		w.out = append(w.out, payload...)
+	}
+	w.out = append(w.out, typ)
+	crc = crc32.Update(crc, castagnoli, w.out[start:]) // the rest of payload, and typ
+	w.out = binary.LittleEndian.AppendUint32(w.out, crc)
+	w.offset = h.end()
+	if len(w.out) >= flushThreshold {
+		return h, w.flush()
+	}
+	return h, nil
+}
+
+func (w *Writer) flush() error {
+	if w.err != nil || len(w.out) == 0 {
+		return w.err
+	}
+	if _, err := w.w.Write(w.out); err != nil {
+		w.err = fmt.Errorf("segment: write: %w", err)
+	}
+	w.out = w.out[:0]
+	return w.err
+}
+
+// Finish writes the last data block, the filter, properties and index
+// blocks and the footer, and returns the segment's properties. It does not
+// sync or close the destination.
+func (w *Writer) Finish() (Properties, error) {
+	if w.err == nil && w.finished {
+		w.err = errors.New("segment: Finish called twice")
+	}
+	if w.err != nil {
+		return Properties{}, w.err
+	}
+	w.finished = true
+	if w.data.entries > 0 {
+		if err := w.flushBlock(); err != nil {
+			return Properties{}, err
+		}
+	}
+	if w.pending {
+		w.addIndexEntry(w.lastKey)
+	}
+	w.props.Largest = bytes.Clone(w.lastUserKey())
+	w.props.DataSize = w.offset
+	w.props.FormatVersion = FormatVersion
+	ft := footer{version: FormatVersion}
+	if err := w.writeFilter(&ft); err != nil {
+		return Properties{}, err
+	}
+	// The index size goes into the properties block, which precedes the
+	// index, so the index is encoded first and emitted after.
+	index, typ := w.maybeCompress(w.index.finish(), w.opts.Compression)
+	w.props.IndexSize = uint64(len(index))
+	// A failed write makes w.err sticky, and the flush below returns it.
+	ft.properties, _ = w.emit(encodeProperties(&w.data, &w.props), compressionNone)
+	ft.index, _ = w.emit(index, typ)
+	w.out = append(w.out, ft.encode()...)
+	if err := w.flush(); err != nil {
+		return Properties{}, err
+	}
+	return w.props, nil
+}
+
+// writeFilter writes the filter block, if any, and records its geometry.
+func (w *Writer) writeFilter(ft *footer) error {
+	f := w.filter
+	if f == nil && w.opts.BitsPerKey > 0 {
+		f = bloom.NewBitsPerKey(len(w.hashes), w.opts.BitsPerKey)
+		for _, h := range w.hashes {
+			f.AddHash(h)
+		}
+	}
+	if f == nil {
+		return nil
+	}
+	g := f.Geometry()
+	if g.Seed != bloom.DefaultSeed {
+		w.err = fmt.Errorf("segment: filter seed %d, but readers probe with bloom.Hash (seed %d)", g.Seed, bloom.DefaultSeed)
+		return w.err
+	}
+	enc, err := f.MarshalBinary()
+	if err != nil {
+		w.err = fmt.Errorf("segment: encode filter: %w", err)
+		return w.err
+	}
+	w.props.FilterLayout, w.props.FilterK, w.props.FilterBits = uint8(g.Layout), uint8(g.K), g.Bits
+	w.props.FilterSize = uint64(len(enc))
+	ft.filter, err = w.emit(enc, compressionNone)
+	return err
+}
