@@ -1,0 +1,234 @@
+package bloomkv
+
+import (
+	"fmt"
+	"os"
+	"sync"
+
+	"github.com/bloomkv/bloomkv/memtable"
+	"github.com/bloomkv/bloomkv/wal"
+)
+
+// maxFrozen is how many full memtables may wait for flush before writers
+// stall. Two lets one flush run while the next memtable fills.
+const maxFrozen = 2
+
+// commitQueue implements group commit. Writers queue their batches; the
+// first to find no leader becomes the leader and commits everything queued
+// in one WAL write (and one fsync with Options.Sync), then applies the
+// batches to the memtable, while later writers queue behind it for the
+// next group. The leader is the only goroutine that writes the WAL or the
+// memtable, so neither needs a lock of its own.
+type commitQueue struct {
+	mu       sync.Mutex
+	idle     sync.Cond // signalled when the leader steps down
+	leading  bool
+	pending  []*commitReq
+	spare    []*commitReq
+	payloads [][]byte // leader only
+}
+
+type commitReq struct {
+	b    *Batch
+	err  error
+	done chan struct{}
+}
+
+var reqPool = sync.Pool{New: func() any { return &commitReq{done: make(chan struct{}, 1)} }}
+
+// submit commits b and returns when it is durable (as Options.Sync says)
+// and visible to readers.
+func (q *commitQueue) submit(db *DB, b *Batch) error {
+	r := reqPool.Get().(*commitReq)
+	r.b, r.err = b, nil
+	q.mu.Lock()
+	q.pending = append(q.pending, r)
+	if !q.leading {
+		q.leading = true
+		q.lead(db)
+	}
+	q.mu.Unlock()
+	<-r.done
+	err := r.err
+	r.b, r.err = nil, nil
+	reqPool.Put(r)
+	return err
+}
+
+// exclusive runs fn while no commit is in progress (as the leader), then
+// commits whatever queued meanwhile.
+func (q *commitQueue) exclusive(db *DB, fn func()) {
+	q.mu.Lock()
+	if q.idle.L == nil {
+		q.idle.L = &q.mu
+	}
+	for q.leading {
+		q.idle.Wait()
+	}
+	q.leading = true
+	q.mu.Unlock()
+	fn()
+	q.mu.Lock()
+	q.lead(db)
+	q.mu.Unlock()
+}
+
+// lead commits queued groups until none is left. q.mu is held on entry and
+// exit, released while a group is written.
+func (q *commitQueue) lead(db *DB) {
+	for len(q.pending) > 0 {
+		group := q.pending
+		q.pending = q.spare[:0]
+		q.mu.Unlock()
+		db.commitGroup(group)
+		clear(group)
+		q.mu.Lock()
+		q.spare = group[:0]
+	}
+	q.leading = false
+	if q.idle.L != nil {
+		q.idle.Broadcast()
+	}
+}
+
+// commitGroup writes one group of batches: sequence numbers, one WAL write,
+// optionally one fsync, the memtable inserts, then visibility.
+func (db *DB) commitGroup(group []*commitReq) {
+	size := 0
+	for _, r := range group {
+		size += r.b.Size()
+	}
+	db.mu.Lock()
+	err := db.makeRoomLocked(size)
+	logw, mem := db.logw, db.mem
+	db.mu.Unlock()
+	if err == nil {
+		err = db.writeGroup(group, logw, mem)
+	}
+	for _, r := range group {
+		r.err = err
+		r.done <- struct{}{}
+	}
+}
+
+func (db *DB) writeGroup(group []*commitReq, logw *wal.Writer, mem *memtable.Memtable) error {
+	payloads := db.commit.payloads[:0]
+	seq := db.lastSeq + 1
+	for _, r := range group {
+		payloads = append(payloads, r.b.setSeq(seq))
+		seq += uint64(r.b.count)
+	}
+	n, err := logw.WriteRecords(payloads...)
+	db.commit.payloads = payloads
+	if err == nil && db.opts.Sync {
+		err = logw.Sync()
+	}
+	db.stats.walBytes.Add(uint64(n))
+	if err != nil {
+		// The WAL may now hold part of the group: refuse all further
+		// writes rather than acknowledge anything on top of it.
+		db.fail(fmt.Errorf("WAL write: %w", err))
+		return fmt.Errorf("%w: %w", ErrReadOnly, err)
+	}
+	for _, p := range payloads {
+		decodeBatch(p, "", 0, func(seq uint64, op batchOp) { mem.Add(seq, op.kind, op.key, op.value) })
+	}
+	clear(payloads) // do not pin the batches until the next group
+	db.lastSeq = seq - 1
+	db.visibleSeq.Store(db.lastSeq)
+	db.stats.writes.Add(uint64(len(group)))
+	return nil
+}
+
+// makeRoomLocked makes sure the memtable can take size more bytes: it
+// freezes a full memtable and starts a new one with a new WAL, and stalls
+// (waits, never fails) while maxFrozen memtables already wait for flush.
+func (db *DB) makeRoomLocked(size int) error {
+	for {
+		if err := db.writableLocked(); err != nil {
+			return err
+		}
+		if db.mem.Len() == 0 || db.mem.ApproximateSize()+size <= db.opts.MemtableSize {
+			return nil
+		}
+		if len(db.imm) >= maxFrozen {
+			db.stats.writeStalls.Add(1)
+			db.cond.Wait()
+			continue
+		}
+		return db.rotateLocked()
+	}
+}
+
+func (db *DB) writableLocked() error {
+	switch {
+	case db.closed:
+		return ErrClosed
+	case db.bgErr != nil:
+		return fmt.Errorf("%w: %w", ErrReadOnly, db.bgErr)
+	}
+	return nil
+}
+
+// frozen is a full memtable waiting for its flush.
+type frozen struct {
+	mem    *memtable.Memtable
+	maxSeq uint64        // last sequence number it holds
+	logNum uint64        // the WAL that holds the same writes
+	done   chan struct{} // closed when flushed (or when the flush failed)
+}
+
+// rotateLocked freezes the memtable and starts a new one with a new WAL.
+// Only the commit leader calls it (directly or through exclusive).
+func (db *DB) rotateLocked() error {
+	num := db.manifest.NewFileNum()
+	logw, err := db.createWAL(num)
+	if err != nil {
+		db.failLocked(err)
+		return fmt.Errorf("%w: %w", ErrReadOnly, err)
+	}
+	if err := db.logw.Close(); err != nil {
+		db.logger.Warn("closing WAL", "num", db.logNum, "err", err)
+	}
+	db.imm = append(db.imm, &frozen{mem: db.mem, maxSeq: db.lastSeq, logNum: db.logNum, done: make(chan struct{})})
+	db.mem = memtable.New(db.opts.MemtableSize)
+	db.logw, db.logNum = logw, num
+	db.publishLocked()
+	db.scheduleFlushLocked()
+	return nil
+}
+
+// createWAL creates WAL file num; with Sync on, it also syncs the
+// directory so that the new file's name survives power loss.
+func (db *DB) createWAL(num uint64) (*wal.Writer, error) {
+	name := walName(num)
+	f, err := os.OpenFile(db.path(name), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("create WAL: %w", err)
+	}
+	w, err := wal.NewWriter(f, name)
+	if err == nil && db.opts.Sync {
+		err = syncDir(db.dir)
+	}
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("create WAL %s: %w", name, err)
+	}
+	return w, nil
+}
+
+// fail puts the DB in the read-only state after a failure that may have
+// broken a durability promise.
+func (db *DB) fail(err error) {
+	db.mu.Lock()
+	db.failLocked(err)
+	db.mu.Unlock()
+}
+
+func (db *DB) failLocked(err error) {
+	if db.bgErr == nil {
+		db.bgErr = err
+		db.logger.Error("bloomkv is now read-only", "err", err)
+	}
+	db.cond.Broadcast()
+}

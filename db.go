@@ -1,0 +1,305 @@
+// Package bloomkv is an embedded key-value store: a log-structured merge
+// tree whose on-disk segments each carry a Bloom filter, so that looking up
+// a key that is not there costs no disk read at all for almost every
+// segment.
+//
+// # Data path
+//
+// A write (Put, Delete, Write of a Batch) is appended to the write-ahead log
+// (wal/) as one record and then inserted into the memtable (memtable/), a
+// sorted in-memory skiplist. When the memtable reaches Options.MemtableSize
+// it becomes immutable, a new one takes the writes, and a background flush
+// writes the immutable one to a segment file (segment/): sorted,
+// prefix-compressed, snappy-compressed, checksummed blocks, an index, and a
+// Bloom filter (bloom/) of the segment's keys. The set of live segments is
+// kept in a bbolt database (manifest/), changed in one ACID transaction per
+// flush or compaction.
+//
+// A Get looks in the memtable, then the immutable memtables, then the
+// segments newest first. The key is hashed once; each segment's filter is
+// asked with that hash, and a segment whose filter says "not here" is
+// skipped without any I/O. Only a "maybe" leads to an index lookup and a
+// block read, from the block cache or the file.
+//
+// # Guarantees
+//
+// Every method is safe for concurrent use. A write that returned nil
+// survives a crash of the process. With Options.Sync it also survives a
+// crash of the machine (power loss): each commit is fsynced before it
+// returns; concurrent writers share one write and one fsync (group
+// commit). Without Sync, a power loss can lose the writes of the last
+// moments, but never leaves a torn batch: a batch is all there or not at
+// all.
+//
+// Damaged files are reported, never guessed around: an error matching
+// ErrCorrupt names the file and offset.
+package bloomkv
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+
+	"github.com/bloomkv/bloomkv/bloom"
+	"github.com/bloomkv/bloomkv/internal/base"
+	"github.com/bloomkv/bloomkv/manifest"
+	"github.com/bloomkv/bloomkv/memtable"
+	"github.com/bloomkv/bloomkv/segment"
+	"github.com/bloomkv/bloomkv/wal"
+)
+
+// Errors returned by the DB. Match them with errors.Is; most are wrapped
+// with context.
+var (
+	// ErrNotFound is returned by Get for a key that has no value.
+	ErrNotFound = errors.New("bloomkv: not found")
+	// ErrClosed is returned by every operation on a closed DB.
+	ErrClosed = errors.New("bloomkv: closed")
+	// ErrLocked is returned by Open when another process (or another DB in
+	// this process) has the directory open.
+	ErrLocked = errors.New("bloomkv: directory locked by another process")
+	// ErrCorrupt is matched by every error about damaged or hostile
+	// on-disk data; the error names the file and the offset.
+	ErrCorrupt = base.ErrCorrupt
+	// ErrNotStore is returned by Open for a non-empty directory that holds
+	// no bloomkv manifest: nothing in it is touched.
+	ErrNotStore = errors.New("bloomkv: directory is not a bloomkv store")
+	// ErrEmptyKey rejects zero-length keys.
+	ErrEmptyKey = errors.New("bloomkv: empty key")
+	// ErrKeyTooLarge rejects keys longer than MaxKeySize.
+	ErrKeyTooLarge = errors.New("bloomkv: key too large")
+	// ErrValueTooLarge rejects values longer than MaxValueSize.
+	ErrValueTooLarge = errors.New("bloomkv: value too large")
+	// ErrBatchTooLarge rejects batches whose encoding exceeds MaxBatchSize.
+	ErrBatchTooLarge = errors.New("bloomkv: batch too large")
+	// ErrReadOnly is returned by writes after a background flush or a WAL
+	// write failed: the DB can no longer promise durability, so it stops
+	// accepting writes rather than guess. Reads still work; reopen to
+	// recover.
+	ErrReadOnly = errors.New("bloomkv: read-only after a write failure")
+)
+
+// Size limits. Keys and values beyond them are rejected with their own
+// errors before anything is written.
+const (
+	MaxKeySize   = 64 << 10          // 64 KiB
+	MaxValueSize = 64 << 20          // 64 MiB
+	MaxBatchSize = wal.MaxRecordSize // one batch is one WAL record
+)
+
+// Options configure a DB. Start from DefaultOptions and change what you
+// need: every zero size falls back to its default, but BitsPerKey 0 really
+// means "no filters".
+type Options struct {
+	// BitsPerKey sizes each segment's Bloom filter. 10 gives a
+	// false-positive rate of about 0.9% (bloom.FPR). 0 disables filters, so
+	// every segment is searched (for A/B measurements).
+	BitsPerKey float64
+	// MemtableSize is the size at which the memtable is frozen and flushed
+	// to a segment. Default 4 MiB.
+	MemtableSize int
+	// BlockSize is the target uncompressed size of a segment data block.
+	// Default 4 KiB.
+	BlockSize int
+	// BlockCacheSize bounds the memory of decompressed blocks kept for
+	// reuse, shared by all segments. Default 64 MiB.
+	BlockCacheSize int64
+	// DisableCompression stores blocks without snappy.
+	DisableCompression bool
+	// Sync fsyncs the WAL before each commit returns, so acknowledged
+	// writes survive power loss. Default off: they survive a process crash.
+	Sync bool
+	// Logger receives background events (flushes, compactions, errors).
+	// Default: discard.
+	Logger *slog.Logger
+}
+
+// DefaultOptions returns the options Open uses when given nil.
+func DefaultOptions() *Options {
+	return &Options{
+		BitsPerKey:     10,
+		MemtableSize:   4 << 20,
+		BlockSize:      4 << 10,
+		BlockCacheSize: 64 << 20,
+	}
+}
+
+func (o *Options) withDefaults() Options {
+	if o == nil {
+		o = DefaultOptions()
+	}
+	out, def := *o, DefaultOptions()
+	if out.MemtableSize <= 0 {
+		out.MemtableSize = def.MemtableSize
+	}
+	if out.BlockSize <= 0 {
+		out.BlockSize = def.BlockSize
+	}
+	if out.BlockCacheSize <= 0 {
+		out.BlockCacheSize = def.BlockCacheSize
+	}
+	out.BitsPerKey = max(out.BitsPerKey, 0)
+	if out.Logger == nil {
+		out.Logger = slog.New(slog.DiscardHandler)
+	}
+	return out
+}
+
+// DB is an open store. Open it with Open; close it with Close.
+type DB struct {
+	dir    string
+	opts   Options
+	logger *slog.Logger
+
+	lockFile *os.File
+	manifest *manifest.Manifest
+	cache    *segment.Cache
+	counters segment.Counters
+	stats    counters
+
+	// visibleSeq is the sequence number of the last write readers may see;
+	// a batch becomes visible at once when its last entry is applied.
+	visibleSeq atomic.Uint64
+	// current is the read state: memtables and segments, ref-counted so
+	// that files outlive the readers that use them.
+	current atomic.Pointer[readState]
+
+	commit commitQueue // group commit: one leader writes for many writers
+
+	// lastSeq is the sequence number of the last committed write. Only the
+	// commit leader (or Open, before any writer exists) touches it.
+	lastSeq uint64
+
+	// compactMu serialises compactions.
+	compactMu sync.Mutex
+
+	// mu guards the fields below and the transitions of current.
+	mu       sync.Mutex
+	cond     *sync.Cond // signalled when a flush or compaction finishes
+	closed   bool
+	bgErr    error              // first background failure; makes the DB read-only
+	logw     *wal.Writer        // the WAL of mem
+	logNum   uint64             // file number of logw
+	mem      *memtable.Memtable // takes the writes
+	imm      []*frozen          // full memtables waiting for flush, oldest first
+	segments []*segHandle       // live segments, newest first
+	flushing bool               // the background flush goroutine is running
+	bgWG     sync.WaitGroup
+}
+
+// Get returns the value of key, or an error matching ErrNotFound if it has
+// none. The returned slice is the caller's.
+func (db *DB) Get(key []byte) ([]byte, error) {
+	if err := checkEntry(key, nil); err != nil {
+		return nil, err
+	}
+	rs := db.acquire()
+	if rs == nil {
+		return nil, ErrClosed
+	}
+	defer rs.release()
+	db.stats.gets.Add(1)
+	seq := db.visibleSeq.Load()
+
+	for _, m := range rs.mems { // newest first
+		if v, kind, ok := m.Get(key, seq); ok {
+			return valueOf(v, kind)
+		}
+	}
+	h := bloom.Hash(key)            // once, for every segment's filter
+	for _, s := range rs.segments { // newest first
+		if !s.covers(key) {
+			continue
+		}
+		db.stats.segmentsProbed.Add(1)
+		if !s.reader.MayContain(h) {
+			db.stats.filterNegatives.Add(1)
+			continue
+		}
+		v, kind, ok, err := s.reader.Get(key, seq)
+		if err != nil {
+			return nil, fmt.Errorf("bloomkv: get from segment %s: %w", s.name, err)
+		}
+		if ok {
+			return valueOf(v, kind)
+		}
+		if s.reader.Filter() != nil {
+			db.stats.filterFalsePositives.Add(1)
+		}
+	}
+	return nil, ErrNotFound
+}
+
+// valueOf turns the version found for a key into Get's result: a copy of a
+// value, or ErrNotFound for a tombstone.
+func valueOf(v []byte, kind base.Kind) ([]byte, error) {
+	if kind == base.KindDelete {
+		return nil, ErrNotFound
+	}
+	return append(make([]byte, 0, len(v)), v...), nil
+}
+
+// Put sets key to value.
+func (db *DB) Put(key, value []byte) error {
+	b := getBatch()
+	defer putBatch(b)
+	b.Put(key, value)
+	return db.Write(b)
+}
+
+// Delete removes key. Deleting a key that does not exist is not an error.
+func (db *DB) Delete(key []byte) error {
+	b := getBatch()
+	defer putBatch(b)
+	b.Delete(key)
+	return db.Write(b)
+}
+
+// Write applies the batch atomically. The batch may be reused once Write
+// returns.
+func (db *DB) Write(b *Batch) error {
+	if b.err != nil {
+		return b.err
+	}
+	if b.count == 0 {
+		return nil
+	}
+	return db.commit.submit(db, b)
+}
+
+var batchPool = sync.Pool{New: func() any { return NewBatch() }}
+
+func getBatch() *Batch { return batchPool.Get().(*Batch) }
+
+func putBatch(b *Batch) {
+	if cap(b.data) <= 64<<10 { // do not pin huge buffers
+		b.Reset()
+		batchPool.Put(b)
+	}
+}
+
+// Close waits for the commit in progress, stops background work and
+// releases the directory. Reads in progress finish first; every later call
+// returns ErrClosed. Writes already acknowledged are in the WAL and will be
+// recovered by the next Open.
+func (db *DB) Close() error {
+	db.mu.Lock()
+	if db.closed {
+		db.mu.Unlock()
+		return ErrClosed
+	}
+	db.closed = true
+	db.cond.Broadcast()
+	db.mu.Unlock()
+
+	db.commit.exclusive(db, func() {}) // wait out the current leader
+	db.bgWG.Wait()                     // and the flush in progress
+	db.compactMu.Lock()                // and the compaction in progress
+	defer db.compactMu.Unlock()
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	return db.closeFiles()
+}

@@ -1,0 +1,228 @@
+package bloomkv
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/bloomkv/bloomkv/compaction"
+	"github.com/bloomkv/bloomkv/manifest"
+	"github.com/bloomkv/bloomkv/segment"
+)
+
+// Flush writes the memtable to a segment and returns when it, and every
+// memtable frozen before it, is on disk and in the manifest.
+func (db *DB) Flush() error {
+	var (
+		last *frozen
+		err  error
+	)
+	db.commit.exclusive(db, func() {
+		db.mu.Lock()
+		defer db.mu.Unlock()
+		if err = db.writableLocked(); err != nil {
+			return
+		}
+		if db.mem.Len() > 0 {
+			for len(db.imm) >= maxFrozen && db.writableLocked() == nil {
+				db.cond.Wait()
+			}
+			if err = db.writableLocked(); err != nil {
+				return
+			}
+			if err = db.rotateLocked(); err != nil {
+				return
+			}
+		}
+		if n := len(db.imm); n > 0 {
+			last = db.imm[n-1]
+		}
+	})
+	if err != nil || last == nil {
+		return err
+	}
+	<-last.done
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if db.bgErr != nil {
+		return fmt.Errorf("%w: %w", ErrReadOnly, db.bgErr)
+	}
+	return nil
+}
+
+// scheduleFlushLocked starts the background flush goroutine unless it runs.
+func (db *DB) scheduleFlushLocked() {
+	if db.flushing || len(db.imm) == 0 || db.closed {
+		return
+	}
+	db.flushing = true
+	db.bgWG.Add(1)
+	go db.flushLoop()
+}
+
+// flushLoop flushes frozen memtables, oldest first, until none is left.
+func (db *DB) flushLoop() {
+	defer db.bgWG.Done()
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	for len(db.imm) > 0 && db.bgErr == nil && !db.closed {
+		f := db.imm[0]
+		db.mu.Unlock()
+		s, err := db.flushFrozen(f)
+		db.mu.Lock()
+		if err != nil {
+			db.failLocked(fmt.Errorf("flush: %w", err))
+			break
+		}
+		db.imm = db.imm[1:]
+		db.segments = append([]*segHandle{s}, db.segments...)
+		db.publishLocked()
+		db.stats.flushes.Add(1)
+		close(f.done)
+		db.cond.Broadcast()
+	}
+	for _, f := range db.imm { // on failure or close: wake Flush callers
+		closeOnce(f.done)
+	}
+	db.flushing = false
+	db.cond.Broadcast()
+}
+
+func closeOnce(c chan struct{}) {
+	select {
+	case <-c:
+	default:
+		close(c)
+	}
+}
+
+// flushFrozen writes f to a new segment, commits it to the manifest
+// together with the advanced FlushedSeq and LogNum, and removes f's WAL.
+func (db *DB) flushFrozen(f *frozen) (*segHandle, error) {
+	start := time.Now()
+	it := compaction.NewDedup(f.mem.NewIter(), false)
+	s, err := db.writeSegment(it)
+	if err != nil {
+		return nil, err
+	}
+	db.mu.Lock()
+	nextLog := db.logNum // the WAL of the memtable after f
+	if len(db.imm) > 1 {
+		nextLog = db.imm[1].logNum
+	}
+	db.mu.Unlock()
+	edit := manifest.Edit{FlushedSeq: &f.maxSeq, LogNum: &nextLog}
+	if s != nil {
+		edit.Add = []manifest.SegmentMeta{s.meta}
+	}
+	if err := db.manifest.Apply(edit); err != nil {
+		if s != nil {
+			s.obsolete.Store(true)
+			s.unref()
+		}
+		return nil, fmt.Errorf("manifest: %w", err)
+	}
+	db.removeFile(walName(f.logNum))
+	db.logger.Info("flushed memtable", "entries", f.mem.Len(), "segment", segName(s), "took", time.Since(start))
+	return s, nil
+}
+
+// writeSegment writes the entries of it to a new segment file, syncs it and
+// opens it for reading. It returns nil (and no error) if it has no entries.
+// The file is not live until the caller commits it to the manifest.
+func (db *DB) writeSegment(it compaction.Iterator) (*segHandle, error) {
+	num := db.manifest.NewFileNum()
+	name := segFileName(num)
+	f, err := os.OpenFile(db.path(name), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("create segment: %w", err)
+	}
+	props, err := db.fillSegment(f, it)
+	if err == nil && props.Entries > 0 {
+		err = f.Sync()
+	}
+	if err == nil && props.Entries > 0 {
+		err = syncDir(db.dir)
+	}
+	if err != nil || props.Entries == 0 {
+		f.Close()
+		os.Remove(db.path(name))
+		if err != nil {
+			return nil, fmt.Errorf("write segment %s: %w", name, err)
+		}
+		return nil, nil
+	}
+	meta := metaFromProperties(num, props)
+	if st, err := f.Stat(); err == nil {
+		meta.Size = st.Size()
+	}
+	s, err := db.openSegment(f, meta)
+	if err != nil {
+		os.Remove(db.path(name))
+	}
+	return s, err
+}
+
+func (db *DB) fillSegment(f *os.File, it compaction.Iterator) (segment.Properties, error) {
+	bw := bufio.NewWriterSize(f, 256<<10)
+	w := segment.NewWriter(bw, segment.WriterOptions{
+		BlockSize:   db.opts.BlockSize,
+		Compression: !db.opts.DisableCompression,
+		BitsPerKey:  db.opts.BitsPerKey,
+	})
+	for ok := it.First(); ok; ok = it.Next() {
+		if err := w.Add(it.Key(), it.Seq(), it.Kind(), it.Value()); err != nil {
+			return segment.Properties{}, err
+		}
+	}
+	if err := compaction.Err(it); err != nil {
+		return segment.Properties{}, err
+	}
+	props, err := w.Finish()
+	if err != nil {
+		return props, err
+	}
+	return props, bw.Flush()
+}
+
+func metaFromProperties(num uint64, p segment.Properties) manifest.SegmentMeta {
+	return manifest.SegmentMeta{
+		FileNum:      num,
+		Entries:      p.Entries,
+		Tombstones:   p.Tombstones,
+		MinSeq:       p.MinSeq,
+		MaxSeq:       p.MaxSeq,
+		Smallest:     p.Smallest,
+		Largest:      p.Largest,
+		FilterLayout: p.FilterLayout,
+		FilterK:      p.FilterK,
+		FilterBits:   p.FilterBits,
+	}
+}
+
+// openSegment opens the reader of segment file f described by meta; the
+// handle owns f and starts with the DB's reference.
+func (db *DB) openSegment(f *os.File, meta manifest.SegmentMeta) (*segHandle, error) {
+	name := segFileName(meta.FileNum)
+	r, err := segment.Open(f, meta.Size, segment.ReaderOptions{
+		Cache:    db.cache,
+		Counters: &db.counters,
+		FileNum:  meta.FileNum,
+		Name:     name,
+	})
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("open segment %s: %w", name, err)
+	}
+	s := &segHandle{meta: meta, name: name, path: db.path(name), file: f, reader: r, logger: db.logger}
+	s.refs.Store(1)
+	return s, nil
+}
+
+func segName(s *segHandle) string {
+	if s == nil {
+		return "(empty)"
+	}
+	return s.name
+}

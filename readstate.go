@@ -1,0 +1,98 @@
+package bloomkv
+
+import (
+	"bytes"
+	"log/slog"
+	"os"
+	"sync/atomic"
+
+	"github.com/bloomkv/bloomkv/manifest"
+	"github.com/bloomkv/bloomkv/memtable"
+	"github.com/bloomkv/bloomkv/segment"
+)
+
+// readState is one consistent view for readers: the memtables and the live
+// segments at some moment. It is immutable once published in DB.current;
+// a change (a flush, a compaction, a memtable rotation) publishes a new one.
+// Reference counts keep a segment's file open, and on disk, until the last
+// reader that can see it is done — so compaction can remove its inputs while
+// reads go on.
+type readState struct {
+	refs     atomic.Int32
+	mems     []*memtable.Memtable // the active memtable, then the frozen ones, newest first
+	segments []*segHandle         // newest first
+}
+
+// acquire returns the current read state with a reference, or nil after
+// Close. The compare-and-swap refuses a state whose count already reached
+// zero: it was replaced, and the next Load sees its successor.
+func (db *DB) acquire() *readState {
+	for {
+		rs := db.current.Load()
+		if rs == nil {
+			return nil
+		}
+		if n := rs.refs.Load(); n > 0 && rs.refs.CompareAndSwap(n, n+1) {
+			return rs
+		}
+	}
+}
+
+func (rs *readState) release() {
+	if rs.refs.Add(-1) == 0 {
+		for _, s := range rs.segments {
+			s.unref()
+		}
+	}
+}
+
+// publishLocked replaces the read state with one built from db.mem, db.imm
+// and db.segments. db.mu must be held.
+func (db *DB) publishLocked() {
+	rs := &readState{mems: make([]*memtable.Memtable, 0, 1+len(db.imm))}
+	rs.mems = append(rs.mems, db.mem)
+	for i := len(db.imm) - 1; i >= 0; i-- {
+		rs.mems = append(rs.mems, db.imm[i].mem)
+	}
+	rs.segments = append([]*segHandle(nil), db.segments...)
+	for _, s := range rs.segments {
+		s.refs.Add(1)
+	}
+	rs.refs.Store(1) // the DB's own reference, dropped when replaced
+	if old := db.current.Swap(rs); old != nil {
+		old.release()
+	}
+}
+
+// segHandle is an open segment: its file, its reader (filter and index in
+// memory) and its manifest entry. The DB holds one reference while the
+// segment is live, each read state one more.
+type segHandle struct {
+	refs     atomic.Int32
+	meta     manifest.SegmentMeta
+	name     string // file name, for errors
+	path     string
+	file     *os.File
+	reader   *segment.Reader
+	obsolete atomic.Bool // remove the file when the last reference goes
+	logger   *slog.Logger
+}
+
+// covers reports whether key lies within the segment's key range, a check
+// that costs no I/O and no hashing.
+func (s *segHandle) covers(key []byte) bool {
+	return bytes.Compare(key, s.meta.Smallest) >= 0 && bytes.Compare(key, s.meta.Largest) <= 0
+}
+
+func (s *segHandle) unref() {
+	if s.refs.Add(-1) != 0 {
+		return
+	}
+	s.reader.Close()
+	s.file.Close()
+	if s.obsolete.Load() {
+		if err := os.Remove(s.path); err != nil {
+			s.logger.Warn("removing obsolete segment", "file", s.name, "err", err)
+		}
+	}
+}
