@@ -496,6 +496,16 @@ func benchKey(dst []byte, i uint64) []byte {
 	return dst[:16]
 }
 
+// benchValue fills v with bytes derived from i: random-looking, so that
+// blocks compress about as real data would, not to nothing.
+func benchValue(v []byte, i uint64) []byte {
+	r := rand.New(rand.NewPCG(i, 0))
+	for j := 0; j+8 <= len(v); j += 8 {
+		binary.LittleEndian.PutUint64(v[j:], r.Uint64())
+	}
+	return v
+}
+
 func BenchmarkFillRandom(b *testing.B) {
 	db := mustOpen(b, b.TempDir(), nil)
 	defer db.Close()
@@ -504,7 +514,7 @@ func BenchmarkFillRandom(b *testing.B) {
 	b.ReportAllocs()
 	b.SetBytes(116)
 	for i := range b.N {
-		if err := db.Put(benchKey(k[:], uint64(i)), v); err != nil {
+		if err := db.Put(benchKey(k[:], uint64(i)), benchValue(v, uint64(i))); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -526,7 +536,7 @@ func filledDB(b *testing.B) *DB {
 		var k [16]byte
 		v := make([]byte, 100)
 		for i := range uint64(benchKeys) {
-			db.Put(benchKey(k[:], i), v)
+			db.Put(benchKey(k[:], i), benchValue(v, i))
 		}
 		if err := db.Compact(); err != nil {
 			b.Fatal(err)
