@@ -109,6 +109,11 @@ type Options struct {
 	BlockCacheSize int64
 	// DisableCompression stores blocks without snappy.
 	DisableCompression bool
+	// DisableMmap reads segments with pread instead of mapping them. A
+	// mapping makes reads of uncompressed blocks free of system calls and
+	// copies, but a device error on a mapped page kills the process
+	// (SIGBUS) instead of returning an error.
+	DisableMmap bool
 	// Sync fsyncs the WAL before each commit returns, so acknowledged
 	// writes survive power loss. Default off: they survive a process crash.
 	Sync bool

@@ -205,17 +205,29 @@ func metaFromProperties(num uint64, p segment.Properties) manifest.SegmentMeta {
 // handle owns f and starts with the DB's reference.
 func (db *DB) openSegment(f *os.File, meta manifest.SegmentMeta) (*segHandle, error) {
 	name := segFileName(meta.FileNum)
-	r, err := segment.Open(f, meta.Size, segment.ReaderOptions{
+	ro := segment.ReaderOptions{
 		Cache:    db.cache,
 		Counters: &db.counters,
 		FileNum:  meta.FileNum,
 		Name:     name,
-	})
+	}
+	if !db.opts.DisableMmap {
+		m, err := mapSegment(f, meta.Size)
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("open segment %s: %w", name, err)
+		}
+		ro.Mapped = m
+	}
+	r, err := segment.Open(f, meta.Size, ro)
 	if err != nil {
+		if ro.Mapped != nil {
+			unmapSegment(ro.Mapped)
+		}
 		f.Close()
 		return nil, fmt.Errorf("open segment %s: %w", name, err)
 	}
-	s := &segHandle{meta: meta, name: name, path: db.path(name), file: f, reader: r, logger: db.logger}
+	s := &segHandle{meta: meta, name: name, path: db.path(name), file: f, mapped: ro.Mapped, reader: r, logger: db.logger}
 	s.refs.Store(1)
 	return s, nil
 }

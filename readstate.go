@@ -73,6 +73,7 @@ type segHandle struct {
 	name     string // file name, for errors
 	path     string
 	file     *os.File
+	mapped   []byte // the file mapped read-only, nil with Options.DisableMmap
 	reader   *segment.Reader
 	obsolete atomic.Bool // remove the file when the last reference goes
 	logger   *slog.Logger
@@ -89,6 +90,11 @@ func (s *segHandle) unref() {
 		return
 	}
 	s.reader.Close()
+	if s.mapped != nil {
+		if err := unmapSegment(s.mapped); err != nil {
+			s.logger.Warn("unmapping segment", "file", s.name, "err", err)
+		}
+	}
 	s.file.Close()
 	if s.obsolete.Load() {
 		if err := os.Remove(s.path); err != nil {

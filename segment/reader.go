@@ -28,6 +28,12 @@ type ReaderOptions struct {
 	Counters *Counters // shared statistics; may be nil
 	FileNum  uint64    // identifies the file in Cache: unique per store
 	Name     string    // file name used in errors
+	// Mapped, if set, is the whole file mapped into memory (read-only, as
+	// long as the Reader is used). Blocks are then sliced out of it
+	// instead of read with ReadAt: an uncompressed block costs no system
+	// call, no allocation and no cache space (its checksum is verified on
+	// every read); a compressed one is decompressed and cached as usual.
+	Mapped []byte
 }
 
 // Reader reads one segment file. It keeps the footer, properties, index and
@@ -141,30 +147,56 @@ func (r *Reader) readFooter(size int64) error {
 // size, which bounds len(buf); a snappy length is checked against
 // MaxBlockSize before anything is allocated for it.
 func (r *Reader) readStored(h blockHandle) ([]byte, error) {
-	buf := make([]byte, h.length+blockTrailerLen)
-	if err := r.readAt(buf, h.offset); err != nil {
-		return nil, err
+	b, _, err := r.readBlock(h)
+	return b, err
+}
+
+// readBlock is readStored that also reports whether the block is a slice
+// of the file mapping (Mapped and stored uncompressed): such a block needs
+// no cache space, the page cache already holds it.
+func (r *Reader) readBlock(h blockHandle) (block []byte, inMapping bool, err error) {
+	buf, err := r.storedBytes(h)
+	if err != nil {
+		return nil, false, err
 	}
 	n := int(h.length)
 	stored, typ := buf[:n:n], buf[n]
 	if got, want := blockChecksum(buf[:n+1]), binary.LittleEndian.Uint32(buf[n+1:]); got != want {
-		return nil, r.corrupt(h.offset, "block checksum mismatch: computed %#08x, stored %#08x", got, want)
+		return nil, false, r.corrupt(h.offset, "block checksum mismatch: computed %#08x, stored %#08x", got, want)
 	}
 	switch typ {
 	case compressionNone:
-		return stored, nil
+		return stored, r.opts.Mapped != nil, nil
 	case compressionSnappy:
 		dlen, err := snappy.DecodedLen(stored)
 		if err != nil || dlen > MaxBlockSize {
-			return nil, r.corrupt(h.offset, "bad snappy block length %d (%v)", dlen, err)
+			return nil, false, r.corrupt(h.offset, "bad snappy block length %d (%v)", dlen, err)
 		}
 		out, err := snappy.Decode(make([]byte, dlen), stored)
 		if err != nil || len(out) != dlen {
-			return nil, r.corrupt(h.offset, "snappy: %v", err)
+			return nil, false, r.corrupt(h.offset, "snappy: %v", err)
 		}
-		return out, nil
+		return out, false, nil
 	}
-	return nil, r.corrupt(h.offset, "unknown compression type %d", typ)
+	return nil, false, r.corrupt(h.offset, "unknown compression type %d", typ)
+}
+
+// storedBytes returns the bytes of the block at h and its trailer: a
+// slice of the mapping when the file is mapped, else a fresh buffer.
+func (r *Reader) storedBytes(h blockHandle) ([]byte, error) {
+	size := h.length + blockTrailerLen
+	if m := r.opts.Mapped; m != nil {
+		if h.offset > uint64(len(m)) || size > uint64(len(m))-h.offset {
+			return nil, r.corrupt(h.offset, "file ends inside a %d-byte block", size)
+		}
+		if c := r.opts.Counters; c != nil {
+			c.BytesRead.Add(size)
+		}
+		end := h.offset + size
+		return m[h.offset:end:end], nil
+	}
+	buf := make([]byte, size)
+	return buf, r.readAt(buf, h.offset)
 }
 
 func (r *Reader) readProperties() error {
@@ -283,7 +315,7 @@ func (r *Reader) dataBlock(i int, mode cacheMode) ([]byte, error) {
 			return b, nil
 		}
 	}
-	b, err := r.readStored(h)
+	b, inMapping, err := r.readBlock(h)
 	if err != nil {
 		return nil, err
 	}
@@ -293,7 +325,7 @@ func (r *Reader) dataBlock(i int, mode cacheMode) ([]byte, error) {
 	if reason := checkBlock(b); reason != "" {
 		return nil, r.corrupt(h.offset, "data block: %s", reason)
 	}
-	if mode == cacheFill {
+	if mode == cacheFill && !inMapping {
 		r.opts.Cache.insert(r.opts.FileNum, h.offset, b)
 	}
 	return b, nil

@@ -111,12 +111,33 @@ var writerConfigs = []WriterOptions{
 }
 
 func TestRoundTripGet(t *testing.T) {
+	testRoundTripGet(t, false)
+}
+
+// TestRoundTripGetMapped reads through ReaderOptions.Mapped, as the DB does
+// with mmap: same answers, and uncompressed blocks never enter the cache.
+func TestRoundTripGetMapped(t *testing.T) {
+	testRoundTripGet(t, true)
+}
+
+func testRoundTripGet(t *testing.T, mapped bool) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for ci, opts := range writerConfigs {
 		t.Run(fmt.Sprint(ci), func(t *testing.T) {
 			es := randomEntries(rng, 2000, 300)
 			data, _ := writeSegment(t, es, opts)
-			r := openSegment(t, data, ReaderOptions{Cache: NewCache(1 << 20), Name: "rt.seg"})
+			ro := ReaderOptions{Cache: NewCache(1 << 20), Name: "rt.seg"}
+			if mapped {
+				ro.Mapped = data
+			}
+			r := openSegment(t, data, ro)
+			if mapped && !opts.Compression {
+				defer func() {
+					if n := ro.Cache.Size(); n != 0 {
+						t.Errorf("mapped uncompressed blocks took %d bytes of cache", n)
+					}
+				}()
+			}
 			if err := r.Verify(); err != nil {
 				t.Fatalf("Verify: %v", err)
 			}
