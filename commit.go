@@ -141,12 +141,21 @@ func (db *DB) writeGroup(group []*commitReq, logw *wal.Writer, mem *memtable.Mem
 }
 
 // makeRoomLocked makes sure the memtable can take size more bytes: it
-// freezes a full memtable and starts a new one with a new WAL, and stalls
-// (waits, never fails) while maxFrozen memtables already wait for flush.
+// freezes a full memtable and starts a new one with a new WAL. It stalls
+// (waits, never fails) while maxFrozen memtables already wait for flush,
+// or while the segment count is past the compaction policy's stall
+// threshold and a compaction is running to bring it down.
 func (db *DB) makeRoomLocked(size int) error {
 	for {
 		if err := db.writableLocked(); err != nil {
 			return err
+		}
+		if db.compacting && len(db.segments) >= db.stallAt {
+			// Compaction fell behind: every Get would probe more and more
+			// segments. Wait for it rather than let reads degrade.
+			db.stats.writeStalls.Add(1)
+			db.cond.Wait()
+			continue
 		}
 		if db.mem.Len() == 0 || db.mem.ApproximateSize()+size <= db.opts.MemtableSize {
 			return nil

@@ -4,9 +4,26 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/bloomkv/bloomkv/bloom"
 	"github.com/bloomkv/bloomkv/compaction"
 	"github.com/bloomkv/bloomkv/manifest"
 )
+
+// CompactionInfo describes one committed compaction.
+type CompactionInfo struct {
+	Inputs        int           // segments merged
+	InputBytes    int64         // their total size
+	OutputBytes   int64         // size of the merged segment (0 if everything was deleted)
+	OutputEntries uint64        // entries in the merged segment
+	Tier          uint32        // size tier of the output
+	Major         bool          // included the oldest segment, so tombstones were dropped
+	FilterPath    string        // "rebuild", "union" or "union+halve" (compaction.FilterPath)
+	FilterPlan    time.Duration // time spent planning (and, on the union path, building) the filter
+	EstimatedFPR  float64       // the output filter's FPR estimated from its bits (0 without filters)
+	Duration      time.Duration // wall time of the whole compaction
+}
+
+const historyLen = 16
 
 // Compact flushes the memtable and merges every segment into one, dropping
 // deleted keys and overwritten versions. Reads and writes go on meanwhile;
@@ -17,39 +34,105 @@ func (db *DB) Compact() error {
 	}
 	db.compactMu.Lock()
 	defer db.compactMu.Unlock()
-
 	db.mu.Lock()
 	if err := db.writableLocked(); err != nil {
 		db.mu.Unlock()
 		return err
 	}
-	inputs := append([]*segHandle(nil), db.segments...)
-	for _, s := range inputs {
-		s.refs.Add(1) // keep them open while merging
-	}
+	inputs := db.refSegmentsLocked(0, len(db.segments))
 	db.mu.Unlock()
-	defer func() {
-		for _, s := range inputs {
-			s.unref()
-		}
-	}()
+	defer unrefAll(inputs)
 	if len(inputs) <= 1 && (len(inputs) == 0 || inputs[0].meta.Tombstones == 0) {
 		return nil // nothing to merge, nothing to drop
 	}
-	return db.compactSegments(inputs)
+	return db.compactSegments(inputs, 0, true)
 }
 
-// compactSegments merges inputs (which include the oldest segment, so
-// tombstones can go) into one segment and swaps it in.
-func (db *DB) compactSegments(inputs []*segHandle) error {
+// refSegmentsLocked returns db.segments[start:end] with a reference each,
+// so they stay open while a merge reads them.
+func (db *DB) refSegmentsLocked(start, end int) []*segHandle {
+	out := append([]*segHandle(nil), db.segments[start:end]...)
+	for _, s := range out {
+		s.refs.Add(1)
+	}
+	return out
+}
+
+func unrefAll(segs []*segHandle) {
+	for _, s := range segs {
+		s.unref()
+	}
+}
+
+// scheduleCompactionLocked starts a background compaction if none runs and
+// automatic compaction is on; the goroutine asks the policy what to merge.
+func (db *DB) scheduleCompactionLocked() {
+	if db.compacting || db.closed || db.bgErr != nil || db.opts.DisableAutoCompaction {
+		return
+	}
+	db.compacting = true
+	db.bgWG.Add(1)
+	go db.compactLoop()
+}
+
+// compactLoop runs the policy's picks until it has none. It holds
+// compactMu while picking, so a concurrent Compact cannot remove the
+// inputs between the pick and the merge.
+func (db *DB) compactLoop() {
+	defer db.bgWG.Done()
+	for {
+		db.compactMu.Lock()
+		db.mu.Lock()
+		var inputs []*segHandle
+		var pick *compaction.Pick
+		if !db.closed && db.bgErr == nil {
+			pick = db.policy.Pick(db.metasLocked())
+		}
+		if pick == nil {
+			db.compacting = false
+			db.cond.Broadcast()
+			db.mu.Unlock()
+			db.compactMu.Unlock()
+			return
+		}
+		inputs = db.refSegmentsLocked(pick.Start, pick.End)
+		db.mu.Unlock()
+		err := db.compactSegments(inputs, pick.Tier, pick.IncludesOldest)
+		unrefAll(inputs)
+		db.compactMu.Unlock()
+		if err != nil {
+			db.mu.Lock()
+			db.compacting = false
+			db.cond.Broadcast()
+			db.mu.Unlock()
+			return
+		}
+	}
+}
+
+func (db *DB) metasLocked() []manifest.SegmentMeta {
+	metas := make([]manifest.SegmentMeta, len(db.segments))
+	for i, s := range db.segments {
+		metas[i] = s.meta
+	}
+	return metas
+}
+
+// compactSegments merges inputs, a run of segments adjacent in time, into
+// one segment of the given tier and swaps it in. With major (the run
+// includes the oldest segment) tombstones are dropped too.
+func (db *DB) compactSegments(inputs []*segHandle, tier uint32, major bool) error {
 	start := time.Now()
+	info := CompactionInfo{Inputs: len(inputs), Tier: tier, Major: major}
 	srcs := make([]compaction.Iterator, len(inputs))
 	for i, s := range inputs {
 		it := s.reader.NewIter(false)
 		defer it.Close()
 		srcs[i] = it
+		info.InputBytes += s.meta.Size
 	}
-	out, err := db.writeSegment(compaction.NewDedup(compaction.NewMerge(srcs...), true))
+	filter := db.planFilter(inputs, &info)
+	out, err := db.writeSegment(compaction.NewDedup(compaction.NewMerge(srcs...), major), filter, tier)
 	if err != nil {
 		db.fail(fmt.Errorf("compaction: %w", err))
 		return err
@@ -57,6 +140,10 @@ func (db *DB) compactSegments(inputs []*segHandle) error {
 	edit := manifest.Edit{}
 	if out != nil {
 		edit.Add = []manifest.SegmentMeta{out.meta}
+		info.OutputBytes, info.OutputEntries = out.meta.Size, out.meta.Entries
+		if f := out.reader.Filter(); f != nil {
+			info.EstimatedFPR = f.EstimatedFPR()
+		}
 	}
 	for _, s := range inputs {
 		edit.Remove = append(edit.Remove, s.meta.FileNum)
@@ -69,35 +156,68 @@ func (db *DB) compactSegments(inputs []*segHandle) error {
 		db.fail(fmt.Errorf("compaction manifest commit: %w", err))
 		return err
 	}
-	db.installCompaction(inputs, out)
-	db.stats.compactions.Add(1)
-	db.logger.Info("compacted", "inputs", len(inputs), "output", segName(out), "took", time.Since(start))
+	info.Duration = time.Since(start)
+	db.installCompaction(inputs, out, info)
+	db.logger.Info("compacted", "inputs", len(inputs), "output", segName(out), "filter", info.FilterPath, "took", info.Duration)
 	return nil
 }
 
+// planFilter decides how the output's filter is made: by OR-ing the
+// inputs' filters when that is exact and keeps the target FPR (an
+// overwrite-heavy merge), otherwise (nil) by the writer hashing the merged
+// keys again. compaction/DESIGN.md has the arithmetic.
+func (db *DB) planFilter(inputs []*segHandle, info *CompactionInfo) *bloom.Filter {
+	info.FilterPath = compaction.PathRebuild.String()
+	if db.opts.BitsPerKey <= 0 {
+		return nil
+	}
+	filters := make([]*bloom.Filter, len(inputs))
+	for i, s := range inputs {
+		if filters[i] = s.reader.Filter(); filters[i] == nil {
+			return nil
+		}
+	}
+	t := time.Now()
+	plan, f, err := compaction.PlanFilter(filters, db.opts.BitsPerKey)
+	info.FilterPlan = time.Since(t)
+	if err != nil {
+		db.logger.Warn("filter plan failed; rebuilding", "err", err)
+		return nil
+	}
+	info.FilterPath = plan.Path.String()
+	return f
+}
+
 // installCompaction replaces inputs by out in the live set. Segments
-// flushed while the merge ran are newer than all inputs and stay in front.
-func (db *DB) installCompaction(inputs []*segHandle, out *segHandle) {
+// flushed while the merge ran are newer than all inputs and stay in front;
+// out takes the inputs' place, so the order stays newest first.
+func (db *DB) installCompaction(inputs []*segHandle, out *segHandle, info CompactionInfo) {
 	gone := make(map[*segHandle]bool, len(inputs))
 	for _, s := range inputs {
 		gone[s] = true
 	}
 	db.mu.Lock()
 	defer db.mu.Unlock()
-	var live []*segHandle
+	live := make([]*segHandle, 0, len(db.segments))
+	placed := out == nil
 	for _, s := range db.segments {
 		if !gone[s] {
 			live = append(live, s)
+		} else if !placed {
+			live = append(live, out)
+			placed = true
 		}
-	}
-	if out != nil {
-		live = append(live, out)
 	}
 	db.segments = live
 	db.publishLocked()
 	for _, s := range inputs {
 		s.obsolete.Store(true)
 		s.unref() // the DB's reference
+	}
+	db.stats.compactions.Add(1)
+	db.history = append(db.history, info)
+	if len(db.history) > historyLen {
+		db.history = db.history[1:]
 	}
 	db.cond.Broadcast()
 }

@@ -44,6 +44,7 @@ import (
 	"sync/atomic"
 
 	"github.com/bloomkv/bloomkv/bloom"
+	"github.com/bloomkv/bloomkv/compaction"
 	"github.com/bloomkv/bloomkv/internal/base"
 	"github.com/bloomkv/bloomkv/manifest"
 	"github.com/bloomkv/bloomkv/memtable"
@@ -117,6 +118,16 @@ type Options struct {
 	// Sync fsyncs the WAL before each commit returns, so acknowledged
 	// writes survive power loss. Default off: they survive a process crash.
 	Sync bool
+	// CompactionFanIn is how many segments of one size tier a background
+	// compaction merges into one (size-tiered, as Bigtable's merging
+	// compactions). Default 4: with equal flushes the store keeps at most
+	// (FanIn-1)·tiers+1 segments at a write amplification of about
+	// tiers+1 (compaction/DESIGN.md has the simulation). One compaction
+	// runs at a time.
+	CompactionFanIn int
+	// DisableAutoCompaction turns background compaction off; Compact
+	// still merges everything on demand.
+	DisableAutoCompaction bool
 	// Logger receives background events (flushes, compactions, errors).
 	// Default: discard.
 	Logger *slog.Logger
@@ -142,6 +153,9 @@ func (o *Options) withDefaults() Options {
 	}
 	if out.BlockSize <= 0 {
 		out.BlockSize = def.BlockSize
+	}
+	if out.CompactionFanIn < 2 {
+		out.CompactionFanIn = compaction.DefaultFanIn
 	}
 	if out.BlockCacheSize <= 0 {
 		out.BlockCacheSize = def.BlockCacheSize
@@ -178,21 +192,25 @@ type DB struct {
 	// commit leader (or Open, before any writer exists) touches it.
 	lastSeq uint64
 
-	// compactMu serialises compactions.
+	// compactMu serialises compactions; policy picks their inputs.
 	compactMu sync.Mutex
+	policy    compaction.SizeTiered
 
 	// mu guards the fields below and the transitions of current.
-	mu       sync.Mutex
-	cond     *sync.Cond // signalled when a flush or compaction finishes
-	closed   bool
-	bgErr    error              // first background failure; makes the DB read-only
-	logw     *wal.Writer        // the WAL of mem
-	logNum   uint64             // file number of logw
-	mem      *memtable.Memtable // takes the writes
-	imm      []*frozen          // full memtables waiting for flush, oldest first
-	segments []*segHandle       // live segments, newest first
-	flushing bool               // the background flush goroutine is running
-	bgWG     sync.WaitGroup
+	mu         sync.Mutex
+	cond       *sync.Cond // signalled when a flush or compaction finishes
+	closed     bool
+	bgErr      error              // first background failure; makes the DB read-only
+	logw       *wal.Writer        // the WAL of mem
+	logNum     uint64             // file number of logw
+	mem        *memtable.Memtable // takes the writes
+	imm        []*frozen          // full memtables waiting for flush, oldest first
+	segments   []*segHandle       // live segments, newest first
+	flushing   bool               // the background flush goroutine is running
+	compacting bool               // a background compaction is scheduled or running
+	stallAt    int                // segment count at which writers wait for compaction
+	history    []CompactionInfo   // the latest compactions, oldest first
+	bgWG       sync.WaitGroup
 }
 
 // Get returns the value of key, or an error matching ErrNotFound if it has

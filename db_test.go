@@ -336,6 +336,7 @@ func TestFiltersSkipReads(t *testing.T) {
 		opts := smallOptions()
 		opts.BitsPerKey = bpk
 		opts.MemtableSize = 1 << 20
+		opts.DisableAutoCompaction = true // keep the 20 segments
 		db := mustOpen(t, t.TempDir(), opts)
 		for s := range segments {
 			for i := range perSegment {
@@ -369,6 +370,50 @@ func TestFiltersSkipReads(t *testing.T) {
 			t.Errorf("without filters an absent Get read %.3f blocks for %.2f segments probed, want one each", reads, probed)
 		}
 		db.Close()
+	}
+}
+
+// TestBackgroundCompaction fills a store through many flushes and checks
+// that size-tiered compaction keeps the segment count bounded, reports each
+// merge, and loses nothing.
+func TestBackgroundCompaction(t *testing.T) {
+	dir := t.TempDir()
+	opts := smallOptions()
+	db := mustOpen(t, dir, opts)
+	const n = 20000
+	for i := range n {
+		k := fmt.Appendf(nil, "key%06d", (i*7919)%n)
+		if err := db.Put(k, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Flush()
+	db.mu.Lock()
+	for db.compacting {
+		db.cond.Wait()
+	}
+	db.mu.Unlock()
+	st := db.Stats()
+	t.Logf("%d flushes, %d compactions, %d segments", st.Flushes, st.Compactions, st.Segments)
+	if st.Compactions == 0 || len(st.RecentCompactions) == 0 {
+		t.Fatal("no background compaction ran")
+	}
+	if limit := 3*4 + 1; st.Segments > limit {
+		t.Errorf("%d segments after %d flushes, want at most %d", st.Segments, st.Flushes, limit)
+	}
+	for _, c := range st.RecentCompactions {
+		if c.Inputs < 2 || c.OutputBytes == 0 || c.FilterPath == "" {
+			t.Errorf("implausible compaction record %+v", c)
+		}
+	}
+	db.Close()
+	db = mustOpen(t, dir, opts)
+	defer db.Close()
+	for i := range n {
+		k := fmt.Appendf(nil, "key%06d", i)
+		if v, err := db.Get(k); err != nil || !bytes.Equal(v, k) {
+			t.Fatalf("Get(%s) = %q, %v", k, v, err)
+		}
 	}
 }
 

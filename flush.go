@@ -1,11 +1,11 @@
 package bloomkv
 
 import (
-	"bufio"
 	"fmt"
 	"os"
 	"time"
 
+	"github.com/bloomkv/bloomkv/bloom"
 	"github.com/bloomkv/bloomkv/compaction"
 	"github.com/bloomkv/bloomkv/manifest"
 	"github.com/bloomkv/bloomkv/segment"
@@ -79,6 +79,7 @@ func (db *DB) flushLoop() {
 		db.segments = append([]*segHandle{s}, db.segments...)
 		db.publishLocked()
 		db.stats.flushes.Add(1)
+		db.scheduleCompactionLocked()
 		close(f.done)
 		db.cond.Broadcast()
 	}
@@ -102,7 +103,7 @@ func closeOnce(c chan struct{}) {
 func (db *DB) flushFrozen(f *frozen) (*segHandle, error) {
 	start := time.Now()
 	it := compaction.NewDedup(f.mem.NewIter(), false)
-	s, err := db.writeSegment(it)
+	s, err := db.writeSegment(it, nil, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -131,14 +132,14 @@ func (db *DB) flushFrozen(f *frozen) (*segHandle, error) {
 // writeSegment writes the entries of it to a new segment file, syncs it and
 // opens it for reading. It returns nil (and no error) if it has no entries.
 // The file is not live until the caller commits it to the manifest.
-func (db *DB) writeSegment(it compaction.Iterator) (*segHandle, error) {
+func (db *DB) writeSegment(it compaction.Iterator, filter *bloom.Filter, tier uint32) (*segHandle, error) {
 	num := db.manifest.NewFileNum()
 	name := segFileName(num)
 	f, err := os.OpenFile(db.path(name), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("create segment: %w", err)
 	}
-	props, err := db.fillSegment(f, it)
+	props, err := db.fillSegment(f, it, filter)
 	if err == nil && props.Entries > 0 {
 		err = f.Sync()
 	}
@@ -154,6 +155,7 @@ func (db *DB) writeSegment(it compaction.Iterator) (*segHandle, error) {
 		return nil, nil
 	}
 	meta := metaFromProperties(num, props)
+	meta.Tier = tier
 	if st, err := f.Stat(); err == nil {
 		meta.Size = st.Size()
 	}
@@ -164,13 +166,17 @@ func (db *DB) writeSegment(it compaction.Iterator) (*segHandle, error) {
 	return s, err
 }
 
-func (db *DB) fillSegment(f *os.File, it compaction.Iterator) (segment.Properties, error) {
-	bw := bufio.NewWriterSize(f, 256<<10)
-	w := segment.NewWriter(bw, segment.WriterOptions{
+// fillSegment writes the entries of it as a segment to f. A non-nil filter
+// (compaction's union path) replaces the one the writer would build.
+func (db *DB) fillSegment(f *os.File, it compaction.Iterator, filter *bloom.Filter) (segment.Properties, error) {
+	w := segment.NewWriter(f, segment.WriterOptions{
 		BlockSize:   db.opts.BlockSize,
 		Compression: !db.opts.DisableCompression,
 		BitsPerKey:  db.opts.BitsPerKey,
 	})
+	if filter != nil {
+		w.SetFilter(filter)
+	}
 	for ok := it.First(); ok; ok = it.Next() {
 		if err := w.Add(it.Key(), it.Seq(), it.Kind(), it.Value()); err != nil {
 			return segment.Properties{}, err
@@ -179,11 +185,7 @@ func (db *DB) fillSegment(f *os.File, it compaction.Iterator) (segment.Propertie
 	if err := compaction.Err(it); err != nil {
 		return segment.Properties{}, err
 	}
-	props, err := w.Finish()
-	if err != nil {
-		return props, err
-	}
-	return props, bw.Flush()
+	return w.Finish()
 }
 
 func metaFromProperties(num uint64, p segment.Properties) manifest.SegmentMeta {

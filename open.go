@@ -39,6 +39,7 @@ func Open(dir string, opts *Options) (*DB, error) {
 		logger:   o.Logger,
 		lockFile: lock,
 		cache:    segment.NewCache(o.BlockCacheSize),
+		policy:   compaction.SizeTiered{FanIn: o.CompactionFanIn, MinSize: int64(o.MemtableSize)},
 	}
 	db.cond = sync.NewCond(&db.mu)
 	if err := db.recover(); err != nil {
@@ -199,7 +200,7 @@ func (db *DB) startFresh(replayed *memtable.Memtable, logs []uint64, maxNum uint
 	logNum := db.manifest.NewFileNum()
 	var added []manifest.SegmentMeta
 	if replayed.Len() > 0 {
-		s, err := db.writeSegment(compaction.NewDedup(replayed.NewIter(), false))
+		s, err := db.writeSegment(compaction.NewDedup(replayed.NewIter(), false), nil, 0)
 		if err != nil {
 			return fmt.Errorf("bloomkv: flush recovered writes: %w", err)
 		}
@@ -222,6 +223,7 @@ func (db *DB) startFresh(replayed *memtable.Memtable, logs []uint64, maxNum uint
 	db.visibleSeq.Store(db.lastSeq)
 	db.mu.Lock()
 	db.publishLocked()
+	db.scheduleCompactionLocked()
 	db.mu.Unlock()
 	return nil
 }

@@ -59,6 +59,7 @@ func (db *DB) publishLocked() {
 		s.refs.Add(1)
 	}
 	rs.refs.Store(1) // the DB's own reference, dropped when replaced
+	db.stallAt = db.policy.StallThreshold(db.policy.Tiers(db.metasLocked()))
 	if old := db.current.Swap(rs); old != nil {
 		old.release()
 	}

@@ -20,6 +20,9 @@ type Stats struct {
 	WriteStalls          uint64 // times a writer waited for a flush
 	Flushes              uint64 // memtables written to segments
 	Compactions          uint64 // merges committed
+	// RecentCompactions describes the latest compactions (at most 16),
+	// oldest first: inputs, sizes, which filter path ran, its estimated FPR.
+	RecentCompactions []CompactionInfo
 }
 
 // counters are the DB's live counters.
@@ -44,6 +47,9 @@ func (db *DB) Stats() Stats {
 		Flushes:              db.stats.flushes.Load(),
 		Compactions:          db.stats.compactions.Load(),
 	}
+	db.mu.Lock()
+	s.RecentCompactions = append([]CompactionInfo(nil), db.history...)
+	db.mu.Unlock()
 	if rs := db.acquire(); rs != nil {
 		defer rs.release()
 		s.Memtables = len(rs.mems)

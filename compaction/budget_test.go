@@ -1,0 +1,172 @@
+package compaction
+
+import (
+	"errors"
+	"slices"
+	"testing"
+
+	"github.com/bloomkv/bloomkv/bloom"
+	"github.com/bloomkv/bloomkv/manifest"
+)
+
+// tieredFilters returns the filters of a size-tiered store: perTier
+// segments in each tier, tier t holding 4^t·base keys, built as the
+// segment writer builds them.
+func tieredFilters(tiers, perTier, base int) []FilterInfo {
+	var fs []FilterInfo
+	for t, n := 0, base; t < tiers; t, n = t+1, n*4 {
+		for range perTier {
+			fs = append(fs, FilterInfo{Geometry: writerGeometry(n), Keys: uint64(n)})
+		}
+	}
+	return fs
+}
+
+func totalBytes(fs []FilterInfo) int64 {
+	var n int64
+	for _, f := range fs {
+		n += int64(f.Geometry.Bits / 8)
+	}
+	return n
+}
+
+// uniformReads is the expected block reads per absent Get if every filter
+// had been built at the same bits per key, with its optimal k, using
+// memBytes in total: the alternative a budget planner competes with.
+func uniformReads(fs []FilterInfo, memBytes int64) float64 {
+	var keys uint64
+	for _, f := range fs {
+		keys += f.Keys
+	}
+	bpk := float64(memBytes*8) / float64(keys)
+	return float64(len(fs)) * TargetFPR(bpk)
+}
+
+func TestPlanBudgetUnderBudget(t *testing.T) {
+	fs := tieredFilters(3, 3, 1000)
+	total := totalBytes(fs)
+	plan, err := PlanBudget(fs, total)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.ContainsFunc(plan.Folds, func(n int) bool { return n != 0 }) {
+		t.Errorf("folds %v under budget, want none", plan.Folds)
+	}
+	if plan.BytesBefore != total || plan.BytesAfter != total || plan.ReadsAfter != plan.ReadsBefore {
+		t.Errorf("plan %+v, want nothing changed at %d bytes", plan, total)
+	}
+}
+
+// TestPlanBudgetHalvesLargestFirst: with equal bits per key every halving
+// costs the same FPR, so the largest filter, freeing the most, goes first.
+func TestPlanBudgetHalvesLargestFirst(t *testing.T) {
+	fs := tieredFilters(4, 2, 1000)
+	largest := fs[len(fs)-1].Geometry.Bits / 8
+	plan, err := PlanBudget(fs, totalBytes(fs)-int64(largest)/4) // one halving of a largest filter suffices
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := make([]int, len(fs))
+	want[len(fs)-2] = 1 // the first of the two largest, as ties go to the lower index
+	if !slices.Equal(plan.Folds, want) {
+		t.Errorf("folds %v, want %v", plan.Folds, want)
+	}
+}
+
+// TestPlanBudgetBeatsUniform: at budgets from 3/4 down to 1/4 of the
+// memory built at 10 bits per key, the plan fits the budget and expects no
+// more block reads per absent Get than uniform bits per key at the same
+// memory, although it can only halve and keeps each filter's k.
+func TestPlanBudgetBeatsUniform(t *testing.T) {
+	fs := tieredFilters(5, 3, 2000)
+	total := totalBytes(fs)
+	for _, frac := range []float64{0.75, 0.5, 0.3, 0.25} {
+		budget := int64(frac * float64(total))
+		plan, err := PlanBudget(fs, budget)
+		if err != nil {
+			t.Fatal(err)
+		}
+		uniform := uniformReads(fs, plan.BytesAfter)
+		t.Logf("budget %.0f%%: %d → %d bytes, reads per absent Get %.4f → %.4f; uniform at equal memory %.4f; folds %v",
+			frac*100, plan.BytesBefore, plan.BytesAfter, plan.ReadsBefore, plan.ReadsAfter, uniform, plan.Folds)
+		if plan.BytesAfter > budget {
+			t.Errorf("%d bytes after the plan, over the budget of %d", plan.BytesAfter, budget)
+		}
+		if plan.ReadsAfter > uniform {
+			t.Errorf("budgeted reads %.4f > uniform %.4f", plan.ReadsAfter, uniform)
+		}
+		if got := predictedReads(fs, plan.Folds); !close(got, plan.ReadsAfter) {
+			t.Errorf("ReadsAfter %v, recomputed from the folds %v", plan.ReadsAfter, got)
+		}
+		if got := foldedBytes(fs, plan.Folds); got != plan.BytesAfter {
+			t.Errorf("BytesAfter %d, recomputed from the folds %d", plan.BytesAfter, got)
+		}
+	}
+}
+
+func predictedReads(fs []FilterInfo, folds []int) float64 {
+	var sum float64
+	for i, f := range fs {
+		g := f.Geometry
+		g.Bits >>= folds[i]
+		sum += fpr(g, f.Keys)
+	}
+	return sum
+}
+
+func foldedBytes(fs []FilterInfo, folds []int) int64 {
+	var sum int64
+	for i, f := range fs {
+		sum += int64(f.Geometry.Bits>>folds[i]) / 8
+	}
+	return sum
+}
+
+func close(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }
+
+func TestPlanBudgetTooSmall(t *testing.T) {
+	fs := tieredFilters(2, 2, 1000)
+	plan, err := PlanBudget(fs, 100)
+	if !errors.Is(err, ErrBudgetTooSmall) {
+		t.Fatalf("err %v, want ErrBudgetTooSmall", err)
+	}
+	t.Log(err)
+	for i, f := range fs {
+		g := f.Geometry
+		g.Bits >>= plan.Folds[i]
+		if bpk := float64(g.Bits) / float64(f.Keys); bpk < 1 {
+			t.Errorf("filter %d folded to %.2f bits per key, want ≥ 1", i, bpk)
+		}
+		if g.Bits/2 >= f.Keys && g.Halvings() > 0 {
+			t.Errorf("filter %d could fold once more, yet the budget is not met", i)
+		}
+	}
+	if _, err := PlanBudget(fs, -1); !errors.Is(err, ErrBudgetTooSmall) {
+		t.Errorf("negative budget: err %v, want ErrBudgetTooSmall", err)
+	}
+}
+
+func TestPlanBudgetEmptyFilter(t *testing.T) {
+	// A filter of no keys costs nothing to fold, so it goes first and all
+	// the way, before any filter that holds keys.
+	fs := []FilterInfo{
+		{Geometry: writerGeometry(1000), Keys: 1000},
+		{Geometry: bloom.Geometry{Layout: bloom.Blocked, Bits: 512 * 64, K: 6}, Keys: 0},
+	}
+	plan, err := PlanBudget(fs, totalBytes(fs)-64*63)
+	if err != nil || !slices.Equal(plan.Folds, []int{0, 6}) || plan.ReadsAfter != plan.ReadsBefore {
+		t.Errorf("plan %+v, err %v; want the empty filter folded 6 times for free", plan, err)
+	}
+}
+
+func TestFilterInfoOf(t *testing.T) {
+	if _, ok := FilterInfoOf(manifest.SegmentMeta{FileNum: 1, Entries: 10}); ok {
+		t.Error("a segment without a filter has a FilterInfo")
+	}
+	g := writerGeometry(5000)
+	m := manifest.SegmentMeta{FileNum: 1, Entries: 5000, FilterLayout: uint8(g.Layout), FilterK: uint8(g.K), FilterBits: g.Bits}
+	got, ok := FilterInfoOf(m)
+	if !ok || got != (FilterInfo{Geometry: g, Keys: 5000}) {
+		t.Errorf("FilterInfoOf = %+v, %v; want geometry %+v with 5000 keys", got, ok, g)
+	}
+}
