@@ -115,6 +115,13 @@ type Options struct {
 	// copies, but a device error on a mapped page kills the process
 	// (SIGBUS) instead of returning an error.
 	DisableMmap bool
+	// FilterBudget caps the memory held by the filters of all segments, in
+	// bytes; 0 means no cap. Over the cap, filters are halved (folded,
+	// exactly: no false negatives) where that costs the fewest expected
+	// extra block reads, the largest segments first, never below one bit
+	// per key. Stats.FilterBytes and Stats.FilterExpectedReads show the
+	// effect.
+	FilterBudget int64
 	// Sync fsyncs the WAL before each commit returns, so acknowledged
 	// writes survive power loss. Default off: they survive a process crash.
 	Sync bool
@@ -197,20 +204,21 @@ type DB struct {
 	policy    compaction.SizeTiered
 
 	// mu guards the fields below and the transitions of current.
-	mu         sync.Mutex
-	cond       *sync.Cond // signalled when a flush or compaction finishes
-	closed     bool
-	bgErr      error              // first background failure; makes the DB read-only
-	logw       *wal.Writer        // the WAL of mem
-	logNum     uint64             // file number of logw
-	mem        *memtable.Memtable // takes the writes
-	imm        []*frozen          // full memtables waiting for flush, oldest first
-	segments   []*segHandle       // live segments, newest first
-	flushing   bool               // the background flush goroutine is running
-	compacting bool               // a background compaction is scheduled or running
-	stallAt    int                // segment count at which writers wait for compaction
-	history    []CompactionInfo   // the latest compactions, oldest first
-	bgWG       sync.WaitGroup
+	mu            sync.Mutex
+	cond          *sync.Cond // signalled when a flush or compaction finishes
+	closed        bool
+	bgErr         error              // first background failure; makes the DB read-only
+	logw          *wal.Writer        // the WAL of mem
+	logNum        uint64             // file number of logw
+	mem           *memtable.Memtable // takes the writes
+	imm           []*frozen          // full memtables waiting for flush, oldest first
+	segments      []*segHandle       // live segments, newest first
+	flushing      bool               // the background flush goroutine is running
+	compacting    bool               // a background compaction is scheduled or running
+	stallAt       int                // segment count at which writers wait for compaction
+	expectedReads float64            // predicted block reads per absent Get under FilterBudget
+	history       []CompactionInfo   // the latest compactions, oldest first
+	bgWG          sync.WaitGroup
 }
 
 // Get returns the value of key, or an error matching ErrNotFound if it has

@@ -58,6 +58,7 @@ func (db *DB) publishLocked() {
 	for _, s := range rs.segments {
 		s.refs.Add(1)
 	}
+	db.applyFilterBudgetLocked()
 	rs.refs.Store(1) // the DB's own reference, dropped when replaced
 	db.stallAt = db.policy.StallThreshold(db.policy.Tiers(db.metasLocked()))
 	if old := db.current.Swap(rs); old != nil {
@@ -75,6 +76,7 @@ type segHandle struct {
 	path     string
 	file     *os.File
 	mapped   []byte // the file mapped read-only, nil with Options.DisableMmap
+	folds    int    // halvings of the resident filter (filter budget); db.mu
 	reader   *segment.Reader
 	obsolete atomic.Bool // remove the file when the last reference goes
 	logger   *slog.Logger

@@ -13,13 +13,17 @@ type Stats struct {
 	BytesRead            uint64 // bytes read from segment files for data blocks
 	Segments             int    // live segments now
 	SegmentBytes         int64  // their total file size
-	FilterBytes          int64  // memory held by their filters
-	Memtables            int    // active plus frozen memtables now
-	Writes               uint64 // committed batches (a Put is one)
-	WALBytes             uint64 // bytes written to WALs
-	WriteStalls          uint64 // times a writer waited for a flush
-	Flushes              uint64 // memtables written to segments
-	Compactions          uint64 // merges committed
+	FilterBytes          int64  // memory held by their resident filters (after budget folds)
+	// FilterExpectedReads is the predicted block reads per Get of an
+	// absent key (the sum of the resident filters' theoretical FPRs), set
+	// when Options.FilterBudget is in force.
+	FilterExpectedReads float64
+	Memtables           int    // active plus frozen memtables now
+	Writes              uint64 // committed batches (a Put is one)
+	WALBytes            uint64 // bytes written to WALs
+	WriteStalls         uint64 // times a writer waited for a flush
+	Flushes             uint64 // memtables written to segments
+	Compactions         uint64 // merges committed
 	// RecentCompactions describes the latest compactions (at most 16),
 	// oldest first: inputs, sizes, which filter path ran, its estimated FPR.
 	RecentCompactions []CompactionInfo
@@ -49,6 +53,7 @@ func (db *DB) Stats() Stats {
 	}
 	db.mu.Lock()
 	s.RecentCompactions = append([]CompactionInfo(nil), db.history...)
+	s.FilterExpectedReads = db.expectedReads
 	db.mu.Unlock()
 	if rs := db.acquire(); rs != nil {
 		defer rs.release()
@@ -56,7 +61,7 @@ func (db *DB) Stats() Stats {
 		s.Segments = len(rs.segments)
 		for _, seg := range rs.segments {
 			s.SegmentBytes += seg.meta.Size
-			if f := seg.reader.Filter(); f != nil {
+			if f := seg.reader.ResidentFilter(); f != nil {
 				s.FilterBytes += int64(f.SizeBytes())
 			}
 		}

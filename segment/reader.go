@@ -40,12 +40,13 @@ type ReaderOptions struct {
 // filter in memory and reads data blocks on demand, through the cache. It
 // is safe for concurrent use.
 type Reader struct {
-	f      io.ReaderAt
-	opts   ReaderOptions
-	footer footer
-	props  Properties
-	filter *bloom.Filter
-	index  []indexEntry
+	f        io.ReaderAt
+	opts     ReaderOptions
+	footer   footer
+	props    Properties
+	filter   *bloom.Filter                // as stored in the file
+	resident atomic.Pointer[bloom.Filter] // what MayContain asks: filter, or a fold of it
+	index    []indexEntry
 
 	iters sync.Pool // *blockIter for Get, so that a cache hit allocates nothing
 }
@@ -299,6 +300,7 @@ func (r *Reader) readFilter() error {
 		return r.corrupt(h.offset, "filter geometry %+v disagrees with the properties", g)
 	}
 	r.filter = f
+	r.resident.Store(f)
 	return nil
 }
 
@@ -350,7 +352,8 @@ func (r *Reader) searchIndex(ukey []byte, trailer uint64) int {
 // MayContain reports whether the segment may hold the user key whose
 // bloom.Hash is h. It is true when the segment has no filter.
 func (r *Reader) MayContain(h uint64) bool {
-	return r.filter == nil || r.filter.ContainsHash(h)
+	f := r.resident.Load()
+	return f == nil || f.ContainsHash(h)
 }
 
 // Get returns the newest version of key with a sequence number <= maxSeq.
@@ -409,9 +412,30 @@ func (r *Reader) putIter(it *blockIter) {
 // do not modify them.
 func (r *Reader) Properties() Properties { return r.props }
 
-// Filter returns the segment's Bloom filter, or nil if it has none. It
-// aliases the Reader's memory: do not modify it.
+// Filter returns the segment's Bloom filter as stored in the file, or nil
+// if it has none. It aliases the Reader's memory: do not modify it.
 func (r *Reader) Filter() *bloom.Filter { return r.filter }
+
+// ResidentFilter returns the filter MayContain consults: the stored one,
+// or the fold of it set by UseFilter.
+func (r *Reader) ResidentFilter() *bloom.Filter { return r.resident.Load() }
+
+// UseFilter makes MayContain consult f instead of the stored filter, to
+// save memory under a filter budget. f must be the stored filter or a fold
+// of it (bloom.Filter.Halve keeps every key), so no false negative can
+// arise; UseFilter checks that it has the stored filter's layout, k and
+// seed and a size that divides it. Safe to call while readers run.
+func (r *Reader) UseFilter(f *bloom.Filter) error {
+	if r.filter == nil || f == nil {
+		return fmt.Errorf("segment %s: UseFilter on a segment without a filter, or with nil", r.opts.Name)
+	}
+	s, g := r.filter.Geometry(), f.Geometry()
+	if s.Layout != g.Layout || s.K != g.K || s.Seed != g.Seed || g.Bits == 0 || s.Bits%g.Bits != 0 {
+		return fmt.Errorf("segment %s: filter %+v is not a fold of the stored %+v", r.opts.Name, g, s)
+	}
+	r.resident.Store(f)
+	return nil
+}
 
 // Close releases the Reader. It does not close the file, which belongs to
 // the caller, and leaves the file's blocks in the cache to age out.

@@ -89,7 +89,7 @@ func (r *Reader) countEntry(p *Properties, ikey []byte, newKey bool) error {
 		return nil
 	}
 	p.DistinctKeys++
-	if !r.MayContain(bloom.Hash(ukey)) {
+	if r.filter != nil && !r.filter.ContainsHash(bloom.Hash(ukey)) {
 		return r.corrupt(r.footer.filter.offset, "filter misses key %q", ukey)
 	}
 	return nil
