@@ -250,12 +250,15 @@ func (db *DB) Get(key []byte) ([]byte, error) {
 			db.stats.filterNegatives.Add(1)
 			continue
 		}
-		v, kind, ok, err := s.reader.Get(key, seq)
+		v, kind, ok, err := s.reader.Get(key, seq) // v is a fresh copy
 		if err != nil {
 			return nil, fmt.Errorf("bloomkv: get from segment %s: %w", s.name, err)
 		}
 		if ok {
-			return valueOf(v, kind)
+			if kind == base.KindDelete {
+				return nil, ErrNotFound
+			}
+			return v, nil
 		}
 		if s.reader.Filter() != nil {
 			db.stats.filterFalsePositives.Add(1)
@@ -264,8 +267,8 @@ func (db *DB) Get(key []byte) ([]byte, error) {
 	return nil, ErrNotFound
 }
 
-// valueOf turns the version found for a key into Get's result: a copy of a
-// value, or ErrNotFound for a tombstone.
+// valueOf turns the version found in a memtable into Get's result: a copy
+// of the value, or ErrNotFound for a tombstone.
 func valueOf(v []byte, kind base.Kind) ([]byte, error) {
 	if kind == base.KindDelete {
 		return nil, ErrNotFound

@@ -47,6 +47,11 @@ type Reader struct {
 	filter   *bloom.Filter                // as stored in the file
 	resident atomic.Pointer[bloom.Filter] // what MayContain asks: filter, or a fold of it
 	index    []indexEntry
+	// verified marks the mapped, uncompressed data blocks whose checksum
+	// and structure were checked once: the file is immutable, so later
+	// reads slice the mapping without hashing 4 KiB again (that CRC was
+	// 16% of a cached Get's CPU time).
+	verified []atomic.Bool
 
 	iters sync.Pool // *blockIter for Get, so that a cache hit allocates nothing
 }
@@ -84,6 +89,9 @@ func Open(f io.ReaderAt, size int64, opts ReaderOptions) (*Reader, error) {
 	}
 	if err := r.readIndex(); err != nil {
 		return nil, err
+	}
+	if opts.Mapped != nil {
+		r.verified = make([]atomic.Bool, len(r.index))
 	}
 	if err := r.readFilter(); err != nil {
 		return nil, err
@@ -309,6 +317,13 @@ func (r *Reader) readFilter() error {
 // used or cached, so cached blocks need no further validation.
 func (r *Reader) dataBlock(i int, mode cacheMode) ([]byte, error) {
 	h := r.index[i].h
+	if r.verified != nil && r.verified[i].Load() {
+		if c := r.opts.Counters; c != nil {
+			c.BlockReads.Add(1)
+		}
+		end := h.offset + h.length
+		return r.opts.Mapped[h.offset:end:end], nil
+	}
 	if mode != cacheBypass {
 		if b, ok := r.opts.Cache.get(r.opts.FileNum, h.offset); ok {
 			if c := r.opts.Counters; c != nil {
@@ -327,7 +342,9 @@ func (r *Reader) dataBlock(i int, mode cacheMode) ([]byte, error) {
 	if reason := checkBlock(b); reason != "" {
 		return nil, r.corrupt(h.offset, "data block: %s", reason)
 	}
-	if mode == cacheFill && !inMapping {
+	if inMapping {
+		r.verified[i].Store(true)
+	} else if mode == cacheFill {
 		r.opts.Cache.insert(r.opts.FileNum, h.offset, b)
 	}
 	return b, nil
