@@ -1,0 +1,49 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"io"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseFlags(t *testing.T) {
+	cfg, err := parseFlags(nil, io.Discard)
+	if err != nil || cfg != defaultConfig() {
+		t.Fatalf("no flags: %+v, %v; want the defaults", cfg, err)
+	}
+	cfg, err = parseFlags(strings.Fields("-keys 5000 -ops 100 -cache-size 1MiB -memtable-size 128k -baseline bbolt -duration 2s -hit-ratio 0.25"), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Keys != 5000 || cfg.Ops != 100 || cfg.CacheSize != 1<<20 || cfg.MemtableSize != 128<<10 ||
+		cfg.Baseline != "bbolt" || cfg.Duration != 2*time.Second || cfg.HitRatio != 0.25 {
+		t.Errorf("parsed %+v", cfg)
+	}
+}
+
+func TestParseFlagsRejects(t *testing.T) {
+	for _, args := range []string{
+		"-keys 0", "-hit-ratio 1.5", "-baseline leveldb", "-cache-size lots", "-memtable-size 1KiB",
+		"-ops 0 -duration 0s", "-bits-per-key -1", "subcommand", "-neg-segments 0",
+	} {
+		if _, err := parseFlags(strings.Fields(args), io.Discard); err == nil {
+			t.Errorf("%q: accepted", args)
+		}
+	}
+}
+
+func TestHelpDocumentsEveryFlag(t *testing.T) {
+	var out strings.Builder
+	_, err := parseFlags([]string{"-h"}, &out)
+	if !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("-h returned %v, want flag.ErrHelp", err)
+	}
+	for _, want := range []string{"fill-seq", "get-miss", "disk reads avoided", "Bigtable", "-drop-cache", "-json", "-plot", "-baseline", "-hit-ratio", "iterators"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("-h does not mention %q", want)
+		}
+	}
+}

@@ -1,0 +1,143 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// tinyConfig runs every workload and section in a few seconds, also under
+// -race.
+func tinyConfig(t *testing.T) config {
+	cfg := defaultConfig()
+	cfg.Keys = 5000
+	cfg.Ops = 1000
+	cfg.MemtableSize = 64 << 10 // several segments from 5000 keys
+	cfg.CacheSize = 256 << 10
+	cfg.NegSegments = 10
+	cfg.FPRKeys, cfg.FPRProbes = 2000, 10000
+	cfg.Baseline = "bbolt"
+	cfg.Dir = t.TempDir()
+	cfg.Quiet = true
+	cfg.DropCache = dropCacheSupported
+	return cfg
+}
+
+func TestRunSmoke(t *testing.T) {
+	cfg := tinyConfig(t)
+	cfg.JSON = filepath.Join(t.TempDir(), "out.jsonl")
+	cfg.Plot = filepath.Join(t.TempDir(), "fpr.svg")
+	var stdout, stderr bytes.Buffer
+	start := time.Now()
+	if err := run(context.Background(), cfg, &stdout, &stderr); err != nil {
+		t.Fatalf("run: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+	}
+	t.Logf("tiny run took %v", time.Since(start))
+	out := stdout.String()
+	for _, want := range []string{
+		"== Workloads", "fill-seq", "fill-random", "get-hit", "get-miss", "mixed (50% hits)",
+		"scan: not available (iterators not implemented)",
+		"== Disk reads avoided", "gain with filters", "== Negative lookups", "negative-lookup",
+		"== Bloom filter FPR against theory", "== Baseline: bbolt", "total time",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	if stderr.Len() != 0 {
+		t.Errorf("quiet run wrote to stderr: %q", stderr.String())
+	}
+
+	records := readJSONLines(t, cfg.JSON)
+	seen := map[string]int{}
+	for _, r := range records {
+		key := r["kind"].(string) + " " + str(r["section"]) + " " + str(r["store"]) + " " + str(r["workload"]) + " " + str(r["variant"])
+		seen[key]++
+		if r["kind"] == "workload" && r["skipped"] == nil && r["ops"].(float64) <= 0 {
+			t.Errorf("record without operations: %v", r)
+		}
+	}
+	for _, want := range []string{
+		"workload workloads bloomkv fill-seq ", "workload workloads bloomkv fill-random ",
+		"workload workloads bloomkv get-hit ", "workload workloads bloomkv get-miss ",
+		"workload workloads bloomkv mixed 50% hits", "workload workloads bloomkv scan ",
+		"workload disk-reads-avoided bloomkv get-miss filters", "workload disk-reads-avoided bloomkv get-miss no filters",
+		"workload negative-lookups bloomkv negative-lookup filters", "workload negative-lookups bloomkv negative-lookup no filters",
+		"workload baseline bbolt fill-random ", "workload baseline bbolt get-hit ", "workload baseline bbolt get-miss ",
+	} {
+		if seen[want] != 1 {
+			t.Errorf("%d JSON records %q, want 1", seen[want], want)
+		}
+	}
+	if n := seen["fpr fpr-sweep   "]; n != 2*(fprMaxBits-fprMinBits+1) {
+		t.Errorf("%d FPR records, want %d", n, 2*(fprMaxBits-fprMinBits+1))
+	}
+	if fi, err := os.Stat(cfg.Plot); err != nil || fi.Size() == 0 {
+		t.Errorf("plot not written: %v", err)
+	}
+	if entries, _ := os.ReadDir(cfg.Dir); len(entries) != 0 {
+		t.Errorf("work directory left behind: %v", entries)
+	}
+}
+
+func TestRunJSONToStdout(t *testing.T) {
+	cfg := tinyConfig(t)
+	cfg.Baseline, cfg.DropCache, cfg.BitsPerKey = "", false, 0 // also the no-filter path: comparisons skipped
+	cfg.JSON = "-"
+	var stdout bytes.Buffer
+	if err := run(context.Background(), cfg, &stdout, &bytes.Buffer{}); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(&stdout)
+	lines := 0
+	for sc.Scan() {
+		var v map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &v); err != nil {
+			t.Fatalf("stdout line %q is not JSON: %v", sc.Text(), err)
+		}
+		lines++
+	}
+	if lines == 0 {
+		t.Error("no JSON on stdout")
+	}
+}
+
+func TestRunCancelled(t *testing.T) {
+	cfg := tinyConfig(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := run(ctx, cfg, &bytes.Buffer{}, &bytes.Buffer{}); err == nil {
+		t.Error("a cancelled run returned no error")
+	}
+	if entries, _ := os.ReadDir(cfg.Dir); len(entries) != 0 {
+		t.Errorf("cancelled run left %v behind", entries)
+	}
+}
+
+func readJSONLines(t *testing.T, path string) []map[string]any {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		var v map[string]any
+		if err := json.Unmarshal([]byte(line), &v); err != nil {
+			t.Fatalf("line %q: %v", line, err)
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+func str(v any) string {
+	s, _ := v.(string)
+	return s
+}
