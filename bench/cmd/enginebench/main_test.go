@@ -1,0 +1,84 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/bloomkv/bloomkv/bench/engines"
+)
+
+// asMainEnv makes the test binary behave as enginebench, so that runAll's
+// re-executions of os.Executable() work under go test.
+const asMainEnv = "ENGINEBENCH_TEST_AS_MAIN"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(asMainEnv) == "1" {
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// TestRunAll runs -all end to end with a small N: one child process per
+// engine, then the table, with one row per engine and bloomkv's ratios 1.
+func TestRunAll(t *testing.T) {
+	t.Setenv(asMainEnv, "1")
+	cfg := engines.Config{N: 1000, ValueSize: 50, Ops: 1000, Seed: 5, Dir: t.TempDir()}
+	var out, progress bytes.Buffer
+	if err := runAll(&out, &progress, cfg); err != nil {
+		t.Fatalf("runAll: %v\nprogress:\n%s", err, progress.String())
+	}
+	table := out.String()
+	for _, spec := range engines.Specs() {
+		if !strings.Contains(table, "| "+spec.Name+" | ") {
+			t.Errorf("no row for %s in\n%s", spec.Name, table)
+		}
+	}
+	if !strings.Contains(table, "| bloomkv | local | ") || strings.Count(table, "| 1.00 |") < 3 {
+		t.Errorf("bloomkv row should be local with ratios 1.00:\n%s", table)
+	}
+	if !strings.Contains(table, "N = 1000 keys") {
+		t.Errorf("table does not state the workload:\n%s", table)
+	}
+	if entries, _ := os.ReadDir(cfg.Dir); len(entries) != 0 {
+		t.Errorf("%d store directories left behind", len(entries))
+	}
+}
+
+func TestWriteTable(t *testing.T) {
+	results := []engines.Result{
+		{Engine: "bloomkv", Version: "local", Fill: 1000, GetHit: 2000, GetMiss: 4000, DiskBytes: 3 << 20, Layout: "1 segment"},
+		{Engine: "pebble", Version: "v2", Fill: 500, GetHit: 3000, GetMiss: 1000, GetMissIter: 2000, Layout: "L6"},
+	}
+	var out bytes.Buffer
+	writeTable(&out, results)
+	for _, want := range []string{
+		"| bloomkv | local | 1,000 | 1.00 | 2,000 | 1.00 | 4,000 | 1.00 | 0.0 | 3.0 |",
+		"| pebble | v2 | 500 | 0.50 | 3,000 | 1.50 | 2,000 (iter) | 0.50 | 0.0 | 0.0 |",
+		"pebble get-miss: DB.Get 1,000 ops/s, iterator (UseL6Filters + SeekPrefixGE) 2,000 ops/s",
+		"* pebble: L6",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, out.String())
+		}
+	}
+
+	out.Reset()
+	writeTable(&out, results[1:]) // no bloomkv: no ratios
+	if !strings.Contains(out.String(), "| pebble | v2 | 500 | - | 3,000 | - |") {
+		t.Errorf("without bloomkv the ratios should be -:\n%s", out.String())
+	}
+}
+
+func TestOpsCell(t *testing.T) {
+	for _, tt := range []struct {
+		in   float64
+		want string
+	}{{0, "0"}, {999.4, "999"}, {999.6, "1,000"}, {123456, "123,456"}, {1234567.8, "1,234,568"}} {
+		if got := opsCell(tt.in); got != tt.want {
+			t.Errorf("opsCell(%v) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}

@@ -1,0 +1,41 @@
+package engines
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/bloomkv/bloomkv"
+)
+
+// bloomkvEngine is bloomkv with DefaultOptions: 10 bits/key filters, 64 MiB
+// block cache, 4 MiB memtable, no fsync per write (Sync false).
+type bloomkvEngine struct{ db *bloomkv.DB }
+
+func openBloomkv(dir string) (Engine, error) {
+	db, err := bloomkv.Open(dir, bloomkv.DefaultOptions())
+	if err != nil {
+		return nil, err
+	}
+	return &bloomkvEngine{db}, nil
+}
+
+func (e *bloomkvEngine) Put(key, value []byte) error { return e.db.Put(key, value) }
+
+// Get returns bloomkv's own result slice, which is the caller's already.
+func (e *bloomkvEngine) Get(_, key []byte) ([]byte, bool, error) {
+	v, err := e.db.Get(key)
+	if errors.Is(err, bloomkv.ErrNotFound) {
+		return nil, false, nil
+	}
+	return v, err == nil, err
+}
+
+// Compact flushes the memtable and merges every segment into one.
+func (e *bloomkvEngine) Compact() error { return e.db.Compact() }
+
+func (e *bloomkvEngine) Layout() string {
+	s := e.db.Stats()
+	return fmt.Sprintf("%d segments, %d memtables, filters %d bytes", s.Segments, s.Memtables, s.FilterBytes)
+}
+
+func (e *bloomkvEngine) Close() error { return e.db.Close() }

@@ -1,0 +1,82 @@
+// Package engines runs one key-value workload against bloomkv and other
+// embedded Go stores, each behind the same small Engine interface, so that
+// cmd/enginebench can put their throughput side by side.
+//
+// Every adapter is configured alike where the stores allow it: no fsync per
+// write, a Bloom filter of about 10 bits per key on every sorted table, and
+// a BlockCacheSize block cache. Where a store has no such knob (bbolt keeps
+// no filters and no cache of its own) the adapter's doc comment says so.
+package engines
+
+import (
+	"fmt"
+	"slices"
+)
+
+// Settings shared by every adapter that has the knob.
+const (
+	// BitsPerKey is the Bloom filter budget per key.
+	BitsPerKey = 10
+	// BlockCacheSize is the block cache of every store that has one:
+	// bloomkv's default.
+	BlockCacheSize = 64 << 20
+)
+
+// Engine is one open store, reduced to what the workload does. Methods are
+// called from one goroutine.
+type Engine interface {
+	// Put stores value under key. The caller never modifies key or value
+	// afterwards, so an engine may keep them until Compact or Close (bbolt
+	// does, inside its open write transaction).
+	Put(key, value []byte) error
+	// Get looks key up. found reports whether it is present; value is its
+	// value, appended to dst[:0] or newly allocated, never the store's own
+	// memory: the caller passes it back as the next dst.
+	Get(dst, key []byte) (value []byte, found bool, err error)
+	// Compact writes everything out and brings the store to its fully
+	// compacted state: one sorted run, or the closest the store has.
+	Compact() error
+	// Layout describes the on-disk shape (levels, tables) in one line.
+	Layout() string
+	// Close releases the store; its files stay in its directory.
+	Close() error
+}
+
+// IterGetter is implemented by engines with a second point-lookup path
+// worth measuring: Pebble's prefix iterator, which, unlike its Get,
+// consults the Bloom filters of the last level. Same contract as Get.
+type IterGetter interface {
+	GetIter(dst, key []byte) (value []byte, found bool, err error)
+}
+
+// Spec names a store and how to open it.
+type Spec struct {
+	// Name is what -engine takes.
+	Name string
+	// Module is the Go module the store comes from, to look its version up.
+	Module string
+	// Open opens (creating if needed) a store in the directory dir.
+	Open func(dir string) (Engine, error)
+}
+
+// Specs returns every store under comparison, bloomkv first (the ratios'
+// reference).
+func Specs() []Spec {
+	return []Spec{
+		{"bloomkv", "github.com/bloomkv/bloomkv", openBloomkv},
+		{"pebble", "github.com/cockroachdb/pebble/v2", openPebble},
+		{"goleveldb", "github.com/syndtr/goleveldb", openGoleveldb},
+		{"badger", "github.com/dgraph-io/badger/v4", openBadger},
+		{"bbolt", "go.etcd.io/bbolt", openBbolt},
+	}
+}
+
+// Lookup returns the Spec called name.
+func Lookup(name string) (Spec, error) {
+	specs := Specs()
+	i := slices.IndexFunc(specs, func(s Spec) bool { return s.Name == name })
+	if i < 0 {
+		return Spec{}, fmt.Errorf("unknown engine %q", name)
+	}
+	return specs[i], nil
+}

@@ -1,0 +1,133 @@
+package engines
+
+import (
+	"bytes"
+	"testing"
+)
+
+// TestSmoke runs the whole workload on every engine with a small N. Run
+// checks every lookup (all present keys found with their values, no absent
+// key found), so an adapter that drops, invents or garbles data fails here.
+func TestSmoke(t *testing.T) {
+	cfg := Config{N: 2000, ValueSize: 100, Ops: 3000, Seed: 1, Dir: t.TempDir()}
+	for _, spec := range Specs() {
+		t.Run(spec.Name, func(t *testing.T) {
+			res, err := Run(spec, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%+v", res)
+			if res.Fill <= 0 || res.GetHit <= 0 || res.GetMiss <= 0 {
+				t.Errorf("rates not measured: %+v", res)
+			}
+			if wantIter := spec.Name == "pebble"; wantIter != (res.GetMissIter > 0) {
+				t.Errorf("GetMissIter = %v, want > 0: %v", res.GetMissIter, wantIter)
+			}
+			if res.DiskBytes <= 0 || res.Layout == "" {
+				t.Errorf("DiskBytes %d, Layout %q: store not described", res.DiskBytes, res.Layout)
+			}
+		})
+	}
+}
+
+// mapEngine is a model store: a Go map, with optional faults that Run
+// must notice.
+type mapEngine struct {
+	m          map[string][]byte
+	dropEvery  int  // Put silently drops every dropEvery-th key (0: none)
+	corrupt    bool // Get returns a changed value
+	inventMiss bool // Get reports absent keys present
+	puts       int
+}
+
+func (e *mapEngine) Put(key, value []byte) error {
+	if e.puts++; e.dropEvery > 0 && e.puts%e.dropEvery == 0 {
+		return nil
+	}
+	e.m[string(key)] = value
+	return nil
+}
+
+func (e *mapEngine) Get(dst, key []byte) ([]byte, bool, error) {
+	v, ok := e.m[string(key)]
+	if !ok {
+		return dst[:0], e.inventMiss, nil
+	}
+	dst = append(dst[:0], v...)
+	if e.corrupt {
+		dst[0] ^= 1
+	}
+	return dst, true, nil
+}
+
+func (e *mapEngine) Compact() error { return nil }
+func (e *mapEngine) Layout() string { return "map" }
+func (e *mapEngine) Close() error   { return nil }
+
+// TestRunChecksAnswers runs the harness on the model store, faultless and
+// with each fault: only the faultless one may pass.
+func TestRunChecksAnswers(t *testing.T) {
+	tests := []struct {
+		name    string
+		e       mapEngine
+		wantErr bool
+	}{
+		{"correct", mapEngine{}, false},
+		{"drops keys", mapEngine{dropEvery: 97}, true},
+		{"corrupts values", mapEngine{corrupt: true}, true},
+		{"invents keys", mapEngine{inventMiss: true}, true},
+	}
+	cfg := Config{N: 1000, ValueSize: 20, Ops: 1000, Seed: 3, Dir: t.TempDir()}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// One map for the whole run: Run reopens the store after
+			// Compact, and the reopened store must see the same data.
+			m := map[string][]byte{}
+			spec := Spec{Name: "map", Open: func(string) (Engine, error) {
+				e := tt.e
+				e.m = m
+				return &e, nil
+			}}
+			_, err := Run(spec, cfg)
+			if (err != nil) != tt.wantErr {
+				t.Errorf("Run error = %v, want error: %v", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+// TestWorkloadDeterministic checks that a Config always yields the same
+// keys, values and lookup order, which is what makes runs of different
+// engines (in different processes) comparable.
+func TestWorkloadDeterministic(t *testing.T) {
+	cfg := Config{N: 500, ValueSize: 100, Ops: 1, Seed: 7}
+	a, b := newWorkload(cfg), newWorkload(cfg)
+	for i := range cfg.N {
+		if !bytes.Equal(a.present[i], b.present[i]) || !bytes.Equal(a.absent[i], b.absent[i]) ||
+			a.order[i] != b.order[i] || !bytes.Equal(a.value(i), b.value(i)) {
+			t.Fatalf("index %d differs between two workloads of one Config", i)
+		}
+	}
+	if other := newWorkload(Config{N: 500, ValueSize: 100, Ops: 1, Seed: 8}); bytes.Equal(a.present[0], other.present[0]) {
+		t.Error("seeds 7 and 8 gave the same first key")
+	}
+	if bytes.Equal(a.value(0), a.value(1)) || len(a.value(0)) != cfg.ValueSize {
+		t.Errorf("values 0 and 1: %x, %x", a.value(0), a.value(1))
+	}
+}
+
+// TestRunRejectsBadConfig checks the argument guard.
+func TestRunRejectsBadConfig(t *testing.T) {
+	spec, err := Lookup("bloomkv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cfg := range []Config{{N: 0, ValueSize: 1, Ops: 1}, {N: 1, ValueSize: 0, Ops: 1}, {N: 1, ValueSize: 1, Ops: 0}} {
+		if _, err := Run(spec, cfg); err == nil {
+			t.Errorf("Run(%+v) = nil error", cfg)
+		}
+	}
+	if _, err := Lookup("nosuch"); err == nil {
+		t.Error(`Lookup("nosuch") = nil error`)
+	}
+}

@@ -1,0 +1,277 @@
+package engines
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/bloomkv/bloomkv/bench/filters"
+)
+
+// Config is the workload. The same Config gives every engine the same keys,
+// values and lookups in the same order.
+type Config struct {
+	N         int    // keys written
+	ValueSize int    // bytes per value
+	Ops       int    // lookups per get phase
+	Seed      uint64 // seeds keys, values and lookup order
+	Dir       string // parent of the store's directory; "" means os.TempDir()
+}
+
+// DefaultConfig matches the project's reference benchmarks: 10^6 random
+// 16-byte keys (the filter comparison's key set), 100-byte values.
+func DefaultConfig() Config {
+	return Config{N: 1_000_000, ValueSize: 100, Ops: 500_000, Seed: filters.Seed}
+}
+
+// Result is what Run measured, one JSON line per engine in cmd/enginebench.
+type Result struct {
+	Engine    string `json:"engine"`
+	Version   string `json:"version,omitempty"` // filled in by the caller
+	N         int    `json:"n"`
+	ValueSize int    `json:"value_size"`
+	Ops       int    `json:"ops"`
+	Seed      uint64 `json:"seed"`
+
+	Fill    float64 `json:"fill_ops_per_sec"`
+	GetHit  float64 `json:"get_hit_ops_per_sec"`
+	GetMiss float64 `json:"get_miss_ops_per_sec"`
+	// GetMissIter is the IterGetter path's get-miss rate, 0 if none.
+	GetMissIter float64 `json:"get_miss_iter_ops_per_sec,omitempty"`
+
+	CompactSeconds float64 `json:"compact_seconds"`
+	DiskBytes      int64   `json:"disk_bytes"` // store directory after Compact
+	Layout         string  `json:"layout"`     // Engine.Layout after reopening
+}
+
+// BestGetMiss returns the faster get-miss path and its name ("get" or
+// "iter").
+func (r Result) BestGetMiss() (opsPerSec float64, path string) {
+	if r.GetMissIter > r.GetMiss {
+		return r.GetMissIter, "iter"
+	}
+	return r.GetMiss, "get"
+}
+
+// iterCheckKeys is how many present keys the IterGetter path must find
+// (untimed) before its get-miss rate is believed: a lookup that never finds
+// anything would be fast for the wrong reason.
+const iterCheckKeys = 1000
+
+// Run creates a store for spec in a fresh directory under cfg.Dir and runs
+// the workload on it: fill, Compact, close and reopen, warm the page cache,
+// then the get phases. Every lookup's answer is checked; a missing or
+// wrong value, or an absent key reported present, is an error. The store's
+// directory is removed afterwards.
+func Run(spec Spec, cfg Config) (res Result, err error) {
+	if cfg.N < 1 || cfg.ValueSize < 1 || cfg.Ops < 1 {
+		return res, errors.New("engines: N, ValueSize and Ops must be positive")
+	}
+	w := newWorkload(cfg)
+	dir, err := os.MkdirTemp(cfg.Dir, "enginebench-"+spec.Name+"-")
+	if err != nil {
+		return res, err
+	}
+	defer func() { err = errors.Join(err, os.RemoveAll(dir)) }()
+
+	res = Result{Engine: spec.Name, N: cfg.N, ValueSize: cfg.ValueSize, Ops: cfg.Ops, Seed: cfg.Seed}
+	if err := w.build(spec, dir, &res); err != nil {
+		return res, fmt.Errorf("%s: %w", spec.Name, err)
+	}
+	if err := w.read(spec, dir, &res); err != nil {
+		return res, fmt.Errorf("%s: %w", spec.Name, err)
+	}
+	return res, nil
+}
+
+// workload holds the keys, values and lookup order of one Config.
+type workload struct {
+	cfg     Config
+	present [][]byte
+	absent  [][]byte
+	order   []int32 // random permutation of present for get-hit
+	pool    []byte  // random bytes that values are cut from
+}
+
+func newWorkload(cfg Config) *workload {
+	present, absent := filters.GenerateKeys(cfg.N, cfg.Seed)
+	rng := rand.New(rand.NewPCG(cfg.Seed, 1))
+	w := &workload{cfg: cfg, present: present.Keys, absent: absent.Keys}
+	w.order = make([]int32, cfg.N)
+	for i, j := range rng.Perm(cfg.N) {
+		w.order[i] = int32(j)
+	}
+	// Random bytes make values incompressible, so that no store gains
+	// from compressing an artefact of the generator.
+	w.pool = make([]byte, valuePool+cfg.ValueSize)
+	for i := range w.pool {
+		w.pool[i] = byte(rng.Uint32())
+	}
+	return w
+}
+
+// valuePool is the span of w.pool that value offsets are drawn from.
+const valuePool = 1 << 20
+
+// value returns key i's value: a window of the pool at an offset spread by
+// a multiplicative hash of i, so neighbouring keys share no bytes.
+func (w *workload) value(i int) []byte {
+	off := (uint64(i) * 0x9E3779B97F4A7C15) >> 44 // 20 bits: [0, valuePool)
+	return w.pool[off : off+uint64(w.cfg.ValueSize) : off+uint64(w.cfg.ValueSize)]
+}
+
+// build fills a new store and compacts it.
+func (w *workload) build(spec Spec, dir string, res *Result) error {
+	e, err := spec.Open(dir)
+	if err != nil {
+		return fmt.Errorf("open: %w", err)
+	}
+	start := time.Now()
+	for i, k := range w.present {
+		if err := e.Put(k, w.value(i)); err != nil {
+			e.Close()
+			return fmt.Errorf("put %d: %w", i, err)
+		}
+	}
+	res.Fill = rate(len(w.present), time.Since(start))
+
+	start = time.Now()
+	if err := e.Compact(); err != nil {
+		e.Close()
+		return fmt.Errorf("compact: %w", err)
+	}
+	res.CompactSeconds = time.Since(start).Seconds()
+	if err := e.Close(); err != nil {
+		return fmt.Errorf("close: %w", err)
+	}
+	res.DiskBytes, err = dirSize(dir)
+	return err
+}
+
+// read reopens the compacted store, so that every engine starts its reads
+// with empty caches of its own but a warm OS page cache, and runs the get
+// phases.
+func (w *workload) read(spec Spec, dir string, res *Result) (err error) {
+	if err := warmPageCache(dir); err != nil {
+		return err
+	}
+	e, err := spec.Open(dir)
+	if err != nil {
+		return fmt.Errorf("reopen: %w", err)
+	}
+	defer func() { err = errors.Join(err, e.Close()) }()
+	res.Layout = e.Layout()
+
+	// An untimed tenth of each phase first: the first lookups load index
+	// and filter blocks, which is not what a steady-state rate measures.
+	warm := max(w.cfg.Ops/10, 1)
+	if _, err := w.getHits(e.Get, warm); err != nil {
+		return err
+	}
+	if _, err := w.getMisses(e.Get, warm); err != nil {
+		return err
+	}
+	if res.GetHit, err = w.getHits(e.Get, w.cfg.Ops); err != nil {
+		return err
+	}
+	if res.GetMiss, err = w.getMisses(e.Get, w.cfg.Ops); err != nil {
+		return err
+	}
+	if ig, ok := e.(IterGetter); ok {
+		if _, err := w.getHits(ig.GetIter, min(iterCheckKeys, w.cfg.N)); err != nil {
+			return fmt.Errorf("iter path: %w", err)
+		}
+		if _, err := w.getMisses(ig.GetIter, warm); err != nil {
+			return fmt.Errorf("iter path: %w", err)
+		}
+		if res.GetMissIter, err = w.getMisses(ig.GetIter, w.cfg.Ops); err != nil {
+			return fmt.Errorf("iter path: %w", err)
+		}
+	}
+	return nil
+}
+
+type getFunc func(dst, key []byte) ([]byte, bool, error)
+
+// getHits looks up ops present keys in random order (cycling through the
+// permutation if ops > N), checks each value, and returns ops per second.
+func (w *workload) getHits(get getFunc, ops int) (float64, error) {
+	var buf []byte
+	start := time.Now()
+	for j := range ops {
+		i := int(w.order[j%len(w.order)])
+		v, found, err := get(buf[:0], w.present[i])
+		if err != nil {
+			return 0, fmt.Errorf("get present key %d: %w", i, err)
+		}
+		if !found {
+			return 0, fmt.Errorf("get present key %d: not found", i)
+		}
+		if !bytes.Equal(v, w.value(i)) {
+			return 0, fmt.Errorf("get present key %d: wrong value", i)
+		}
+		buf = v
+	}
+	return rate(ops, time.Since(start)), nil
+}
+
+// getMisses looks up ops absent keys (cycling through them if ops > N),
+// checks that none is found, and returns ops per second.
+func (w *workload) getMisses(get getFunc, ops int) (float64, error) {
+	var buf []byte
+	start := time.Now()
+	for j := range ops {
+		i := j % len(w.absent)
+		v, found, err := get(buf[:0], w.absent[i])
+		if err != nil {
+			return 0, fmt.Errorf("get absent key %d: %w", i, err)
+		}
+		if found {
+			return 0, fmt.Errorf("get absent key %d: found", i)
+		}
+		buf = v
+	}
+	return rate(ops, time.Since(start)), nil
+}
+
+func rate(ops int, d time.Duration) float64 { return float64(ops) / d.Seconds() }
+
+// dirSize returns the total size of the regular files under dir.
+func dirSize(dir string) (int64, error) {
+	var total int64
+	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		total += info.Size()
+		return nil
+	})
+	return total, err
+}
+
+// warmPageCache reads every file under dir once, so that no engine's first
+// reads pay for the disk and all of them read from the OS page cache.
+func warmPageCache(dir string) error {
+	return filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		f, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		_, err = io.Copy(io.Discard, f)
+		return err
+	})
+}
