@@ -207,6 +207,7 @@ func (b *bench) printWorkloads() {
 	b.rep.printf("\nWrites: one Put per operation; settle = after the last Put, the final flush and the background\n")
 	b.rep.printf("compactions until the store is at rest (not in ops/s). wchar counts WAL, flush and compaction writes.\n")
 	writeTable(b.fills).write(b.rep.text)
+	b.printCompactions()
 	sh := b.reads[0].Shape
 	b.rep.printf("\nReads on the fill-random store: %d segments, %s on disk, %s of filters.\n",
 		sh.Segments, fmtBytes(float64(sh.SegmentBytes)), fmtBytes(float64(sh.FilterBytes)))
@@ -325,4 +326,24 @@ func (b *bench) negativeRun(ctx context.Context, d *dataset, perSegment int, bpk
 		return result{}, err
 	}
 	return b.readPhase(ctx, s, b.readWorkload(s, "negative-lookup", d, negHitRatio))
+}
+
+// printCompactions lists the fill-random store's latest compactions: what
+// each merged, and how the output's filter was made (rebuilt from the
+// merged keys, or the union of the inputs' filters) with its FPR estimated
+// from the bits.
+func (b *bench) printCompactions() {
+	cs := b.main.db.Stats().RecentCompactions
+	if len(cs) == 0 {
+		return
+	}
+	b.rep.printf("\nThe last %d compactions of fill-random (filter: how the output's filter was made; est. FPR from its bits):\n", len(cs))
+	t := &table{header: []string{"inputs", "in", "out", "entries", "tier", "major", "filter", "filter time", "est. FPR", "took"}}
+	for _, c := range cs {
+		t.add(fmtNum(float64(c.Inputs)), fmtBytes(float64(c.InputBytes)), fmtBytes(float64(c.OutputBytes)),
+			fmtNum(float64(c.OutputEntries)), fmtNum(float64(c.Tier)), onOff(c.Major, "yes", "no"),
+			c.FilterPath, c.FilterPlan.Round(time.Microsecond).String(), fmt.Sprintf("%.3f%%", 100*c.EstimatedFPR),
+			c.Duration.Round(time.Millisecond).String())
+	}
+	t.write(b.rep.text)
 }
