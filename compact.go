@@ -45,7 +45,11 @@ func (db *DB) Compact() error {
 	if len(inputs) <= 1 && (len(inputs) == 0 || inputs[0].meta.Tombstones == 0) {
 		return nil // nothing to merge, nothing to drop
 	}
-	return db.compactSegments(inputs, 0, true)
+	var tier uint32
+	for _, s := range inputs {
+		tier = max(tier, s.meta.Tier+1)
+	}
+	return db.compactSegments(inputs, tier, true)
 }
 
 // refSegmentsLocked returns db.segments[start:end] with a reference each,

@@ -39,7 +39,10 @@ func Open(dir string, opts *Options) (*DB, error) {
 		logger:   o.Logger,
 		lockFile: lock,
 		cache:    segment.NewCache(o.BlockCacheSize),
-		policy:   compaction.SizeTiered{FanIn: o.CompactionFanIn, MinSize: int64(o.MemtableSize)},
+		// Tiers come from the manifest's Tier field (flush = 0, merge =
+		// inputs' tier + 1), not from file sizes, which depend on how well
+		// the data compresses.
+		policy: compaction.SizeTiered{FanIn: o.CompactionFanIn},
 	}
 	db.cond = sync.NewCond(&db.mu)
 	if err := db.recover(); err != nil {
