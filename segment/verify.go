@@ -76,15 +76,7 @@ func (r *Reader) checkEntry(i int, prev, ikey []byte) string {
 func (r *Reader) countEntry(p *Properties, ikey []byte, newKey bool) error {
 	ukey, t := splitInternalKey(ikey)
 	seq, kind := base.SplitTrailer(t)
-	if p.Entries == 0 {
-		p.Smallest = bytes.Clone(ukey)
-		p.MinSeq, p.MaxSeq = seq, seq
-	}
-	p.Entries++
-	if kind == base.KindDelete {
-		p.Tombstones++
-	}
-	p.MinSeq, p.MaxSeq = min(p.MinSeq, seq), max(p.MaxSeq, seq)
+	p.count(ukey, seq, kind)
 	if !newKey {
 		return nil
 	}

@@ -140,10 +140,13 @@ func (w *Writer) lastUserKey() []byte {
 }
 
 // count updates the properties for an added entry.
-func (w *Writer) count(key []byte, seq uint64, kind base.Kind) {
-	p := &w.props
+func (w *Writer) count(key []byte, seq uint64, kind base.Kind) { w.props.count(key, seq, kind) }
+
+// count adds one entry to the properties' tallies; the writer and Verify
+// share it, so Verify recomputes exactly what the writer recorded.
+func (p *Properties) count(ukey []byte, seq uint64, kind base.Kind) {
 	if p.Entries == 0 {
-		p.Smallest = bytes.Clone(key)
+		p.Smallest = bytes.Clone(ukey)
 		p.MinSeq, p.MaxSeq = seq, seq
 	}
 	p.Entries++
