@@ -59,9 +59,6 @@ func (q *commitQueue) submit(db *DB, b *Batch) error {
 // commits whatever queued meanwhile.
 func (q *commitQueue) exclusive(db *DB, fn func()) {
 	q.mu.Lock()
-	if q.idle.L == nil {
-		q.idle.L = &q.mu
-	}
 	for q.leading {
 		q.idle.Wait()
 	}
@@ -86,9 +83,7 @@ func (q *commitQueue) lead(db *DB) {
 		q.spare = group[:0]
 	}
 	q.leading = false
-	if q.idle.L != nil {
-		q.idle.Broadcast()
-	}
+	q.idle.Broadcast()
 }
 
 // commitGroup writes one group of batches: sequence numbers, one WAL write,

@@ -156,9 +156,13 @@ func (db *DB) writeSegment(it compaction.Iterator, filter *bloom.Filter, tier ui
 	}
 	meta := metaFromProperties(num, props)
 	meta.Tier = tier
-	if st, err := f.Stat(); err == nil {
-		meta.Size = st.Size()
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		os.Remove(db.path(name))
+		return nil, fmt.Errorf("write segment %s: %w", name, err)
 	}
+	meta.Size = st.Size()
 	s, err := db.openSegment(f, meta)
 	if err != nil {
 		os.Remove(db.path(name))

@@ -45,6 +45,7 @@ func Open(dir string, opts *Options) (*DB, error) {
 		policy: compaction.SizeTiered{FanIn: o.CompactionFanIn},
 	}
 	db.cond = sync.NewCond(&db.mu)
+	db.commit.idle.L = &db.commit.mu
 	if err := db.recover(); err != nil {
 		db.closeFiles()
 		return nil, err
