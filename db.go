@@ -240,14 +240,28 @@ func (db *DB) Get(key []byte) ([]byte, error) {
 			return valueOf(v, kind)
 		}
 	}
-	h := bloom.Hash(key)            // once, for every segment's filter
-	for _, s := range rs.segments { // newest first
+	return db.getFromSegments(rs.segments, key, seq)
+}
+
+// getFromSegments searches the segments newest first. The key is hashed
+// once for every filter; a filter's "no" skips its segment with no I/O.
+func (db *DB) getFromSegments(segments []*segHandle, key []byte, seq uint64) ([]byte, error) {
+	h := bloom.Hash(key)
+	// Counted locally and published once: a shared atomic per segment
+	// probed would bounce a cache line between cores on every Get.
+	var probed, negatives, falsePositives uint64
+	defer func() {
+		db.stats.segmentsProbed.Add(probed)
+		db.stats.filterNegatives.Add(negatives)
+		db.stats.filterFalsePositives.Add(falsePositives)
+	}()
+	for _, s := range segments {
 		if !s.covers(key) {
 			continue
 		}
-		db.stats.segmentsProbed.Add(1)
+		probed++
 		if !s.reader.MayContain(h) {
-			db.stats.filterNegatives.Add(1)
+			negatives++
 			continue
 		}
 		v, kind, ok, err := s.reader.Get(key, seq) // v is a fresh copy
@@ -261,7 +275,7 @@ func (db *DB) Get(key []byte) ([]byte, error) {
 			return v, nil
 		}
 		if s.reader.Filter() != nil {
-			db.stats.filterFalsePositives.Add(1)
+			falsePositives++
 		}
 	}
 	return nil, ErrNotFound
