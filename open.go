@@ -83,9 +83,9 @@ func (db *DB) recover() error {
 	return db.startFresh(replayed, logs, maxNum)
 }
 
-// openManifest opens the manifest, or creates it for a new store. A new
-// manifest is built under a temporary name and renamed into place, so a
-// crash during creation never leaves a half-made MANIFEST behind.
+// openManifest opens the manifest, or creates it for a new store
+// (manifest.Create builds it under a temporary name and links it into
+// place, so a crash during creation never leaves a half-made MANIFEST).
 func (db *DB) openManifest(entries []fs.DirEntry) (*manifest.Manifest, error) {
 	m, err := manifest.Open(db.path(manifestName))
 	if err == nil {
@@ -102,22 +102,10 @@ func (db *DB) openManifest(entries []fs.DirEntry) (*manifest.Manifest, error) {
 			return nil, fmt.Errorf("%w: %s holds %s but no %s", ErrNotStore, db.dir, e.Name(), manifestName)
 		}
 	}
-	tmp := db.path(manifestName + ".tmp")
-	os.Remove(tmp)
-	m, err = manifest.Create(tmp)
-	if err == nil {
-		err = m.Close()
-	}
-	if err == nil {
-		err = os.Rename(tmp, db.path(manifestName))
-	}
-	if err == nil {
-		err = syncDir(db.dir)
-	}
-	if err != nil {
+	if m, err = manifest.Create(db.path(manifestName)); err != nil {
 		return nil, fmt.Errorf("bloomkv: create manifest: %w", err)
 	}
-	return manifest.Open(db.path(manifestName))
+	return m, nil
 }
 
 // loadSegment opens a live segment and checks it against its manifest entry.
