@@ -76,7 +76,10 @@ func (db *DB) flushLoop() {
 			break
 		}
 		db.imm = db.imm[1:]
-		db.segments = append([]*segHandle{s}, db.segments...)
+		if s != nil { // nil: the memtable held no entries
+			db.segments = append([]*segHandle{s}, db.segments...)
+			db.stats.flushBytes.Add(uint64(s.meta.Size))
+		}
 		db.publishLocked()
 		db.stats.flushes.Add(1)
 		db.scheduleCompactionLocked()

@@ -24,6 +24,12 @@ type Stats struct {
 	WriteStalls         uint64 // times a writer waited for a flush
 	Flushes             uint64 // memtables written to segments
 	Compactions         uint64 // merges committed
+	// FlushBytes, CompactionBytesRead and CompactionBytesWritten are the
+	// segment bytes written by flushes and read and written by merges;
+	// with WALBytes they give the write amplification.
+	FlushBytes             uint64
+	CompactionBytesRead    uint64
+	CompactionBytesWritten uint64
 	// RecentCompactions describes the latest compactions (at most 16),
 	// oldest first: inputs, sizes, which filter path ran, its estimated FPR.
 	RecentCompactions []CompactionInfo
@@ -33,23 +39,27 @@ type Stats struct {
 type counters struct {
 	gets, segmentsProbed, filterNegatives, filterFalsePositives atomic.Uint64
 	writes, walBytes, writeStalls, flushes, compactions         atomic.Uint64
+	flushBytes, compactionBytesRead, compactionBytesWritten     atomic.Uint64
 }
 
 // Stats returns the DB's counters and the shape of its live data.
 func (db *DB) Stats() Stats {
 	s := Stats{
-		Gets:                 db.stats.gets.Load(),
-		SegmentsProbed:       db.stats.segmentsProbed.Load(),
-		FilterNegatives:      db.stats.filterNegatives.Load(),
-		FilterFalsePositives: db.stats.filterFalsePositives.Load(),
-		BlockReads:           db.counters.BlockReads.Load(),
-		BlockCacheHits:       db.counters.BlockCacheHits.Load(),
-		BytesRead:            db.counters.BytesRead.Load(),
-		Writes:               db.stats.writes.Load(),
-		WALBytes:             db.stats.walBytes.Load(),
-		WriteStalls:          db.stats.writeStalls.Load(),
-		Flushes:              db.stats.flushes.Load(),
-		Compactions:          db.stats.compactions.Load(),
+		Gets:                   db.stats.gets.Load(),
+		SegmentsProbed:         db.stats.segmentsProbed.Load(),
+		FilterNegatives:        db.stats.filterNegatives.Load(),
+		FilterFalsePositives:   db.stats.filterFalsePositives.Load(),
+		BlockReads:             db.counters.BlockReads.Load(),
+		BlockCacheHits:         db.counters.BlockCacheHits.Load(),
+		BytesRead:              db.counters.BytesRead.Load(),
+		Writes:                 db.stats.writes.Load(),
+		WALBytes:               db.stats.walBytes.Load(),
+		WriteStalls:            db.stats.writeStalls.Load(),
+		Flushes:                db.stats.flushes.Load(),
+		Compactions:            db.stats.compactions.Load(),
+		FlushBytes:             db.stats.flushBytes.Load(),
+		CompactionBytesRead:    db.stats.compactionBytesRead.Load(),
+		CompactionBytesWritten: db.stats.compactionBytesWritten.Load(),
 	}
 	db.mu.Lock()
 	s.RecentCompactions = append([]CompactionInfo(nil), db.history...)
