@@ -8,6 +8,7 @@ import (
 
 	"github.com/bloomkv/bloomkv/bloom"
 	"github.com/bloomkv/bloomkv/compaction"
+	"github.com/bloomkv/bloomkv/internal/merge"
 	"github.com/bloomkv/bloomkv/manifest"
 )
 
@@ -131,7 +132,7 @@ func (db *DB) metasLocked() []manifest.SegmentMeta {
 func (db *DB) compactSegments(inputs []*segHandle, tier uint32, major bool) error {
 	start := time.Now()
 	info := CompactionInfo{Inputs: len(inputs), Tier: tier, Major: major}
-	srcs := make([]compaction.Iterator, len(inputs))
+	srcs := make([]merge.Source, len(inputs))
 	for i, s := range inputs {
 		it := s.reader.NewIter(false)
 		defer it.Close()
@@ -139,7 +140,8 @@ func (db *DB) compactSegments(inputs []*segHandle, tier uint32, major bool) erro
 		info.InputBytes += s.meta.Size
 	}
 	filter := db.planFilter(inputs, &info)
-	out, err := db.writeSegment(compaction.NewDedup(compaction.NewMerge(srcs...), major), filter, tier)
+	it := compaction.NewDedup(merge.New(srcs...), db.snapshotSeqs(), major)
+	out, err := db.writeSegment(it, filter, tier)
 	if err != nil {
 		db.fail(fmt.Errorf("compaction: %w", err))
 		return err

@@ -21,6 +21,11 @@
 // skipped without any I/O. Only a "maybe" leads to an index lookup and a
 // block read, from the block cache or the file.
 //
+// Scans go through an Iterator (NewIterator): a merge of the memtables and
+// every segment (internal/merge) that shows, for each key, the newest
+// version the reader may see. A Snapshot fixes that "may see" to the
+// moment it was taken.
+//
 // # Guarantees
 //
 // Every method is safe for concurrent use. A write that returned nil
@@ -36,6 +41,7 @@
 package bloomkv
 
 import (
+	"container/list"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -81,6 +87,8 @@ var (
 	// accepting writes rather than guess. Reads still work; reopen to
 	// recover.
 	ErrReadOnly = errors.New("bloomkv: read-only after a write failure")
+	// ErrSnapshotReleased is returned by reads through a closed Snapshot.
+	ErrSnapshotReleased = errors.New("bloomkv: snapshot released")
 )
 
 // Size limits. Keys and values beyond them are rejected with their own
@@ -186,6 +194,9 @@ type DB struct {
 	counters segment.Counters
 	stats    counters
 
+	// isClosed mirrors closed for iterators, which check it on every move
+	// and must not take db.mu to do so.
+	isClosed atomic.Bool
 	// visibleSeq is the sequence number of the last write readers may see;
 	// a batch becomes visible at once when its last entry is applied.
 	visibleSeq atomic.Uint64
@@ -207,6 +218,7 @@ type DB struct {
 	mu            sync.Mutex
 	cond          *sync.Cond // signalled when a flush or compaction finishes
 	closed        bool
+	snapshots     list.List          // sequence numbers of open snapshots, oldest first
 	bgErr         error              // first background failure; makes the DB read-only
 	logw          *wal.Writer        // the WAL of mem
 	logNum        uint64             // file number of logw
@@ -224,17 +236,22 @@ type DB struct {
 // Get returns the value of key, or an error matching ErrNotFound if it has
 // none. The returned slice is the caller's.
 func (db *DB) Get(key []byte) ([]byte, error) {
+	return db.get(key, latestSeq)
+}
+
+// get returns the newest value of key with a sequence number <= snapSeq
+// (latestSeq: the newest committed).
+func (db *DB) get(key []byte, snapSeq uint64) ([]byte, error) {
 	if err := checkEntry(key, nil); err != nil {
 		return nil, err
 	}
-	rs := db.acquire()
+	rs, seq := db.view()
 	if rs == nil {
 		return nil, ErrClosed
 	}
 	defer rs.release()
+	seq = min(seq, snapSeq)
 	db.stats.gets.Add(1)
-	seq := db.visibleSeq.Load()
-
 	for _, m := range rs.mems { // newest first
 		if v, kind, ok := m.Get(key, seq); ok {
 			return valueOf(v, kind)
@@ -340,6 +357,7 @@ func (db *DB) Close() error {
 		return ErrClosed
 	}
 	db.closed = true
+	db.isClosed.Store(true)
 	db.cond.Broadcast()
 	db.mu.Unlock()
 

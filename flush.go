@@ -105,7 +105,7 @@ func closeOnce(c chan struct{}) {
 // together with the advanced FlushedSeq and LogNum, and removes f's WAL.
 func (db *DB) flushFrozen(f *frozen) (*segHandle, error) {
 	start := time.Now()
-	it := compaction.NewDedup(f.mem.NewIter(), false)
+	it := compaction.NewDedup(f.mem.NewIter(), db.snapshotSeqs(), false)
 	s, err := db.writeSegment(it, nil, 0)
 	if err != nil {
 		return nil, err

@@ -192,7 +192,7 @@ func (db *DB) startFresh(replayed *memtable.Memtable, logs []uint64, maxNum uint
 	logNum := db.manifest.NewFileNum()
 	var added []manifest.SegmentMeta
 	if replayed.Len() > 0 {
-		s, err := db.writeSegment(compaction.NewDedup(replayed.NewIter(), false), nil, 0)
+		s, err := db.writeSegment(compaction.NewDedup(replayed.NewIter(), nil, false), nil, 0)
 		if err != nil {
 			return fmt.Errorf("bloomkv: flush recovered writes: %w", err)
 		}

@@ -38,6 +38,29 @@ func (db *DB) acquire() *readState {
 	}
 }
 
+// latestSeq asks a read for the newest committed data.
+const latestSeq = ^uint64(0)
+
+// view returns the current read state, with a reference, and the sequence
+// number of the newest write a reader may see in it; nil after Close.
+// The state is taken before the sequence number and checked to be still
+// current after: so every write up to seq is in its memtables or segments
+// (a memtable rotation in between would have replaced it), and no
+// compaction it reflects dropped a version that seq needs.
+func (db *DB) view() (*readState, uint64) {
+	for {
+		rs := db.acquire()
+		if rs == nil {
+			return nil, 0
+		}
+		seq := db.visibleSeq.Load()
+		if db.current.Load() == rs {
+			return rs, seq
+		}
+		rs.release()
+	}
+}
+
 func (rs *readState) release() {
 	if rs.refs.Add(-1) == 0 {
 		for _, s := range rs.segments {

@@ -1,0 +1,125 @@
+// Package compaction merges segments. This file holds the executor's
+// filter over a merged stream (internal/merge does the merging): it keeps
+// the versions some reader can still see and drops the rest.
+package compaction
+
+import (
+	"bytes"
+	"slices"
+
+	"github.com/bloomkv/bloomkv/internal/base"
+	"github.com/bloomkv/bloomkv/internal/merge"
+)
+
+// Iterator is a forward source of internal keys in internal-key order
+// (user key ascending, sequence number descending). memtable.Iter,
+// segment.Iter and merge.Iter satisfy it. Key and Value are valid until the
+// next call to First or Next.
+type Iterator interface {
+	First() bool
+	Next() bool
+	Key() []byte
+	Seq() uint64
+	Kind() base.Kind
+	Value() []byte
+}
+
+// Err returns the error of a source that can fail (one with an Error
+// method), nil for the others.
+func Err(it Iterator) error { return merge.Err(it) }
+
+// Dedup passes on the versions a reader can still see. Open snapshots
+// split the sequence numbers into stripes: the versions visible to a
+// snapshot at sequence s are those with seq <= s, so of the versions of one
+// key that fall between two consecutive snapshots only the newest can ever
+// be read. Dedup keeps exactly that one per stripe (with no snapshots: the
+// newest version of each key), as LevelDB and Pebble do.
+//
+// With dropTombstones it also drops a deletion in the oldest stripe, with
+// the older versions it hides — correct only when the output is the oldest
+// data there is (a merge that includes the oldest segment), since otherwise
+// the tombstone must keep shadowing older versions elsewhere. A deletion in
+// a newer stripe stays: an older snapshot may see a version below it.
+type Dedup struct {
+	src            Iterator
+	snapshots      []uint64 // sequence numbers of open snapshots, ascending
+	dropTombstones bool
+	prev           []byte
+	prevStripe     int
+	started        bool
+}
+
+// NewDedup wraps src. snapshots holds the sequence numbers of the open
+// snapshots in any order; Dedup keeps its own sorted copy.
+func NewDedup(src Iterator, snapshots []uint64, dropTombstones bool) *Dedup {
+	snaps := slices.Clone(snapshots)
+	slices.Sort(snaps)
+	return &Dedup{src: src, snapshots: slices.Compact(snaps), dropTombstones: dropTombstones}
+}
+
+// First positions at the first visible entry.
+func (d *Dedup) First() bool {
+	d.started = false
+	if !d.src.First() {
+		return false
+	}
+	return d.settle()
+}
+
+// Next advances to the next version some reader can see.
+func (d *Dedup) Next() bool {
+	if !d.src.Next() {
+		return false
+	}
+	return d.settle()
+}
+
+// stripe returns the index of the oldest snapshot that sees seq, or
+// len(snapshots) if only readers of the latest state do.
+func (d *Dedup) stripe(seq uint64) int {
+	i, _ := slices.BinarySearch(d.snapshots, seq)
+	return i
+}
+
+// settle skips versions shadowed within their stripe and, if asked,
+// deletions that no reader needs.
+func (d *Dedup) settle() bool {
+	for {
+		k := d.src.Key()
+		stripe := d.stripe(d.src.Seq())
+		if d.started && bytes.Equal(k, d.prev) {
+			if stripe == d.prevStripe {
+				if !d.src.Next() {
+					return false
+				}
+				continue
+			}
+		} else {
+			d.prev = append(d.prev[:0], k...)
+			d.started = true
+		}
+		d.prevStripe = stripe
+		if d.dropTombstones && stripe == 0 && d.src.Kind() == base.KindDelete {
+			if !d.src.Next() {
+				return false
+			}
+			continue
+		}
+		return true
+	}
+}
+
+// Key returns the current user key.
+func (d *Dedup) Key() []byte { return d.src.Key() }
+
+// Seq returns the current sequence number.
+func (d *Dedup) Seq() uint64 { return d.src.Seq() }
+
+// Kind returns the current kind.
+func (d *Dedup) Kind() base.Kind { return d.src.Kind() }
+
+// Value returns the current value.
+func (d *Dedup) Value() []byte { return d.src.Value() }
+
+// Error returns the source's error.
+func (d *Dedup) Error() error { return Err(d.src) }

@@ -1,0 +1,214 @@
+// Package merge combines sorted sources of internal keys (memtables,
+// segments) into one ordered stream, forward or backward. It keeps every
+// version of every key; hiding shadowed versions and tombstones is the
+// caller's business (compaction.Dedup for merges, the DB iterator for
+// reads), because which versions are visible depends on the reader.
+package merge
+
+import (
+	"errors"
+
+	"github.com/bloomkv/bloomkv/internal/base"
+)
+
+// Source is a sorted source of internal keys: user key ascending, the
+// versions of one key newest first. memtable.Iter and segment.Iter are
+// Sources. Positioning methods report whether the source is at an entry;
+// Key and Value stay valid until the next positioning call.
+type Source interface {
+	First() bool
+	Last() bool
+	Next() bool
+	Prev() bool
+	SeekGE(key []byte) bool // first entry with user key >= key: its newest version
+	SeekLT(key []byte) bool // last entry with user key < key: its oldest version
+	Key() []byte
+	Seq() uint64
+	Kind() base.Kind
+	Value() []byte
+}
+
+// errorer is implemented by sources that can fail (segment iterators).
+type errorer interface{ Error() error }
+
+// Err returns the error of a source that can fail, nil for the others.
+func Err(s any) error {
+	if e, ok := s.(errorer); ok {
+		return e.Error()
+	}
+	return nil
+}
+
+// ErrDirection is returned (by Error) after Next on an Iter positioned by
+// Last, SeekLT or Prev, or Prev on one positioned by First, SeekGE or Next.
+// Changing direction needs a seek; the DB iterator does that.
+var ErrDirection = errors.New("merge: iteration direction changed without a seek")
+
+// item is one source in the heap, with its current internal key cached so
+// that comparisons cost no interface calls.
+type item struct {
+	src     Source
+	key     []byte
+	trailer uint64
+}
+
+func (it *item) load() {
+	it.key = it.src.Key()
+	it.trailer = base.MakeTrailer(it.src.Seq(), it.src.Kind())
+}
+
+// Iter is the merge of several Sources. Moving forward (First, SeekGE,
+// Next) it yields entries in internal-key order; moving backward (Last,
+// SeekLT, Prev) in the reverse order: keys descending and, for one key,
+// the oldest version first. An Iter is not safe for concurrent use.
+type Iter struct {
+	items   []item
+	heap    []*item // min-heap forward, max-heap backward
+	reverse bool
+	err     error
+}
+
+// New returns an unpositioned merge of srcs.
+func New(srcs ...Source) *Iter {
+	m := &Iter{items: make([]item, len(srcs)), heap: make([]*item, 0, len(srcs))}
+	for i, s := range srcs {
+		m.items[i].src = s
+	}
+	return m
+}
+
+// First positions at the smallest entry of all sources.
+func (m *Iter) First() bool { return m.position(false, Source.First) }
+
+// Last positions at the largest entry of all sources.
+func (m *Iter) Last() bool { return m.position(true, Source.Last) }
+
+// SeekGE positions at the newest version of the first user key >= key.
+func (m *Iter) SeekGE(key []byte) bool {
+	return m.position(false, func(s Source) bool { return s.SeekGE(key) })
+}
+
+// SeekLT positions at the oldest version of the last user key < key.
+func (m *Iter) SeekLT(key []byte) bool {
+	return m.position(true, func(s Source) bool { return s.SeekLT(key) })
+}
+
+// position moves every source with move and rebuilds the heap for the
+// given direction.
+func (m *Iter) position(reverse bool, move func(Source) bool) bool {
+	m.reverse, m.err = reverse, nil
+	m.heap = m.heap[:0]
+	for i := range m.items {
+		it := &m.items[i]
+		if move(it.src) {
+			it.load()
+			m.heap = append(m.heap, it)
+		} else if err := Err(it.src); err != nil {
+			m.err = err
+			m.heap = m.heap[:0]
+			return false
+		}
+	}
+	for i := len(m.heap)/2 - 1; i >= 0; i-- {
+		m.down(i)
+	}
+	return len(m.heap) > 0
+}
+
+// Next moves to the following entry in internal-key order.
+func (m *Iter) Next() bool {
+	if m.reverse {
+		return m.fail(ErrDirection)
+	}
+	return m.step(Source.Next)
+}
+
+// Prev moves to the preceding entry in internal-key order.
+func (m *Iter) Prev() bool {
+	if !m.reverse {
+		return m.fail(ErrDirection)
+	}
+	return m.step(Source.Prev)
+}
+
+// step advances the source at the top of the heap.
+func (m *Iter) step(move func(Source) bool) bool {
+	if len(m.heap) == 0 || m.err != nil {
+		return false
+	}
+	top := m.heap[0]
+	if move(top.src) {
+		top.load()
+	} else {
+		if err := Err(top.src); err != nil {
+			return m.fail(err)
+		}
+		last := len(m.heap) - 1
+		m.heap[0] = m.heap[last]
+		m.heap = m.heap[:last]
+	}
+	if len(m.heap) > 1 {
+		m.down(0)
+	}
+	return len(m.heap) > 0
+}
+
+func (m *Iter) fail(err error) bool {
+	m.err = err
+	m.heap = m.heap[:0]
+	return false
+}
+
+// before reports whether a comes out of the heap before b.
+func (m *Iter) before(a, b *item) bool {
+	c := base.Compare(a.key, a.trailer, b.key, b.trailer)
+	if m.reverse {
+		return c > 0
+	}
+	return c < 0
+}
+
+// down restores the heap below i. A hand-written sift, not container/heap:
+// this runs once per entry of a scan, and the interface calls showed.
+func (m *Iter) down(i int) {
+	h := m.heap
+	for {
+		l := 2*i + 1
+		if l >= len(h) {
+			return
+		}
+		j := l
+		if r := l + 1; r < len(h) && m.before(h[r], h[l]) {
+			j = r
+		}
+		if !m.before(h[j], h[i]) {
+			return
+		}
+		h[i], h[j] = h[j], h[i]
+		i = j
+	}
+}
+
+// Valid reports whether the Iter is at an entry.
+func (m *Iter) Valid() bool { return len(m.heap) > 0 && m.err == nil }
+
+// Key returns the user key of the current entry.
+func (m *Iter) Key() []byte { return m.heap[0].key }
+
+// Seq returns the sequence number of the current entry.
+func (m *Iter) Seq() uint64 {
+	seq, _ := base.SplitTrailer(m.heap[0].trailer)
+	return seq
+}
+
+// Kind returns the kind of the current entry.
+func (m *Iter) Kind() base.Kind {
+	_, kind := base.SplitTrailer(m.heap[0].trailer)
+	return kind
+}
+
+// Value returns the value of the current entry.
+func (m *Iter) Value() []byte { return m.heap[0].src.Value() }
+
+// Error returns the first error met by a source, or ErrDirection.
+func (m *Iter) Error() error { return m.err }

@@ -1,0 +1,117 @@
+package merge
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/bloomkv/bloomkv/internal/base"
+)
+
+type entry struct {
+	key  string
+	seq  uint64
+	kind base.Kind
+}
+
+func cmpEntry(a, b entry) int {
+	return base.Compare([]byte(a.key), base.MakeTrailer(a.seq, a.kind), []byte(b.key), base.MakeTrailer(b.seq, b.kind))
+}
+
+// sliceSource is a Source over sorted entries.
+type sliceSource struct {
+	es []entry
+	i  int
+}
+
+func (s *sliceSource) ok() bool    { return s.i >= 0 && s.i < len(s.es) }
+func (s *sliceSource) First() bool { s.i = 0; return s.ok() }
+func (s *sliceSource) Last() bool  { s.i = len(s.es) - 1; return s.ok() }
+func (s *sliceSource) Next() bool  { s.i++; return s.ok() }
+func (s *sliceSource) Prev() bool  { s.i--; return s.ok() }
+func (s *sliceSource) SeekGE(k []byte) bool {
+	s.i, _ = slices.BinarySearchFunc(s.es, string(k), func(e entry, k string) int {
+		if e.key < k {
+			return -1
+		}
+		return 1
+	})
+	return s.ok()
+}
+func (s *sliceSource) SeekLT(k []byte) bool {
+	s.SeekGE(k)
+	s.i--
+	return s.ok()
+}
+func (s *sliceSource) Key() []byte     { return []byte(s.es[s.i].key) }
+func (s *sliceSource) Seq() uint64     { return s.es[s.i].seq }
+func (s *sliceSource) Kind() base.Kind { return s.es[s.i].kind }
+func (s *sliceSource) Value() []byte   { return []byte(fmt.Sprint(s.es[s.i].seq)) }
+
+func randomSources(rng *rand.Rand) ([]Source, []entry) {
+	var all []entry
+	srcs := make([]Source, rng.IntN(5))
+	seq := uint64(1)
+	for i := range srcs {
+		var es []entry
+		for range rng.IntN(40) {
+			es = append(es, entry{fmt.Sprintf("k%02d", rng.IntN(30)), seq, base.Kind(rng.IntN(2))})
+			seq++
+		}
+		slices.SortFunc(es, cmpEntry)
+		all = append(all, es...)
+		srcs[i] = &sliceSource{es: es}
+	}
+	slices.SortFunc(all, cmpEntry)
+	return srcs, all
+}
+
+func current(m *Iter) entry { return entry{string(m.Key()), m.Seq(), m.Kind()} }
+
+func TestMergeOrder(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for trial := range 500 {
+		srcs, all := randomSources(rng)
+		m := New(srcs...)
+		var fwd []entry
+		for ok := m.First(); ok; ok = m.Next() {
+			fwd = append(fwd, current(m))
+		}
+		if !slices.Equal(fwd, all) {
+			t.Fatalf("trial %d forward: %v, want %v", trial, fwd, all)
+		}
+		var back []entry
+		for ok := m.Last(); ok; ok = m.Prev() {
+			back = append(back, current(m))
+		}
+		slices.Reverse(back)
+		if !slices.Equal(back, all) {
+			t.Fatalf("trial %d backward: %v, want %v", trial, back, all)
+		}
+		k := fmt.Sprintf("k%02d", rng.IntN(32))
+		i, _ := slices.BinarySearchFunc(all, k, func(e entry, k string) int {
+			if e.key < k {
+				return -1
+			}
+			return 1
+		})
+		if got := m.SeekGE([]byte(k)); got != (i < len(all)) || got && current(m) != all[i] {
+			t.Fatalf("trial %d SeekGE(%s): wrong position", trial, k)
+		}
+		if got := m.SeekLT([]byte(k)); got != (i > 0) || got && current(m) != all[i-1] {
+			t.Fatalf("trial %d SeekLT(%s): wrong position", trial, k)
+		}
+	}
+}
+
+func TestMergeDirectionChangeNeedsSeek(t *testing.T) {
+	m := New(&sliceSource{es: []entry{{"a", 1, base.KindPut}, {"b", 2, base.KindPut}}})
+	m.First()
+	if m.Prev() || m.Error() != ErrDirection {
+		t.Fatalf("Prev after First: valid %v err %v, want ErrDirection", m.Valid(), m.Error())
+	}
+	if !m.Last() || m.Error() != nil {
+		t.Fatal("a seek clears ErrDirection")
+	}
+}

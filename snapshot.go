@@ -1,0 +1,77 @@
+package bloomkv
+
+import (
+	"container/list"
+	"sync/atomic"
+)
+
+// A Snapshot is a consistent, read-only view of the DB as of the moment it
+// was taken: it sees exactly the writes committed before NewSnapshot
+// returned, and none after, across flushes and compactions (which keep
+// every version an open snapshot can see). It is safe for concurrent use.
+//
+// An open snapshot pins old versions on disk: Close it when done.
+type Snapshot struct {
+	db     *DB
+	seq    uint64
+	closed atomic.Bool
+	elem   *list.Element // in db.snapshots; guarded by db.mu
+}
+
+// NewSnapshot returns a snapshot of the current state of the DB.
+func (db *DB) NewSnapshot() (*Snapshot, error) {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if db.closed {
+		return nil, ErrClosed
+	}
+	// Under db.mu, so no flush or compaction can read the snapshot list
+	// between the load and the insert and then drop a version it needs.
+	s := &Snapshot{db: db, seq: db.visibleSeq.Load()}
+	s.elem = db.snapshots.PushBack(s.seq)
+	return s, nil
+}
+
+// Get returns the value key had when the snapshot was taken, or an error
+// matching ErrNotFound. The returned slice is the caller's.
+func (s *Snapshot) Get(key []byte) ([]byte, error) {
+	if s.released() {
+		return nil, ErrSnapshotReleased
+	}
+	return s.db.get(key, s.seq)
+}
+
+// NewIterator returns an iterator over the snapshot's view; opts may be
+// nil. See DB.NewIterator.
+func (s *Snapshot) NewIterator(opts *IterOptions) (*Iterator, error) {
+	if s.released() {
+		return nil, ErrSnapshotReleased
+	}
+	return s.db.newIterator(opts, s.seq)
+}
+
+// Close releases the snapshot, letting compaction drop the versions only it
+// could see. Iterators made from it stay usable until closed. Closing twice
+// is harmless.
+func (s *Snapshot) Close() error {
+	if s.closed.CompareAndSwap(false, true) {
+		s.db.mu.Lock()
+		s.db.snapshots.Remove(s.elem)
+		s.db.mu.Unlock()
+	}
+	return nil
+}
+
+func (s *Snapshot) released() bool { return s.closed.Load() }
+
+// snapshotSeqs returns the sequence numbers of the open snapshots, the
+// versions a flush or compaction must keep besides the newest.
+func (db *DB) snapshotSeqs() []uint64 {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	seqs := make([]uint64, 0, db.snapshots.Len())
+	for e := db.snapshots.Front(); e != nil; e = e.Next() {
+		seqs = append(seqs, e.Value.(uint64))
+	}
+	return seqs
+}
