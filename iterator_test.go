@@ -490,3 +490,48 @@ func balance(t *testing.T, db *DB, k []byte) int {
 	fmt.Sscan(string(v), &x)
 	return x
 }
+
+// BenchmarkScanFull reads every key of the benchmark DB (benchKeys keys,
+// fully compacted) in order.
+func BenchmarkScanFull(b *testing.B) {
+	db := filledDB(b)
+	b.ReportAllocs()
+	b.ResetTimer()
+	keys := 0
+	for range b.N {
+		it, err := db.NewIterator(nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		n := 0
+		for ok := it.First(); ok; ok = it.Next() {
+			n += len(it.Key()) + len(it.Value())
+			keys++
+		}
+		if err := it.Close(); err != nil || n == 0 {
+			b.Fatal(err, n)
+		}
+	}
+	b.ReportMetric(float64(keys)/b.Elapsed().Seconds(), "keys/s")
+}
+
+// BenchmarkScan100 seeks to a random key and reads the next 100.
+func BenchmarkScan100(b *testing.B) {
+	db := filledDB(b)
+	it, err := db.NewIterator(nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer it.Close()
+	var k [16]byte
+	rng := rand.New(rand.NewPCG(1, 1))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		n := 0
+		for ok := it.Seek(benchKey(k[:], rng.Uint64N(benchKeys))); ok && n < 100; ok = it.Next() {
+			n++
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "scans/s")
+}

@@ -78,6 +78,10 @@ func (it *Iter) Valid() bool { return it.n != nil }
 // memtable's memory and must not be modified. Valid must be true.
 func (it *Iter) Key() []byte { return it.n.key }
 
+// InternalKey returns the current entry's user key and trailer
+// (base.MakeTrailer) in one call. Valid must be true.
+func (it *Iter) InternalKey() ([]byte, uint64) { return it.n.key, it.n.trailer }
+
 // Seq returns the current entry's sequence number. Valid must be true.
 func (it *Iter) Seq() uint64 { return it.n.seq() }
 

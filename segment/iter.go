@@ -21,6 +21,7 @@ type Iter struct {
 	mode cacheMode
 	idx  int // index entry of the loaded block; -1 if none
 	blk  blockIter
+	ra   readahead
 	err  error
 }
 
@@ -45,7 +46,7 @@ func (it *Iter) load(i int) bool {
 	data := it.blk.data
 	if i != it.idx || data == nil {
 		var err error
-		if data, err = it.r.dataBlock(i, it.mode); err != nil {
+		if data, err = it.r.dataBlock(i, it.mode, &it.ra); err != nil {
 			it.err = err
 			return false
 		}
@@ -138,6 +139,15 @@ func (it *Iter) Key() []byte {
 	return k
 }
 
+// InternalKey returns the user key and trailer (base.MakeTrailer) of the
+// current entry in one call, for merging iterators that compare entries.
+func (it *Iter) InternalKey() ([]byte, uint64) {
+	if !it.blk.valid {
+		return nil, 0
+	}
+	return splitInternalKey(it.blk.key)
+}
+
 // Seq returns the sequence number of the current entry.
 func (it *Iter) Seq() uint64 {
 	seq, _ := base.SplitTrailer(it.trailer())
@@ -174,6 +184,6 @@ func (it *Iter) Error() error {
 // The Iter cannot be used afterwards.
 func (it *Iter) Close() error {
 	err := it.Error()
-	*it = Iter{r: it.r, idx: -1, err: errIterClosed}
+	*it = Iter{r: it.r, idx: -1, err: errIterClosed} // drops the readahead window too
 	return err
 }

@@ -156,56 +156,75 @@ func (r *Reader) readFooter(size int64) error {
 // size, which bounds len(buf); a snappy length is checked against
 // MaxBlockSize before anything is allocated for it.
 func (r *Reader) readStored(h blockHandle) ([]byte, error) {
-	b, _, err := r.readBlock(h)
+	b, _, err := r.readBlock(h, nil)
 	return b, err
 }
 
 // readBlock is readStored that also reports whether the block is a slice
 // of the file mapping (Mapped and stored uncompressed): such a block needs
 // no cache space, the page cache already holds it.
-func (r *Reader) readBlock(h blockHandle) (block []byte, inMapping bool, err error) {
-	buf, err := r.storedBytes(h)
+//
+// The block is a fresh buffer, a slice of the mapping (inMapping) or, for
+// an uncompressed block read through ra, a slice of ra's window (borrowed:
+// it must be copied to outlive the next read through ra).
+func (r *Reader) readBlock(h blockHandle, ra *readahead) (block []byte, src blockSource, err error) {
+	buf, src, err := r.storedBytes(h, ra)
 	if err != nil {
-		return nil, false, err
+		return nil, src, err
 	}
 	n := int(h.length)
 	stored, typ := buf[:n:n], buf[n]
 	if got, want := blockChecksum(buf[:n+1]), binary.LittleEndian.Uint32(buf[n+1:]); got != want {
-		return nil, false, r.corrupt(h.offset, "block checksum mismatch: computed %#08x, stored %#08x", got, want)
+		return nil, src, r.corrupt(h.offset, "block checksum mismatch: computed %#08x, stored %#08x", got, want)
 	}
 	switch typ {
 	case compressionNone:
-		return stored, r.opts.Mapped != nil, nil
+		return stored, src, nil
 	case compressionSnappy:
 		dlen, err := snappy.DecodedLen(stored)
 		if err != nil || dlen > MaxBlockSize {
-			return nil, false, r.corrupt(h.offset, "bad snappy block length %d (%v)", dlen, err)
+			return nil, src, r.corrupt(h.offset, "bad snappy block length %d (%v)", dlen, err)
 		}
 		out, err := snappy.Decode(make([]byte, dlen), stored)
 		if err != nil || len(out) != dlen {
-			return nil, false, r.corrupt(h.offset, "snappy: %v", err)
+			return nil, src, r.corrupt(h.offset, "snappy: %v", err)
 		}
-		return out, false, nil
+		return out, srcFresh, nil
 	}
-	return nil, false, r.corrupt(h.offset, "unknown compression type %d", typ)
+	return nil, src, r.corrupt(h.offset, "unknown compression type %d", typ)
 }
 
+// blockSource says where the bytes of a block returned by readBlock live.
+type blockSource uint8
+
+const (
+	srcFresh    blockSource = iota // a buffer of its own
+	srcMapped                      // the file's mapping
+	srcBorrowed                    // a readahead window, reused by the next refill
+)
+
 // storedBytes returns the bytes of the block at h and its trailer: a
-// slice of the mapping when the file is mapped, else a fresh buffer.
-func (r *Reader) storedBytes(h blockHandle) ([]byte, error) {
+// slice of the mapping when the file is mapped, of ra's window when ra has
+// it, else a fresh buffer.
+func (r *Reader) storedBytes(h blockHandle, ra *readahead) ([]byte, blockSource, error) {
 	size := h.length + blockTrailerLen
 	if m := r.opts.Mapped; m != nil {
 		if h.offset > uint64(len(m)) || size > uint64(len(m))-h.offset {
-			return nil, r.corrupt(h.offset, "file ends inside a %d-byte block", size)
+			return nil, srcMapped, r.corrupt(h.offset, "file ends inside a %d-byte block", size)
 		}
 		if c := r.opts.Counters; c != nil {
 			c.BytesRead.Add(size)
 		}
 		end := h.offset + size
-		return m[h.offset:end:end], nil
+		return m[h.offset:end:end], srcMapped, nil
+	}
+	if ra != nil {
+		if b, err := ra.get(r, h.offset, size); b != nil || err != nil {
+			return b, srcBorrowed, err
+		}
 	}
 	buf := make([]byte, size)
-	return buf, r.readAt(buf, h.offset)
+	return buf, srcFresh, r.readAt(buf, h.offset)
 }
 
 func (r *Reader) readProperties() error {
@@ -315,7 +334,7 @@ func (r *Reader) readFilter() error {
 // dataBlock returns the contents of data block i, from the cache or the
 // file. A block read from the file is checked (checkBlock) before it is
 // used or cached, so cached blocks need no further validation.
-func (r *Reader) dataBlock(i int, mode cacheMode) ([]byte, error) {
+func (r *Reader) dataBlock(i int, mode cacheMode, ra *readahead) ([]byte, error) {
 	h := r.index[i].h
 	if r.verified != nil && r.verified[i].Load() {
 		if c := r.opts.Counters; c != nil {
@@ -332,7 +351,7 @@ func (r *Reader) dataBlock(i int, mode cacheMode) ([]byte, error) {
 			return b, nil
 		}
 	}
-	b, inMapping, err := r.readBlock(h)
+	b, src, err := r.readBlock(h, ra)
 	if err != nil {
 		return nil, err
 	}
@@ -342,9 +361,12 @@ func (r *Reader) dataBlock(i int, mode cacheMode) ([]byte, error) {
 	if reason := checkBlock(b); reason != "" {
 		return nil, r.corrupt(h.offset, "data block: %s", reason)
 	}
-	if inMapping {
+	switch {
+	case src == srcMapped:
 		r.verified[i].Store(true)
-	} else if mode == cacheFill {
+	case mode == cacheFill && src == srcBorrowed:
+		r.opts.Cache.insert(r.opts.FileNum, h.offset, bytes.Clone(b))
+	case mode == cacheFill:
 		r.opts.Cache.insert(r.opts.FileNum, h.offset, b)
 	}
 	return b, nil
@@ -392,7 +414,7 @@ func (r *Reader) GetAppend(dst, key []byte, maxSeq uint64) (value []byte, kind b
 	if i == len(r.index) {
 		return dst, 0, false, nil
 	}
-	block, err := r.dataBlock(i, cacheFill)
+	block, err := r.dataBlock(i, cacheFill, nil)
 	if err != nil {
 		return dst, 0, false, err
 	}

@@ -18,7 +18,7 @@ func (r *Reader) Verify() error {
 	var prev []byte // previous internal key
 	for i := range r.index {
 		off := r.index[i].h.offset
-		b, err := r.dataBlock(i, cacheBypass)
+		b, err := r.dataBlock(i, cacheBypass, nil)
 		if err != nil {
 			return err
 		}

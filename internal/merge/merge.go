@@ -22,9 +22,9 @@ type Source interface {
 	Prev() bool
 	SeekGE(key []byte) bool // first entry with user key >= key: its newest version
 	SeekLT(key []byte) bool // last entry with user key < key: its oldest version
-	Key() []byte
-	Seq() uint64
-	Kind() base.Kind
+	// InternalKey returns the user key and trailer (base.MakeTrailer:
+	// sequence number and kind) of the current entry.
+	InternalKey() (key []byte, trailer uint64)
 	Value() []byte
 }
 
@@ -52,10 +52,7 @@ type item struct {
 	trailer uint64
 }
 
-func (it *item) load() {
-	it.key = it.src.Key()
-	it.trailer = base.MakeTrailer(it.src.Seq(), it.src.Kind())
-}
+func (it *item) load() { it.key, it.trailer = it.src.InternalKey() }
 
 // Iter is the merge of several Sources. Moving forward (First, SeekGE,
 // Next) it yields entries in internal-key order; moving backward (Last,

@@ -44,10 +44,11 @@ func (s *sliceSource) SeekLT(k []byte) bool {
 	s.i--
 	return s.ok()
 }
-func (s *sliceSource) Key() []byte     { return []byte(s.es[s.i].key) }
-func (s *sliceSource) Seq() uint64     { return s.es[s.i].seq }
-func (s *sliceSource) Kind() base.Kind { return s.es[s.i].kind }
-func (s *sliceSource) Value() []byte   { return []byte(fmt.Sprint(s.es[s.i].seq)) }
+func (s *sliceSource) InternalKey() ([]byte, uint64) {
+	e := s.es[s.i]
+	return []byte(e.key), base.MakeTrailer(e.seq, e.kind)
+}
+func (s *sliceSource) Value() []byte { return []byte(fmt.Sprint(s.es[s.i].seq)) }
 
 func randomSources(rng *rand.Rand) ([]Source, []entry) {
 	var all []entry
