@@ -145,7 +145,7 @@ func (db *DB) makeRoomLocked(size int) error {
 		if err := db.writableLocked(); err != nil {
 			return err
 		}
-		if db.compacting && len(db.segments) >= db.stallAt {
+		if db.compacting > 0 && len(db.segments) >= db.stallAt {
 			// Compaction fell behind: every Get would probe more and more
 			// segments. Wait for it rather than let reads degrade.
 			db.stats.writeStalls.Add(1)

@@ -1,6 +1,7 @@
 package bloomkv
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
@@ -56,6 +57,34 @@ func (db *DB) Compact() error {
 	return db.compactSegments(inputs, tier, true)
 }
 
+// WaitForCompactions blocks until no background compaction runs or is
+// due: the policy has nothing left to merge. Benchmarks and tests use it to
+// measure a settled store. It returns early with ctx's error, and with
+// ErrClosed if the DB is closed meanwhile.
+func (db *DB) WaitForCompactions(ctx context.Context) error {
+	stop := context.AfterFunc(ctx, func() {
+		db.mu.Lock()
+		db.cond.Broadcast()
+		db.mu.Unlock()
+	})
+	defer stop()
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	for db.compacting > 0 || len(db.imm) > 0 {
+		if db.closed {
+			return ErrClosed
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		db.cond.Wait()
+	}
+	if db.closed {
+		return ErrClosed
+	}
+	return nil
+}
+
 // refSegmentsLocked returns db.segments[start:end] with a reference each,
 // so they stay open while a merge reads them.
 func (db *DB) refSegmentsLocked(start, end int) []*segHandle {
@@ -66,55 +95,93 @@ func (db *DB) refSegmentsLocked(start, end int) []*segHandle {
 	return out
 }
 
+func anyObsolete(segs []*segHandle) bool {
+	for _, s := range segs {
+		if s.obsolete.Load() {
+			return true
+		}
+	}
+	return false
+}
+
 func unrefAll(segs []*segHandle) {
 	for _, s := range segs {
 		s.unref()
 	}
 }
 
-// scheduleCompactionLocked starts a background compaction if none runs and
-// automatic compaction is on; the goroutine asks the policy what to merge.
+// scheduleCompactionLocked starts background compactions, up to
+// Options.CompactionConcurrency, while the policy has merges to offer.
 func (db *DB) scheduleCompactionLocked() {
-	if db.compacting || db.closed || db.bgErr != nil || db.opts.DisableAutoCompaction {
-		return
+	for db.compacting < db.opts.CompactionConcurrency &&
+		!db.closed && db.bgErr == nil && !db.opts.DisableAutoCompaction {
+		pick, inputs := db.pickLocked()
+		if pick == nil {
+			return
+		}
+		db.compacting++
+		db.bgWG.Add(1)
+		go db.compactLoop(pick, inputs)
 	}
-	db.compacting = true
-	db.bgWG.Add(1)
-	go db.compactLoop()
 }
 
-// compactLoop runs the policy's picks until it has none. It holds
-// compactMu while picking, so a concurrent Compact cannot remove the
-// inputs between the pick and the merge.
-func (db *DB) compactLoop() {
+// pickLocked asks the policy for a merge among the segments newer than any
+// a running compaction uses, so that concurrent merges take disjoint
+// runs and every run stays contiguous; the inputs are marked busy and
+// referenced. It returns nil if there is nothing to merge.
+func (db *DB) pickLocked() (*compaction.Pick, []*segHandle) {
+	free := len(db.segments)
+	for i, s := range db.segments {
+		if db.busy[s] {
+			free = i
+			break
+		}
+	}
+	pick := db.policy.Pick(db.metasLocked()[:free])
+	if pick == nil {
+		return nil, nil
+	}
+	// A run that ends just above a busy one does not hold the oldest data.
+	pick.IncludesOldest = pick.IncludesOldest && free == len(db.segments)
+	inputs := db.refSegmentsLocked(pick.Start, pick.End)
+	if db.busy == nil {
+		db.busy = make(map[*segHandle]bool)
+	}
+	for _, s := range inputs {
+		db.busy[s] = true
+	}
+	return pick, inputs
+}
+
+// compactLoop runs one merge, then as many more as the policy offers. It
+// holds compactMu shared during each merge so that Compact, which takes
+// it exclusively, never runs beside it.
+func (db *DB) compactLoop(pick *compaction.Pick, inputs []*segHandle) {
 	defer db.bgWG.Done()
 	for {
-		db.compactMu.Lock()
+		var err error
+		db.compactMu.RLock()
+		if !anyObsolete(inputs) { // else a Compact merged them while this waited
+			err = db.compactSegments(inputs, pick.Tier, pick.IncludesOldest)
+		}
+		db.compactMu.RUnlock()
+		unrefAll(inputs)
 		db.mu.Lock()
-		var inputs []*segHandle
-		var pick *compaction.Pick
-		if !db.closed && db.bgErr == nil {
-			pick = db.policy.Pick(db.metasLocked())
+		for _, s := range inputs {
+			delete(db.busy, s)
+		}
+		pick, inputs = nil, nil
+		if err == nil && !db.closed && db.bgErr == nil {
+			pick, inputs = db.pickLocked()
 		}
 		if pick == nil {
-			db.compacting = false
+			db.compacting--
+			db.scheduleCompactionLocked() // a merge that ended may free a run for another
 			db.cond.Broadcast()
 			db.mu.Unlock()
-			db.compactMu.Unlock()
 			return
 		}
-		inputs = db.refSegmentsLocked(pick.Start, pick.End)
 		db.mu.Unlock()
-		err := db.compactSegments(inputs, pick.Tier, pick.IncludesOldest)
-		unrefAll(inputs)
-		db.compactMu.Unlock()
-		if err != nil {
-			db.mu.Lock()
-			db.compacting = false
-			db.cond.Broadcast()
-			db.mu.Unlock()
-			return
-		}
 	}
 }
 

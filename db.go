@@ -137,9 +137,15 @@ type Options struct {
 	// compaction merges into one (size-tiered, as Bigtable's merging
 	// compactions). Default 4: with equal flushes the store keeps at most
 	// (FanIn-1)·tiers+1 segments at a write amplification of about
-	// tiers+1 (compaction/DESIGN.md has the simulation). One compaction
-	// runs at a time.
+	// tiers+1 (compaction/DESIGN.md has the simulation).
 	CompactionFanIn int
+	// CompactionConcurrency is how many background compactions may run at
+	// once, on disjoint runs of segments. Default 1, right for two cores:
+	// a merge is CPU-bound (decode, compare, encode, compress), so a
+	// second one competes with the foreground. More helps on larger
+	// machines, where a long merge of an old tier would otherwise hold up
+	// the cheap merges of fresh flushes behind it.
+	CompactionConcurrency int
 	// DisableAutoCompaction turns background compaction off; Compact
 	// still merges everything on demand.
 	DisableAutoCompaction bool
@@ -172,6 +178,7 @@ func (o *Options) withDefaults() Options {
 	if out.CompactionFanIn < 2 {
 		out.CompactionFanIn = compaction.DefaultFanIn
 	}
+	out.CompactionConcurrency = max(out.CompactionConcurrency, 1)
 	if out.BlockCacheSize <= 0 {
 		out.BlockCacheSize = def.BlockCacheSize
 	}
@@ -210,26 +217,29 @@ type DB struct {
 	// commit leader (or Open, before any writer exists) touches it.
 	lastSeq uint64
 
-	// compactMu serialises compactions; policy picks their inputs.
-	compactMu sync.Mutex
+	// compactMu is held shared by each background compaction and
+	// exclusively by Compact, which merges everything and so must run
+	// alone; policy picks the inputs.
+	compactMu sync.RWMutex
 	policy    compaction.SizeTiered
 
 	// mu guards the fields below and the transitions of current.
 	mu            sync.Mutex
 	cond          *sync.Cond // signalled when a flush or compaction finishes
 	closed        bool
-	snapshots     list.List          // sequence numbers of open snapshots, oldest first
-	bgErr         error              // first background failure; makes the DB read-only
-	logw          *wal.Writer        // the WAL of mem
-	logNum        uint64             // file number of logw
-	mem           *memtable.Memtable // takes the writes
-	imm           []*frozen          // full memtables waiting for flush, oldest first
-	segments      []*segHandle       // live segments, newest first
-	flushing      bool               // the background flush goroutine is running
-	compacting    bool               // a background compaction is scheduled or running
-	stallAt       int                // segment count at which writers wait for compaction
-	expectedReads float64            // predicted block reads per absent Get under FilterBudget
-	history       []CompactionInfo   // the latest compactions, oldest first
+	snapshots     list.List           // sequence numbers of open snapshots, oldest first
+	bgErr         error               // first background failure; makes the DB read-only
+	logw          *wal.Writer         // the WAL of mem
+	logNum        uint64              // file number of logw
+	mem           *memtable.Memtable  // takes the writes
+	imm           []*frozen           // full memtables waiting for flush, oldest first
+	segments      []*segHandle        // live segments, newest first
+	flushing      bool                // the background flush goroutine is running
+	compacting    int                 // background compactions scheduled or running
+	busy          map[*segHandle]bool // inputs of the running compactions
+	stallAt       int                 // segment count at which writers wait for compaction
+	expectedReads float64             // predicted block reads per absent Get under FilterBudget
+	history       []CompactionInfo    // the latest compactions, oldest first
 	bgWG          sync.WaitGroup
 }
 

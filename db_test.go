@@ -3,6 +3,7 @@ package bloomkv
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"flag"
@@ -388,11 +389,9 @@ func TestBackgroundCompaction(t *testing.T) {
 		}
 	}
 	db.Flush()
-	db.mu.Lock()
-	for db.compacting {
-		db.cond.Wait()
+	if err := db.WaitForCompactions(context.Background()); err != nil {
+		t.Fatal(err)
 	}
-	db.mu.Unlock()
 	st := db.Stats()
 	t.Logf("%d flushes, %d compactions, %d segments", st.Flushes, st.Compactions, st.Segments)
 	if st.Compactions == 0 || len(st.RecentCompactions) == 0 {
