@@ -117,7 +117,10 @@ func (m *Iter) Next() bool {
 	if m.reverse {
 		return m.fail(ErrDirection)
 	}
-	return m.step(Source.Next)
+	if len(m.heap) == 0 || m.err != nil {
+		return false
+	}
+	return m.settle(m.heap[0].src.Next())
 }
 
 // Prev moves to the preceding entry in internal-key order.
@@ -125,16 +128,18 @@ func (m *Iter) Prev() bool {
 	if !m.reverse {
 		return m.fail(ErrDirection)
 	}
-	return m.step(Source.Prev)
-}
-
-// step advances the source at the top of the heap.
-func (m *Iter) step(move func(Source) bool) bool {
 	if len(m.heap) == 0 || m.err != nil {
 		return false
 	}
+	return m.settle(m.heap[0].src.Prev())
+}
+
+// settle restores the heap after the source at its top moved (ok: to an
+// entry). Next and Prev call the source directly rather than through a
+// shared step(func) because this is the per-entry path of every scan.
+func (m *Iter) settle(ok bool) bool {
 	top := m.heap[0]
-	if move(top.src) {
+	if ok {
 		top.load()
 	} else {
 		if err := Err(top.src); err != nil {
