@@ -33,7 +33,9 @@ func (r *Reader) NewIter(fillCache bool) *Iter {
 	if fillCache {
 		mode = cacheFill
 	}
-	return &Iter{r: r, mode: mode, idx: -1}
+	it := &Iter{r: r, mode: mode, idx: -1}
+	it.ra.reuseDecoded = !fillCache
+	return it
 }
 
 // load points the block iterator at data block i (unpositioned). It

@@ -8,12 +8,19 @@ package segment
 // scan never reaches raMinRun, so it reads no more than it uses. Mapped
 // files need none of this: page faults on a mapping trigger the kernel's
 // own readahead.
+//
+// It also holds the iterator's decompression buffer: an iterator that does
+// not fill the cache decodes every compressed block into the same memory
+// instead of allocating a block's worth per block.
 type readahead struct {
 	buf    []byte
 	off    uint64 // file offset of buf[0]
 	next   uint64 // offset just past the last block asked for
 	run    int    // consecutive reads that were sequential
 	window int
+
+	reuseDecoded bool   // decode into decoded (the blocks are not cached)
+	decoded      []byte // the last block decoded, overwritten by the next
 }
 
 const (

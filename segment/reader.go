@@ -164,9 +164,9 @@ func (r *Reader) readStored(h blockHandle) ([]byte, error) {
 // of the file mapping (Mapped and stored uncompressed): such a block needs
 // no cache space, the page cache already holds it.
 //
-// The block is a fresh buffer, a slice of the mapping (inMapping) or, for
-// an uncompressed block read through ra, a slice of ra's window (borrowed:
-// it must be copied to outlive the next read through ra).
+// The block is a fresh buffer, a slice of the mapping, or (borrowed) a
+// slice of ra's window or decode buffer, which must be copied to outlive
+// the next read through ra.
 func (r *Reader) readBlock(h blockHandle, ra *readahead) (block []byte, src blockSource, err error) {
 	buf, src, err := r.storedBytes(h, ra)
 	if err != nil {
@@ -185,11 +185,20 @@ func (r *Reader) readBlock(h blockHandle, ra *readahead) (block []byte, src bloc
 		if err != nil || dlen > MaxBlockSize {
 			return nil, src, r.corrupt(h.offset, "bad snappy block length %d (%v)", dlen, err)
 		}
-		out, err := snappy.Decode(make([]byte, dlen), stored)
+		var dst []byte
+		if ra != nil && ra.reuseDecoded {
+			if cap(ra.decoded) < dlen {
+				ra.decoded = make([]byte, dlen)
+			}
+			dst, src = ra.decoded[:dlen], srcBorrowed
+		} else {
+			dst, src = make([]byte, dlen), srcFresh
+		}
+		out, err := snappy.Decode(dst, stored)
 		if err != nil || len(out) != dlen {
 			return nil, src, r.corrupt(h.offset, "snappy: %v", err)
 		}
-		return out, srcFresh, nil
+		return out, src, nil
 	}
 	return nil, src, r.corrupt(h.offset, "unknown compression type %d", typ)
 }
@@ -200,7 +209,7 @@ type blockSource uint8
 const (
 	srcFresh    blockSource = iota // a buffer of its own
 	srcMapped                      // the file's mapping
-	srcBorrowed                    // a readahead window, reused by the next refill
+	srcBorrowed                    // ra's window or decode buffer, reused by the next read
 )
 
 // storedBytes returns the bytes of the block at h and its trailer: a
