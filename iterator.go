@@ -82,7 +82,11 @@ func (db *DB) newIterator(opts *IterOptions, snapSeq uint64) (*Iterator, error) 
 	it.lower, it.upper = bounds(opts)
 	srcs := make([]merge.Source, 0, len(rs.mems)+len(rs.segments))
 	for _, m := range rs.mems {
-		srcs = append(srcs, m.NewIter())
+		// A memtable empty now can only gain writes newer than it.seq,
+		// which the iterator would hide anyway.
+		if m.Len() > 0 {
+			srcs = append(srcs, m.NewIter())
+		}
 	}
 	for _, s := range rs.segments {
 		if !s.overlaps(it.lower, it.upper) {
