@@ -1,0 +1,125 @@
+// Package vfs is the file system seam of bloomkv: every file the store
+// touches is created, opened, synced, renamed and removed through an FS,
+// so that tests can put Faulty in its place and fail any step (ENOSPC,
+// EIO, short writes) to check that the store reports the error, stops
+// accepting writes it cannot make durable, and loses nothing it had
+// acknowledged. Default is the operating system's file system.
+//
+// Two things do not go through an FS: reads of mapped segment files
+// (memory, not calls; use Options.DisableMmap to fault reads) and the
+// bbolt manifest's own writes, which call Check before each commit so a
+// Faulty FS can fail them too.
+package vfs
+
+import (
+	"errors"
+	"io"
+	"os"
+	"syscall"
+)
+
+// File is an open file.
+type File interface {
+	io.Reader
+	io.ReaderAt
+	io.Writer
+	io.Closer
+	Sync() error
+	Stat() (os.FileInfo, error)
+	Truncate(size int64) error
+}
+
+// FS is a file system. Names are paths as the os package takes them.
+type FS interface {
+	// Create makes a new file for reading and writing; it fails if name
+	// exists.
+	Create(name string) (File, error)
+	// Open opens an existing file read-only.
+	Open(name string) (File, error)
+	// OpenReadWrite opens an existing file for reading and writing (WAL
+	// recovery truncates a torn tail).
+	OpenReadWrite(name string) (File, error)
+	Remove(name string) error
+	Rename(oldname, newname string) error
+	// Link makes newname a hard link to oldname; it fails if newname
+	// exists (unlike Rename, which replaces it).
+	Link(oldname, newname string) error
+	// List returns the names of the entries of dir, sorted.
+	List(dir string) ([]string, error)
+	MkdirAll(dir string) error
+	// SyncDir makes creations, renames and removals in dir durable.
+	SyncDir(dir string) error
+	// Lock takes an exclusive lock on the file name (created if missing)
+	// without waiting: ErrLocked if another holder has it. Closing the
+	// result releases it; so does the death of the process.
+	Lock(name string) (io.Closer, error)
+	Stat(name string) (os.FileInfo, error)
+}
+
+// ErrLocked is returned by Lock when the file is locked by someone else.
+var ErrLocked = errors.New("vfs: file is locked")
+
+// Default is the operating system's file system.
+var Default FS = osFS{}
+
+type osFS struct{}
+
+func (osFS) Create(name string) (File, error) {
+	return os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+}
+func (osFS) Open(name string) (File, error) { return os.Open(name) }
+func (osFS) OpenReadWrite(name string) (File, error) {
+	return os.OpenFile(name, os.O_RDWR, 0)
+}
+func (osFS) Remove(name string) error              { return os.Remove(name) }
+func (osFS) Rename(oldname, newname string) error  { return os.Rename(oldname, newname) }
+func (osFS) Link(oldname, newname string) error    { return os.Link(oldname, newname) }
+func (osFS) MkdirAll(dir string) error             { return os.MkdirAll(dir, 0o755) }
+func (osFS) Stat(name string) (os.FileInfo, error) { return os.Stat(name) }
+
+func (osFS) List(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	names := make([]string, len(entries))
+	for i, e := range entries {
+		names[i] = e.Name()
+	}
+	return names, err
+}
+
+func (osFS) SyncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	return errors.Join(d.Sync(), d.Close())
+}
+
+func (osFS) Lock(name string) (io.Closer, error) {
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := lockFile(f); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, ErrLocked
+		}
+		return nil, &os.PathError{Op: "lock", Path: name, Err: err}
+	}
+	return f, nil // closing the descriptor releases the lock
+}
+
+// Fd returns the descriptor of f, for mapping it into memory, or false if
+// f is not backed by an operating system file.
+func Fd(f File) (uintptr, bool) {
+	for {
+		switch x := f.(type) {
+		case interface{ Fd() uintptr }:
+			return x.Fd(), true
+		case interface{ Unwrap() File }:
+			f = x.Unwrap()
+		default:
+			return 0, false
+		}
+	}
+}
