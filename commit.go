@@ -2,7 +2,6 @@ package bloomkv
 
 import (
 	"fmt"
-	"os"
 	"sync"
 
 	"github.com/bloomkv/bloomkv/memtable"
@@ -206,13 +205,13 @@ func (db *DB) rotateLocked() error {
 // directory so that the new file's name survives power loss.
 func (db *DB) createWAL(num uint64) (*wal.Writer, error) {
 	name := walName(num)
-	f, err := os.OpenFile(db.path(name), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	f, err := db.fs.Create(db.path(name))
 	if err != nil {
 		return nil, fmt.Errorf("create WAL: %w", err)
 	}
 	w, err := wal.NewWriter(f, name)
 	if err == nil && db.opts.Sync {
-		err = syncDir(db.dir)
+		err = db.fs.SyncDir(db.dir)
 	}
 	if err != nil {
 		f.Close()

@@ -44,8 +44,8 @@ import (
 	"container/list"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
-	"os"
 	"sync"
 	"sync/atomic"
 
@@ -55,6 +55,7 @@ import (
 	"github.com/bloomkv/bloomkv/manifest"
 	"github.com/bloomkv/bloomkv/memtable"
 	"github.com/bloomkv/bloomkv/segment"
+	"github.com/bloomkv/bloomkv/vfs"
 	"github.com/bloomkv/bloomkv/wal"
 )
 
@@ -149,6 +150,10 @@ type Options struct {
 	// DisableAutoCompaction turns background compaction off; Compact
 	// still merges everything on demand.
 	DisableAutoCompaction bool
+	// FS is the file system the store's files live in. Default: the
+	// operating system's (vfs.Default). Tests use vfs.Faulty to inject
+	// failures.
+	FS vfs.FS
 	// Logger receives background events (flushes, compactions, errors).
 	// Default: discard.
 	Logger *slog.Logger
@@ -183,6 +188,9 @@ func (o *Options) withDefaults() Options {
 		out.BlockCacheSize = def.BlockCacheSize
 	}
 	out.BitsPerKey = max(out.BitsPerKey, 0)
+	if out.FS == nil {
+		out.FS = vfs.Default
+	}
 	if out.Logger == nil {
 		out.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -195,7 +203,8 @@ type DB struct {
 	opts   Options
 	logger *slog.Logger
 
-	lockFile *os.File
+	fs       vfs.FS
+	lockFile io.Closer
 	manifest *manifest.Manifest
 	cache    *segment.Cache
 	counters segment.Counters

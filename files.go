@@ -1,8 +1,9 @@
 package bloomkv
 
 import (
+	"errors"
 	"fmt"
-	"os"
+	"io/fs"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -33,24 +34,10 @@ func parseFileName(name string) (num uint64, ext string, ok bool) {
 	return num, ext, err == nil
 }
 
-// syncDir fsyncs a directory so that file creations, renames and removals
-// in it survive power loss.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
-
 // removeFile deletes a file of the store that is no longer needed; a
 // failure only leaves garbage that the next Open removes.
 func (db *DB) removeFile(name string) {
-	if err := os.Remove(db.path(name)); err != nil && !os.IsNotExist(err) {
+	if err := db.fs.Remove(db.path(name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		db.logger.Warn("removing file", "file", name, "err", err)
 	}
 }

@@ -2,13 +2,13 @@ package bloomkv
 
 import (
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/bloomkv/bloomkv/bloom"
 	"github.com/bloomkv/bloomkv/compaction"
 	"github.com/bloomkv/bloomkv/manifest"
 	"github.com/bloomkv/bloomkv/segment"
+	"github.com/bloomkv/bloomkv/vfs"
 )
 
 // Flush writes the memtable to a segment and returns when it, and every
@@ -138,7 +138,7 @@ func (db *DB) flushFrozen(f *frozen) (*segHandle, error) {
 func (db *DB) writeSegment(it compaction.Iterator, filter *bloom.Filter, tier uint32) (*segHandle, error) {
 	num := db.manifest.NewFileNum()
 	name := segFileName(num)
-	f, err := os.OpenFile(db.path(name), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	f, err := db.fs.Create(db.path(name))
 	if err != nil {
 		return nil, fmt.Errorf("create segment: %w", err)
 	}
@@ -147,11 +147,11 @@ func (db *DB) writeSegment(it compaction.Iterator, filter *bloom.Filter, tier ui
 		err = f.Sync()
 	}
 	if err == nil && props.Entries > 0 {
-		err = syncDir(db.dir)
+		err = db.fs.SyncDir(db.dir)
 	}
 	if err != nil || props.Entries == 0 {
 		f.Close()
-		os.Remove(db.path(name))
+		db.fs.Remove(db.path(name))
 		if err != nil {
 			return nil, fmt.Errorf("write segment %s: %w", name, err)
 		}
@@ -162,20 +162,20 @@ func (db *DB) writeSegment(it compaction.Iterator, filter *bloom.Filter, tier ui
 	st, err := f.Stat()
 	if err != nil {
 		f.Close()
-		os.Remove(db.path(name))
+		db.fs.Remove(db.path(name))
 		return nil, fmt.Errorf("write segment %s: %w", name, err)
 	}
 	meta.Size = st.Size()
 	s, err := db.openSegment(f, meta)
 	if err != nil {
-		os.Remove(db.path(name))
+		db.fs.Remove(db.path(name))
 	}
 	return s, err
 }
 
 // fillSegment writes the entries of it as a segment to f. A non-nil filter
 // (compaction's union path) replaces the one the writer would build.
-func (db *DB) fillSegment(f *os.File, it compaction.Iterator, filter *bloom.Filter) (segment.Properties, error) {
+func (db *DB) fillSegment(f vfs.File, it compaction.Iterator, filter *bloom.Filter) (segment.Properties, error) {
 	w := segment.NewWriter(f, segment.WriterOptions{
 		BlockSize:   db.opts.BlockSize,
 		Compression: !db.opts.DisableCompression,
@@ -212,7 +212,7 @@ func metaFromProperties(num uint64, p segment.Properties) manifest.SegmentMeta {
 
 // openSegment opens the reader of segment file f described by meta; the
 // handle owns f and starts with the DB's reference.
-func (db *DB) openSegment(f *os.File, meta manifest.SegmentMeta) (*segHandle, error) {
+func (db *DB) openSegment(f vfs.File, meta manifest.SegmentMeta) (*segHandle, error) {
 	name := segFileName(meta.FileNum)
 	ro := segment.ReaderOptions{
 		Cache:    db.cache,
@@ -236,7 +236,7 @@ func (db *DB) openSegment(f *os.File, meta manifest.SegmentMeta) (*segHandle, er
 		f.Close()
 		return nil, fmt.Errorf("open segment %s: %w", name, err)
 	}
-	s := &segHandle{meta: meta, name: name, path: db.path(name), file: f, mapped: ro.Mapped, reader: r, logger: db.logger}
+	s := &segHandle{meta: meta, name: name, path: db.path(name), fs: db.fs, file: f, mapped: ro.Mapped, reader: r, logger: db.logger}
 	s.refs.Store(1)
 	return s, nil
 }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"slices"
 	"sync"
 
@@ -26,15 +25,16 @@ import (
 // (left by a crash during a flush or a compaction).
 func Open(dir string, opts *Options) (*DB, error) {
 	o := opts.withDefaults()
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := o.FS.MkdirAll(dir); err != nil {
 		return nil, fmt.Errorf("bloomkv: %w", err)
 	}
-	lock, err := lockDir(dir)
+	lock, err := lockDir(o.FS, dir)
 	if err != nil {
 		return nil, err
 	}
 	db := &DB{
 		dir:      dir,
+		fs:       o.FS,
 		opts:     o,
 		logger:   o.Logger,
 		lockFile: lock,
@@ -56,7 +56,7 @@ func Open(dir string, opts *Options) (*DB, error) {
 // recover loads the manifest, opens the live segments, replays the WALs and
 // removes obsolete files.
 func (db *DB) recover() error {
-	entries, err := os.ReadDir(db.dir)
+	entries, err := db.fs.List(db.dir)
 	if err != nil {
 		return fmt.Errorf("bloomkv: %w", err)
 	}
@@ -86,8 +86,8 @@ func (db *DB) recover() error {
 // openManifest opens the manifest, or creates it for a new store
 // (manifest.Create builds it under a temporary name and links it into
 // place, so a crash during creation never leaves a half-made MANIFEST).
-func (db *DB) openManifest(entries []fs.DirEntry) (*manifest.Manifest, error) {
-	m, err := manifest.Open(db.path(manifestName))
+func (db *DB) openManifest(entries []string) (*manifest.Manifest, error) {
+	m, err := manifest.Open(db.fs, db.path(manifestName))
 	if err == nil {
 		return m, nil
 	}
@@ -97,12 +97,12 @@ func (db *DB) openManifest(entries []fs.DirEntry) (*manifest.Manifest, error) {
 	if !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("bloomkv: open manifest: %w", err)
 	}
-	for _, e := range entries {
-		if e.Name() != lockName && e.Name() != manifestName+".tmp" {
-			return nil, fmt.Errorf("%w: %s holds %s but no %s", ErrNotStore, db.dir, e.Name(), manifestName)
+	for _, name := range entries {
+		if name != lockName && name != manifestName+".tmp" {
+			return nil, fmt.Errorf("%w: %s holds %s but no %s", ErrNotStore, db.dir, name, manifestName)
 		}
 	}
-	if m, err = manifest.Create(db.path(manifestName)); err != nil {
+	if m, err = manifest.Create(db.fs, db.path(manifestName)); err != nil {
 		return nil, fmt.Errorf("bloomkv: create manifest: %w", err)
 	}
 	return m, nil
@@ -111,7 +111,7 @@ func (db *DB) openManifest(entries []fs.DirEntry) (*manifest.Manifest, error) {
 // loadSegment opens a live segment and checks it against its manifest entry.
 func (db *DB) loadSegment(meta manifest.SegmentMeta) (*segHandle, error) {
 	name := segFileName(meta.FileNum)
-	f, err := os.Open(db.path(name))
+	f, err := db.fs.Open(db.path(name))
 	if err != nil {
 		return nil, fmt.Errorf("bloomkv: live segment %s: %w", name, err)
 	}
@@ -130,13 +130,13 @@ func (db *DB) loadSegment(meta manifest.SegmentMeta) (*segHandle, error) {
 // manifest does not list (outputs of an interrupted flush or compaction),
 // WALs already flushed — and returns the WALs to replay, in order, and the
 // largest file number seen.
-func (db *DB) classifyFiles(entries []fs.DirEntry, state manifest.State) (logs []uint64, maxNum uint64) {
+func (db *DB) classifyFiles(entries []string, state manifest.State) (logs []uint64, maxNum uint64) {
 	live := make(map[uint64]bool, len(state.Segments))
 	for _, s := range state.Segments {
 		live[s.FileNum] = true
 	}
-	for _, e := range entries {
-		num, ext, ok := parseFileName(e.Name())
+	for _, name := range entries {
+		num, ext, ok := parseFileName(name)
 		if !ok {
 			continue
 		}
@@ -146,8 +146,8 @@ func (db *DB) classifyFiles(entries []fs.DirEntry, state manifest.State) (logs [
 			logs = append(logs, num)
 		case ext == segExt && live[num]:
 		default:
-			db.logger.Info("removing obsolete file", "file", e.Name())
-			db.removeFile(e.Name())
+			db.logger.Info("removing obsolete file", "file", name)
+			db.removeFile(name)
 		}
 	}
 	slices.Sort(logs)
@@ -161,7 +161,7 @@ func (db *DB) replay(logs []uint64, flushedSeq uint64) (*memtable.Memtable, erro
 	mem := memtable.New(db.opts.MemtableSize)
 	for _, num := range logs {
 		name := walName(num)
-		res, err := wal.Recover(db.path(name), func(rec []byte, offset int64) error {
+		res, err := wal.Recover(db.fs, db.path(name), func(rec []byte, offset int64) error {
 			return decodeBatch(rec, name, offset, func(seq uint64, op batchOp) {
 				if seq > flushedSeq {
 					mem.Add(seq, op.kind, op.key, op.value)
@@ -240,6 +240,6 @@ func (db *DB) closeFiles() error {
 	if db.manifest != nil {
 		errs = append(errs, db.manifest.Close())
 	}
-	errs = append(errs, unlockDir(db.lockFile))
+	errs = append(errs, db.lockFile.Close()) // releases the lock
 	return errors.Join(errs...)
 }

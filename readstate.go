@@ -3,12 +3,12 @@ package bloomkv
 import (
 	"bytes"
 	"log/slog"
-	"os"
 	"sync/atomic"
 
 	"github.com/bloomkv/bloomkv/manifest"
 	"github.com/bloomkv/bloomkv/memtable"
 	"github.com/bloomkv/bloomkv/segment"
+	"github.com/bloomkv/bloomkv/vfs"
 )
 
 // readState is one consistent view for readers: the memtables and the live
@@ -97,7 +97,8 @@ type segHandle struct {
 	meta     manifest.SegmentMeta
 	name     string // file name, for errors
 	path     string
-	file     *os.File
+	fs       vfs.FS
+	file     vfs.File
 	mapped   []byte // the file mapped read-only, nil with Options.DisableMmap
 	folds    int    // halvings of the resident filter (filter budget); db.mu
 	reader   *segment.Reader
@@ -123,7 +124,7 @@ func (s *segHandle) unref() {
 	}
 	s.file.Close()
 	if s.obsolete.Load() {
-		if err := os.Remove(s.path); err != nil {
+		if err := s.fs.Remove(s.path); err != nil {
 			s.logger.Warn("removing obsolete segment", "file", s.name, "err", err)
 		}
 	}

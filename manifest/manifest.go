@@ -33,6 +33,7 @@ import (
 	berrors "go.etcd.io/bbolt/errors"
 
 	"github.com/bloomkv/bloomkv/internal/base"
+	"github.com/bloomkv/bloomkv/vfs"
 )
 
 // ErrLocked is matched (errors.Is) by the error Open returns when another
@@ -47,6 +48,7 @@ const lockTimeout = 100 * time.Millisecond
 // Manifest is an open manifest file. Its methods are safe for concurrent
 // use; Apply calls are serialized.
 type Manifest struct {
+	fs   vfs.FS // for fault injection: bbolt does the file I/O itself
 	db   *bolt.DB
 	name string // base name, for errors
 
@@ -57,8 +59,8 @@ type Manifest struct {
 	counter uint64     // next number NewFileNum hands out; >= state.NextFileNum
 }
 
-func newManifest(db *bolt.DB, path string, st State) *Manifest {
-	return &Manifest{db: db, name: filepath.Base(path), state: st, counter: st.NextFileNum}
+func newManifest(fsys vfs.FS, db *bolt.DB, path string, st State) *Manifest {
+	return &Manifest{fs: fsys, db: db, name: filepath.Base(path), state: st, counter: st.NextFileNum}
 }
 
 // boltOptions returns the options every open uses. openFile lets Create
@@ -74,18 +76,21 @@ func boltOptions(openFile func(string, int, os.FileMode) (*os.File, error)) *bol
 	}
 }
 
-// Create makes a new, empty manifest at path; it fails (matching
+// Create makes a new, empty manifest at path in fsys; it fails (matching
 // fs.ErrExist) if path exists.
 //
 // The database is built under path+".tmp" and linked into place only once
 // initialized, so a crash during Create never leaves a half-made manifest
 // at path. A stale temporary file from such a crash is removed.
-func Create(path string) (*Manifest, error) {
+func Create(fsys vfs.FS, path string) (*Manifest, error) {
 	tmp := path + ".tmp"
-	if err := os.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := fsys.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("manifest: create: %w", err)
 	}
 	db, err := bolt.Open(tmp, 0o644, boltOptions(func(name string, flag int, perm os.FileMode) (*os.File, error) {
+		if err := vfs.Check(fsys, vfs.OpCreate, name); err != nil {
+			return nil, err
+		}
 		return os.OpenFile(name, flag|os.O_EXCL, perm)
 	}))
 	if err != nil {
@@ -95,36 +100,32 @@ func Create(path string) (*Manifest, error) {
 	if err == nil {
 		// Link, unlike rename, fails if path exists. bbolt's lock stays
 		// with the open file, so it covers path from this moment on.
-		err = os.Link(tmp, path)
+		err = fsys.Link(tmp, path)
 	}
 	if err != nil {
 		_ = db.Close()
-		_ = os.Remove(tmp)
+		_ = fsys.Remove(tmp)
 		return nil, fmt.Errorf("manifest: create: %w", err)
 	}
-	if err := errors.Join(os.Remove(tmp), syncDir(filepath.Dir(path))); err != nil {
+	if err := errors.Join(fsys.Remove(tmp), fsys.SyncDir(filepath.Dir(path))); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("manifest: create: %w", err)
 	}
-	return newManifest(db, path, State{NextFileNum: firstFileNum}), nil
+	return newManifest(fsys, db, path, State{NextFileNum: firstFileNum}), nil
 }
 
-// syncDir makes directory entries created or removed in dir durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	return errors.Join(d.Sync(), d.Close())
-}
-
-// Open opens the existing manifest at path. It returns an error matching
+// Open opens the existing manifest at path in fsys. It returns an error matching
 // ErrLocked if the manifest is open elsewhere, and a *base.CorruptError
 // naming the file if path is not a bbolt database (an empty file included),
 // is a bbolt database without this package's layout, or holds a record that
 // fails to decode. Open does not write to the file.
-func Open(path string) (*Manifest, error) {
-	db, err := bolt.Open(path, 0o644, boltOptions(openExisting))
+func Open(fsys vfs.FS, path string) (*Manifest, error) {
+	db, err := bolt.Open(path, 0o644, boltOptions(func(name string, flag int, perm os.FileMode) (*os.File, error) {
+		if err := vfs.Check(fsys, vfs.OpOpen, name); err != nil {
+			return nil, err
+		}
+		return openExisting(name, flag, perm)
+	}))
 	if err != nil {
 		return nil, openError(path, err)
 	}
@@ -136,7 +137,7 @@ func Open(path string) (*Manifest, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("manifest: open: %w", err)
 	}
-	return newManifest(db, path, st), nil
+	return newManifest(fsys, db, path, st), nil
 }
 
 // openExisting opens a file for bbolt without creating it. It rejects an
@@ -208,7 +209,11 @@ func (m *Manifest) Apply(e Edit) error {
 	if err != nil {
 		return err
 	}
-	if err := m.db.Update(func(tx *bolt.Tx) error { return writeEdit(tx, e, next) }); err != nil {
+	err = vfs.Check(m.fs, vfs.OpCommit, m.name) // bbolt writes its file itself: the seam's one hook
+	if err == nil {
+		err = m.db.Update(func(tx *bolt.Tx) error { return writeEdit(tx, e, next) })
+	}
+	if err != nil {
 		return fmt.Errorf("manifest: apply to %s: %w", m.name, err)
 	}
 

@@ -14,6 +14,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/bloomkv/bloomkv/internal/base"
+	"github.com/bloomkv/bloomkv/vfs"
 )
 
 func ptr(v uint64) *uint64 { return &v }
@@ -28,7 +29,7 @@ func seg(fn, minSeq, maxSeq uint64) SegmentMeta {
 func createTemp(t testing.TB) (*Manifest, string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "MANIFEST")
-	m, err := Create(path)
+	m, err := Create(vfs.Default, path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +43,7 @@ func reopen(t *testing.T, m *Manifest, path string) *Manifest {
 	if err := m.Close(); err != nil {
 		t.Fatal(err)
 	}
-	m, err := Open(path)
+	m, err := Open(vfs.Default, path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,7 +225,7 @@ func TestCreateExisting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Create(path); !errors.Is(err, fs.ErrExist) {
+	if _, err := Create(vfs.Default, path); !errors.Is(err, fs.ErrExist) {
 		t.Fatalf("Create over an existing manifest: got %v, want fs.ErrExist", err)
 	}
 	if after, _ := os.ReadFile(path); !bytes.Equal(before, after) {
@@ -240,7 +241,7 @@ func TestCreateRemovesStaleTemp(t *testing.T) {
 	if err := os.WriteFile(path+".tmp", []byte("half-made manifest from a crash"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	m, err := Create(path)
+	m, err := Create(vfs.Default, path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -252,7 +253,7 @@ func TestCreateRemovesStaleTemp(t *testing.T) {
 
 func TestOpenMissing(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "MANIFEST")
-	if _, err := Open(path); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := Open(vfs.Default, path); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("got %v, want fs.ErrNotExist", err)
 	}
 	if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
@@ -265,7 +266,7 @@ func TestOpenMissing(t *testing.T) {
 func TestOpenLocked(t *testing.T) {
 	m, path := createTemp(t)
 	start := time.Now()
-	if _, err := Open(path); !errors.Is(err, ErrLocked) {
+	if _, err := Open(vfs.Default, path); !errors.Is(err, ErrLocked) {
 		t.Fatalf("second Open: got %v, want ErrLocked", err)
 	}
 	if d := time.Since(start); d > 5*time.Second {
@@ -274,7 +275,7 @@ func TestOpenLocked(t *testing.T) {
 	if err := m.Close(); err != nil {
 		t.Fatal(err)
 	}
-	m2, err := Open(path)
+	m2, err := Open(vfs.Default, path)
 	if err != nil {
 		t.Fatalf("Open after Close: %v", err)
 	}
@@ -319,7 +320,7 @@ func TestOpenNotBbolt(t *testing.T) {
 			if err := os.WriteFile(path, tt.content, 0o644); err != nil {
 				t.Fatal(err)
 			}
-			_, err := Open(path)
+			_, err := Open(vfs.Default, path)
 			wantCorrupt(t, err, "MANIFEST")
 			if after, _ := os.ReadFile(path); !bytes.Equal(after, tt.content) {
 				t.Fatal("Open modified the file")
@@ -379,7 +380,7 @@ func TestOpenForeignLayout(t *testing.T) {
 			if err := errors.Join(db.Update(tt.mutate), db.Close()); err != nil {
 				t.Fatal(err)
 			}
-			_, err = Open(path)
+			_, err = Open(vfs.Default, path)
 			wantCorrupt(t, err, "MANIFEST")
 		})
 	}

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"sort"
 	"testing"
+
+	"github.com/bloomkv/bloomkv/vfs"
 )
 
 // model is the reference the property test checks the manifest against:
@@ -56,7 +58,7 @@ func (md *model) commit(e Edit) {
 func TestPropertyRandomEdits(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 11))
 	path := filepath.Join(t.TempDir(), "MANIFEST")
-	m, err := Create(path)
+	m, err := Create(vfs.Default, path)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"testing/iotest"
 
 	"github.com/bloomkv/bloomkv/internal/base"
+	"github.com/bloomkv/bloomkv/vfs"
 )
 
 // randomPayloads returns n payloads of varied sizes: many empty or small,
@@ -78,7 +79,7 @@ func writeFile(t *testing.T, data []byte) string {
 func recoverAll(t *testing.T, path string) ([][]byte, Result, error) {
 	t.Helper()
 	var got [][]byte
-	res, err := Recover(path, func(p []byte, _ int64) error {
+	res, err := Recover(vfs.Default, path, func(p []byte, _ int64) error {
 		got = append(got, bytes.Clone(p))
 		return nil
 	})
@@ -413,7 +414,7 @@ func TestRecoverStopsOnCallbackError(t *testing.T) {
 	torn := append(bytes.Clone(data), 0, 0, 0) // must not be truncated
 	path := writeFile(t, torn)
 	calls := 0
-	res, err := Recover(path, func([]byte, int64) error {
+	res, err := Recover(vfs.Default, path, func([]byte, int64) error {
 		if calls++; calls == 4 {
 			return errBoom
 		}
@@ -428,7 +429,7 @@ func TestRecoverStopsOnCallbackError(t *testing.T) {
 }
 
 func TestRecoverMissingFile(t *testing.T) {
-	_, err := Recover(filepath.Join(t.TempDir(), "nope.wal"), func([]byte, int64) error { return nil })
+	_, err := Recover(vfs.Default, filepath.Join(t.TempDir(), "nope.wal"), func([]byte, int64) error { return nil })
 	if !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("Recover = %v, want fs.ErrNotExist", err)
 	}

@@ -4,8 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
+
+	"github.com/bloomkv/bloomkv/vfs"
 )
 
 // Result describes what Recover found.
@@ -16,7 +17,7 @@ type Result struct {
 	TruncatedBytes int64 // how many bytes were cut off
 }
 
-// Recover replays the log at path, calling fn with each record's payload in
+// Recover replays the log at path in fsys, calling fn with each record's payload in
 // order, with the file offset at which the record starts (for error
 // messages about its contents). The payload slice is only valid during the call. If fn returns an
 // error, Recover stops and returns it unchanged.
@@ -29,9 +30,9 @@ type Result struct {
 // bad record, and the file is left untouched. A file shorter than the file
 // header (a crash right after it was created) is an empty log and is not
 // modified either.
-func Recover(path string, fn func(payload []byte, offset int64) error) (Result, error) {
+func Recover(fsys vfs.FS, path string, fn func(payload []byte, offset int64) error) (Result, error) {
 	var res Result
-	f, err := os.Open(path)
+	f, err := fsys.Open(path)
 	if err != nil {
 		return res, fmt.Errorf("wal: %w", err)
 	}
@@ -54,7 +55,7 @@ func Recover(path string, fn func(payload []byte, offset int64) error) (Result, 
 		case err == io.EOF:
 			return res, nil
 		case errors.Is(err, ErrTornTail):
-			return truncate(path, f, res)
+			return truncate(fsys, path, f, res)
 		default:
 			return res, err
 		}
@@ -63,12 +64,12 @@ func Recover(path string, fn func(payload []byte, offset int64) error) (Result, 
 
 // truncate cuts the torn tail off the log at path and makes the cut
 // durable, so that a later crash cannot resurrect the unacknowledged bytes.
-func truncate(path string, f *os.File, res Result) (Result, error) {
+func truncate(fsys vfs.FS, path string, f vfs.File, res Result) (Result, error) {
 	st, err := f.Stat()
 	if err != nil {
 		return res, fmt.Errorf("wal: %w", err)
 	}
-	wf, err := os.OpenFile(path, os.O_WRONLY, 0)
+	wf, err := fsys.OpenReadWrite(path)
 	if err != nil {
 		return res, fmt.Errorf("wal: truncate torn tail: %w", err)
 	}
