@@ -140,6 +140,34 @@ func Open(fsys vfs.FS, path string) (*Manifest, error) {
 	return newManifest(fsys, db, path, st), nil
 }
 
+// ReadState reads the committed state of the manifest at path without
+// writing anything: bbolt opens it read-only, under a shared lock, so it
+// fails with ErrLocked while a DB has it open. It is for tools that
+// inspect a store that is not open (bloomkv verify).
+func ReadState(fsys vfs.FS, path string) (State, error) {
+	opts := boltOptions(func(name string, flag int, perm os.FileMode) (*os.File, error) {
+		if err := vfs.Check(fsys, vfs.OpOpen, name); err != nil {
+			return nil, err
+		}
+		return openExisting(name, flag, perm)
+	})
+	opts.ReadOnly = true
+	db, err := bolt.Open(path, 0o444, opts)
+	if err != nil {
+		return State{}, openError(path, err)
+	}
+	defer db.Close()
+	var st State
+	err = db.View(func(tx *bolt.Tx) (err error) {
+		st, err = load(tx, filepath.Base(path))
+		return err
+	})
+	if err != nil {
+		return State{}, fmt.Errorf("manifest: read: %w", err)
+	}
+	return st, nil
+}
+
 // openExisting opens a file for bbolt without creating it. It rejects an
 // empty file, which bbolt would otherwise initialize as a new database:
 // Open must not write to a file it reports as damaged.

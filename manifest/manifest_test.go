@@ -442,3 +442,29 @@ func BenchmarkApplyFlush(b *testing.B) {
 		flush([]uint64{segs[len(segs)-1].FileNum})
 	}
 }
+
+func TestReadState(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "MANIFEST")
+	m, err := Create(vfs.Default, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Apply(Edit{Add: []SegmentMeta{seg(5, 1, 9)}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadState(vfs.Default, path); !errors.Is(err, ErrLocked) {
+		t.Fatalf("ReadState of an open manifest: %v, want ErrLocked", err)
+	}
+	m.Close()
+	before, _ := os.ReadFile(path)
+	st, err := ReadState(vfs.Default, path)
+	if err != nil || len(st.Segments) != 1 || st.Segments[0].FileNum != 5 {
+		t.Fatalf("ReadState = %+v, %v", st, err)
+	}
+	if after, _ := os.ReadFile(path); !bytes.Equal(before, after) {
+		t.Fatal("ReadState changed the file")
+	}
+	if _, err := ReadState(vfs.Default, path+"x"); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("ReadState of a missing file: %v", err)
+	}
+}

@@ -460,6 +460,9 @@ func (r *Reader) putIter(it *blockIter) {
 // do not modify them.
 func (r *Reader) Properties() Properties { return r.props }
 
+// Blocks returns the number of data blocks.
+func (r *Reader) Blocks() int { return len(r.index) }
+
 // Filter returns the segment's Bloom filter as stored in the file, or nil
 // if it has none. It aliases the Reader's memory: do not modify it.
 func (r *Reader) Filter() *bloom.Filter { return r.filter }
