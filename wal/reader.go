@@ -86,10 +86,16 @@ func (r *Reader) next() ([]byte, error) {
 		return nil, r.corrupt("record length %d exceeds maximum %d", length, MaxRecordSize)
 	}
 	if err := r.readPayload(int(length)); err != nil {
-		if err == io.ErrUnexpectedEOF {
-			return nil, r.torn("record of %d bytes runs past end of file", length)
+		if err != io.ErrUnexpectedEOF {
+			return nil, r.ioError(err)
 		}
-		return nil, r.ioError(err)
+		if at := findRecord(r.buf); at >= 0 {
+			// A whole, valid record lies in the bytes this one claims:
+			// the length field is damaged, and what follows was written
+			// (and maybe acknowledged) after it. Cutting here would lose it.
+			return nil, r.corrupt("record length %d runs past end of file, but a valid record starts %d bytes into it", length, recordHeaderSize+at)
+		}
+		return nil, r.torn("record of %d bytes runs past end of file", length)
 	}
 	crc := crc32.Update(crc32.Checksum(r.hdr[4:], crcTable), crcTable, r.buf)
 	if crc != binary.LittleEndian.Uint32(r.hdr[0:4]) {
@@ -100,6 +106,34 @@ func (r *Reader) next() ([]byte, error) {
 	}
 	r.off += recordHeaderSize + int64(length)
 	return r.buf, nil
+}
+
+// findRecord returns the offset in b of the first complete record with a
+// matching checksum and a known type, or -1. It runs only on the error path
+// of a record that claims more bytes than the file holds, to tell a torn
+// final write (nothing valid after it) from a damaged length field (valid
+// records after it). A random 9-byte window passes for a record with
+// probability about 2^-40, so a torn tail is not mistaken for corruption.
+//
+// Checksumming every candidate could cost O(len(b)²) on a hostile file, so
+// the work is capped; past the cap the search gives up and answers as if
+// it had found one: reporting corruption is the safe side.
+func findRecord(b []byte) int {
+	budget := 8*len(b) + 1<<20
+	for i := 0; i+recordHeaderSize <= len(b); i++ {
+		if b[i+8] != recordFull {
+			continue
+		}
+		n := int(binary.LittleEndian.Uint32(b[i+4:]))
+		end := i + recordHeaderSize + n
+		if n > MaxRecordSize || end > len(b) || end < 0 {
+			continue
+		}
+		if budget -= n; budget < 0 || crc32.Checksum(b[i+4:end], crcTable) == binary.LittleEndian.Uint32(b[i:]) {
+			return i
+		}
+	}
+	return -1
 }
 
 // readFileHeader checks the file header. A header cut short by a crash

@@ -434,3 +434,27 @@ func TestRecoverMissingFile(t *testing.T) {
 		t.Fatalf("Recover = %v, want fs.ErrNotExist", err)
 	}
 }
+
+// TestLengthPastEOFBeforeValidRecords: a damaged length that makes a
+// record claim bytes past the end of the file looks like a torn write, but
+// valid records inside the claimed bytes show it is not: corruption, not a
+// silent cut that would drop them.
+func TestLengthPastEOFBeforeValidRecords(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	payloads := [][]byte{[]byte("first"), []byte("second"), []byte("third")}
+	data, offsets := encodeLog(t, rng, payloads)
+	for i, off := range offsets {
+		bad := bytes.Clone(data)
+		bad[off+7] ^= 0x08 // length + 128 MiB: past the end, below the maximum
+		got, _, err := recoverAll(t, writeFile(t, bad))
+		var ce *base.CorruptError
+		if i < len(offsets)-1 {
+			if !errors.As(err, &ce) || ce.Offset != off || !equalPayloads(got, payloads[:i]) {
+				t.Fatalf("record %d: %v after %d records; want corruption at %d", i, err, len(got), off)
+			}
+		} else if err != nil || !equalPayloads(got, payloads[:i]) {
+			// The last record: indistinguishable from a torn write.
+			t.Fatalf("last record: %v after %d records; want a torn tail", err, len(got))
+		}
+	}
+}
