@@ -107,3 +107,31 @@ func (e *badgerEngine) Layout() string {
 }
 
 func (e *badgerEngine) Close() error { return e.db.Close() }
+
+// Scan uses a read transaction's iterator with PrefetchValues on (Badger's
+// default), reading each value in place with Item.Value.
+func (e *badgerEngine) Scan(start []byte, n int) (int, int64, error) {
+	keys, bytes := 0, int64(0)
+	err := e.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.DefaultIteratorOptions)
+		defer it.Close()
+		if start != nil {
+			it.Seek(start)
+		} else {
+			it.Rewind()
+		}
+		for ; it.Valid() && keys != n; it.Next() {
+			item := it.Item()
+			err := item.Value(func(v []byte) error {
+				bytes += int64(len(item.Key()) + len(v))
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			keys++
+		}
+		return nil
+	})
+	return keys, bytes, err
+}

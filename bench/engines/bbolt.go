@@ -125,3 +125,21 @@ func (e *bboltEngine) Layout() string {
 }
 
 func (e *bboltEngine) Close() error { return errors.Join(e.commit(), e.db.Close()) }
+
+// Scan walks the bucket with a cursor in a read transaction.
+func (e *bboltEngine) Scan(start []byte, n int) (int, int64, error) {
+	keys, bytes := 0, int64(0)
+	err := e.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bboltBucket).Cursor()
+		k, v := c.First()
+		if start != nil {
+			k, v = c.Seek(start)
+		}
+		for ; k != nil && keys != n; k, v = c.Next() {
+			keys++
+			bytes += int64(len(k) + len(v))
+		}
+		return nil
+	})
+	return keys, bytes, err
+}

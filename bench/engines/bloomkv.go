@@ -39,3 +39,22 @@ func (e *bloomkvEngine) Layout() string {
 }
 
 func (e *bloomkvEngine) Close() error { return e.db.Close() }
+
+// Scan uses one Iterator per call, with bloomkv's default of not filling
+// the block cache.
+func (e *bloomkvEngine) Scan(start []byte, n int) (int, int64, error) {
+	it, err := e.db.NewIterator(nil)
+	if err != nil {
+		return 0, 0, err
+	}
+	keys, bytes := 0, int64(0)
+	ok := it.First()
+	if start != nil {
+		ok = it.Seek(start)
+	}
+	for ; ok && keys != n; ok = it.Next() {
+		keys++
+		bytes += int64(len(it.Key()) + len(it.Value()))
+	}
+	return keys, bytes, it.Close()
+}

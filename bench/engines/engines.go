@@ -80,3 +80,12 @@ func Lookup(name string) (Spec, error) {
 	}
 	return specs[i], nil
 }
+
+// Scanner is implemented by every engine: ordered reads with the store's
+// own iterator. Scan reads up to n keys (all of them for n < 0) in key
+// order from the first key >= start (from the first key for nil start),
+// touching every key and value byte so none can be skipped, and returns
+// how many keys and key+value bytes it read.
+type Scanner interface {
+	Scan(start []byte, n int) (keys int, bytes int64, err error)
+}

@@ -17,7 +17,7 @@ func TestSmoke(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Logf("%+v", res)
-			if res.Fill <= 0 || res.GetHit <= 0 || res.GetMiss <= 0 {
+			if res.Fill <= 0 || res.GetHit <= 0 || res.GetMiss <= 0 || res.ScanFull <= 0 || res.Scan100 <= 0 {
 				t.Errorf("rates not measured: %+v", res)
 			}
 			if wantIter := spec.Name == "pebble"; wantIter != (res.GetMissIter > 0) {

@@ -123,3 +123,19 @@ func (e *goleveldbEngine) Layout() string {
 }
 
 func (e *goleveldbEngine) Close() error { return e.db.Close() }
+
+// Scan uses one goleveldb iterator per call with default ReadOptions.
+func (e *goleveldbEngine) Scan(start []byte, n int) (int, int64, error) {
+	it := e.db.NewIterator(nil, nil)
+	defer it.Release()
+	keys, bytes := 0, int64(0)
+	ok := it.First()
+	if start != nil {
+		ok = it.Seek(start)
+	}
+	for ; ok && keys != n; ok = it.Next() {
+		keys++
+		bytes += int64(len(it.Key()) + len(it.Value()))
+	}
+	return keys, bytes, it.Error()
+}

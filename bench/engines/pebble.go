@@ -135,3 +135,26 @@ func (quietLogger) Errorf(format string, args ...any) {
 func (quietLogger) Fatalf(format string, args ...any) {
 	panic(fmt.Sprintf("pebble: "+format, args...))
 }
+
+// Scan uses one pebble.Iterator per call with default IterOptions.
+func (e *pebbleEngine) Scan(start []byte, n int) (int, int64, error) {
+	it, err := e.db.NewIter(nil)
+	if err != nil {
+		return 0, 0, err
+	}
+	keys, bytes := 0, int64(0)
+	ok := it.First()
+	if start != nil {
+		ok = it.SeekGE(start)
+	}
+	for ; ok && keys != n; ok = it.Next() {
+		v, err := it.ValueAndErr()
+		if err != nil {
+			it.Close()
+			return keys, bytes, err
+		}
+		keys++
+		bytes += int64(len(it.Key()) + len(v))
+	}
+	return keys, bytes, it.Close()
+}

@@ -45,6 +45,12 @@ type Result struct {
 	// GetMissIter is the IterGetter path's get-miss rate, 0 if none.
 	GetMissIter float64 `json:"get_miss_iter_ops_per_sec,omitempty"`
 
+	// ScanFull is keys per second over a scan of the whole store in
+	// order (the best of scanFullRuns); Scan100 is short range scans per
+	// second: a seek to a random present key, then 100 keys.
+	ScanFull float64 `json:"scan_full_keys_per_sec,omitempty"`
+	Scan100  float64 `json:"scan_100_per_sec,omitempty"`
+
 	CompactSeconds float64 `json:"compact_seconds"`
 	DiskBytes      int64   `json:"disk_bytes"` // store directory after Compact
 	Layout         string  `json:"layout"`     // Engine.Layout after reopening
@@ -183,6 +189,11 @@ func (w *workload) read(spec Spec, dir string, res *Result) (err error) {
 	if res.GetMiss, err = w.getMisses(e.Get, w.cfg.Ops); err != nil {
 		return err
 	}
+	if sc, ok := e.(Scanner); ok {
+		if err := w.scans(sc, res); err != nil {
+			return err
+		}
+	}
 	if ig, ok := e.(IterGetter); ok {
 		if _, err := w.getHits(ig.GetIter, min(iterCheckKeys, w.cfg.N)); err != nil {
 			return fmt.Errorf("iter path: %w", err)
@@ -194,6 +205,42 @@ func (w *workload) read(spec Spec, dir string, res *Result) (err error) {
 			return fmt.Errorf("iter path: %w", err)
 		}
 	}
+	return nil
+}
+
+// scanFullRuns full scans are timed (after one untimed); the best counts,
+// as the one least disturbed by the machine's other work.
+const scanFullRuns = 3
+
+// scans measures a full scan and short range scans, checking that the
+// full scan sees every key and each short one 100 (or the rest).
+func (w *workload) scans(sc Scanner, res *Result) error {
+	for run := range scanFullRuns + 1 {
+		start := time.Now()
+		keys, _, err := sc.Scan(nil, -1)
+		d := time.Since(start)
+		if err != nil {
+			return fmt.Errorf("full scan: %w", err)
+		}
+		if keys != w.cfg.N {
+			return fmt.Errorf("full scan: %d keys, want %d", keys, w.cfg.N)
+		}
+		if run > 0 {
+			res.ScanFull = max(res.ScanFull, rate(keys, d))
+		}
+	}
+	scans := max(w.cfg.Ops/25, 1)
+	start := time.Now()
+	for j := range scans {
+		keys, _, err := sc.Scan(w.present[w.order[j%len(w.order)]], 100)
+		if err != nil {
+			return fmt.Errorf("range scan: %w", err)
+		}
+		if keys == 0 {
+			return fmt.Errorf("range scan from a present key: no keys")
+		}
+	}
+	res.Scan100 = rate(scans, time.Since(start))
 	return nil
 }
 

@@ -23,24 +23,27 @@ func writeTable(w io.Writer, results []engines.Result) {
 		fmt.Fprintf(w, "N = %d keys (16 bytes), %d-byte values, %d lookups per get phase, seed %d\n\n",
 			r.N, r.ValueSize, r.Ops, r.Seed)
 	}
-	fmt.Fprintln(w, "| engine | version | fill ops/s | × | get-hit ops/s | × | get-miss ops/s | × | compact s | disk MiB |")
-	fmt.Fprintln(w, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|")
+	fmt.Fprintln(w, "| engine | version | fill ops/s | × | get-hit ops/s | × | get-miss ops/s | × | scan keys/s | × | scan-100 /s | × | compact s | disk MiB |")
+	fmt.Fprintln(w, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
 	for _, r := range results {
 		miss, path := r.BestGetMiss()
 		missCell := opsCell(miss)
 		if r.GetMissIter > 0 {
 			missCell += " (" + path + ")"
 		}
-		var refFill, refHit, refMiss float64
+		var refFill, refHit, refMiss, refScan, refScan100 float64
 		if ref != nil {
 			refFill, refHit = ref.Fill, ref.GetHit
 			refMiss, _ = ref.BestGetMiss()
+			refScan, refScan100 = ref.ScanFull, ref.Scan100
 		}
-		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %.1f | %.1f |\n",
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.1f | %.1f |\n",
 			r.Engine, r.Version,
 			opsCell(r.Fill), ratio(r.Fill, refFill),
 			opsCell(r.GetHit), ratio(r.GetHit, refHit),
 			missCell, ratio(miss, refMiss),
+			opsCell(r.ScanFull), ratio(r.ScanFull, refScan),
+			opsCell(r.Scan100), ratio(r.Scan100, refScan100),
 			r.CompactSeconds, float64(r.DiskBytes)/(1<<20))
 	}
 	fmt.Fprintln(w)
