@@ -30,29 +30,32 @@ type config struct {
 	NoCompaction bool
 	DropCache    bool
 	NegSegments  int
-	FPRKeys      int
-	FPRProbes    int
-	Baseline     string
-	JSON         string
-	Plot         string
-	Quiet        bool
+	// FillReportKeys is the size of the fill report (0: skipped).
+	FillReportKeys int
+	FPRKeys        int
+	FPRProbes      int
+	Baseline       string
+	JSON           string
+	Plot           string
+	Quiet          bool
 }
 
 // defaultConfig is what `kvbench` without flags runs: about a minute on a
 // 2-core machine, with stores several times larger than the block cache.
 func defaultConfig() config {
 	return config{
-		Keys:         3_000_000,
-		ValueSize:    100,
-		Seed:         1,
-		BitsPerKey:   10,
-		Duration:     5 * time.Second,
-		HitRatio:     0.5,
-		CacheSize:    8 << 20,
-		MemtableSize: 4 << 20,
-		NegSegments:  200,
-		FPRKeys:      200_000,
-		FPRProbes:    1_000_000,
+		Keys:           3_000_000,
+		ValueSize:      100,
+		Seed:           1,
+		BitsPerKey:     10,
+		Duration:       5 * time.Second,
+		HitRatio:       0.5,
+		CacheSize:      8 << 20,
+		MemtableSize:   4 << 20,
+		NegSegments:    200,
+		FillReportKeys: 1_000_000,
+		FPRKeys:        200_000,
+		FPRProbes:      1_000_000,
 	}
 }
 
@@ -71,8 +74,8 @@ Workloads, each fill on a fresh store (16-byte random keys, values of
   get-miss      Gets of keys known to be absent (each differs from a present
                 key in its last bit, so it lands inside the key range)
   mixed         Gets, a -hit-ratio fraction of them for present keys
-  scan          short range scans: reported as not available until the DB
-                has iterators
+  scan-100      short range scans: Seek to a random present key, read 100
+  scan-full     every key in order, once (keys/s)
 After a fill, the store is flushed and left to finish its background
 compactions ("settle") before anything reads it. Read workloads run for
 -duration each, or exactly -ops operations.
@@ -85,6 +88,12 @@ Sections after the workloads:
                        segments (a Flush every so many Puts, compaction
                        off), 90% of the Gets for absent keys, with filters
                        and without
+  fill report          a random fill of -fill-report-keys keys into a fresh
+                       store, stopping 20 times to record write
+                       amplification, segment count and the blocks an
+                       absent-key Get touches against the filters'
+                       prediction (issue 4; -fill-report-keys 10000000
+                       for the long run, a few minutes)
   FPR against theory   Bloom filters built directly at 2..20 bits per key,
                        both layouts, -fpr-keys keys and -fpr-probes absent
                        probes: measured FPR, bloom.FPR, EstimatedFPR
@@ -135,6 +144,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&cfg.NoMmap, "no-mmap", false, "read segments with pread instead of mmap (Options.DisableMmap)")
 	fs.BoolVar(&cfg.DropCache, "drop-cache", false, "before every read phase, close the store, evict its files from the OS page cache and reopen it (Linux)")
 	fs.IntVar(&cfg.NegSegments, "neg-segments", cfg.NegSegments, "segments of the negative-lookup store")
+	fs.IntVar(&cfg.FillReportKeys, "fill-report-keys", cfg.FillReportKeys, "keys of the fill report (0 skips it; 10000000 for the full report)")
 	fs.IntVar(&cfg.FPRKeys, "fpr-keys", cfg.FPRKeys, "keys per filter in the FPR sweep")
 	fs.IntVar(&cfg.FPRProbes, "fpr-probes", cfg.FPRProbes, "absent keys probed per filter in the FPR sweep")
 	fs.StringVar(&cfg.Baseline, "baseline", "", "also run the workloads on `STORE` (only bbolt)")
@@ -167,6 +177,7 @@ func (c config) validate() error {
 	check(c.CacheSize > 0, "-cache-size must be positive")
 	check(c.MemtableSize >= 64<<10 && c.MemtableSize <= 1<<30, "-memtable-size %d: want 64KiB..1GiB", c.MemtableSize)
 	check(c.NegSegments >= 1 && c.NegSegments <= 10_000, "-neg-segments %d: want 1..10000", c.NegSegments)
+	check(c.FillReportKeys >= 0 && c.FillReportKeys <= 1<<30, "-fill-report-keys %d: want 0..2^30", c.FillReportKeys)
 	check(c.FPRKeys >= 1 && c.FPRProbes >= 1, "-fpr-keys and -fpr-probes must be positive")
 	check(c.Baseline == "" || c.Baseline == "bbolt", "-baseline %q: only bbolt is supported", c.Baseline)
 	check(!c.DropCache || dropCacheSupported, "-drop-cache is supported on Linux only, not %s", runtime.GOOS)

@@ -41,7 +41,7 @@ func TestHelpDocumentsEveryFlag(t *testing.T) {
 	if !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("-h returned %v, want flag.ErrHelp", err)
 	}
-	for _, want := range []string{"fill-seq", "get-miss", "disk reads avoided", "Bigtable", "-drop-cache", "-json", "-plot", "-baseline", "-hit-ratio", "iterators"} {
+	for _, want := range []string{"fill-seq", "get-miss", "disk reads avoided", "Bigtable", "-drop-cache", "-json", "-plot", "-baseline", "-hit-ratio", "scan-100", "-fill-report-keys"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("-h does not mention %q", want)
 		}

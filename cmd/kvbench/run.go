@@ -11,6 +11,8 @@ import (
 	"runtime"
 	"slices"
 	"time"
+
+	"github.com/bloomkv/bloomkv"
 )
 
 // bench is one run: its configuration, work directory, data set, report,
@@ -27,6 +29,9 @@ type bench struct {
 	getMiss result        // its get-miss, reused by the filter comparison
 	fills   []result      // fill-seq, fill-random: for the baseline table
 	reads   []result      // get-hit, get-miss, mixed: for the baseline table
+	// compactions are fill-random's latest merges, taken before any
+	// reopen (-drop-cache) resets the DB's history.
+	compactions []bloomkv.CompactionInfo
 }
 
 // run is the whole benchmark: main parses the flags and calls it; the
@@ -51,7 +56,7 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) (err error) 
 	start := time.Now()
 	b.data = newDataset(cfg.Keys, cfg.ValueSize, cfg.Seed)
 	b.header(time.Since(start))
-	phases := []func(context.Context) error{b.workloads, b.filterComparison, b.negativeLookups, b.fprSweep, b.baseline}
+	phases := []func(context.Context) error{b.workloads, b.filterComparison, b.negativeLookups, b.fillReport, b.fprSweep, b.baseline}
 	for _, phase := range phases {
 		if err := phase(ctx); err != nil {
 			return err
@@ -148,7 +153,7 @@ func (b *bench) workloads(ctx context.Context) error {
 		return err
 	}
 	b.printWorkloads()
-	return b.scanUnavailable(workloadsSection)
+	return b.scans(ctx)
 }
 
 // runFills loads the data set into two fresh stores, in key order and in
@@ -170,6 +175,7 @@ func (b *bench) runFills(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	b.compactions = b.main.db.Stats().RecentCompactions
 	b.fills = []result{fillSeq, fillRandom}
 	for i := range b.fills {
 		b.fills[i].BytesPerOp = keySize + b.cfg.ValueSize
@@ -213,20 +219,6 @@ func (b *bench) printWorkloads() {
 		sh.Segments, fmtBytes(float64(sh.SegmentBytes)), fmtBytes(float64(sh.FilterBytes)))
 	b.rep.printf("probed = segments whose filter was asked (key in range), skipped = ruled out by it, false+ = it said maybe wrongly.\n")
 	readTable(b.reads).write(b.rep.text)
-}
-
-// scanUnavailable reports the scan workload as missing: the DB has no
-// iterators yet. When it has, a scan workload goes here, measured like the
-// reads above.
-func (b *bench) scanUnavailable(section string) error {
-	b.rep.printf("scan: not available (iterators not implemented)\n")
-	return b.rep.record(struct {
-		Kind     string `json:"kind"`
-		Section  string `json:"section"`
-		Store    string `json:"store"`
-		Workload string `json:"workload"`
-		Skipped  string `json:"skipped"`
-	}{"workload", section, "bloomkv", "scan", "iterators not implemented"})
 }
 
 // filterComparison is "disk reads avoided": the workloads' get-miss against
@@ -333,17 +325,18 @@ func (b *bench) negativeRun(ctx context.Context, d *dataset, perSegment int, bpk
 // merged keys, or the union of the inputs' filters) with its FPR estimated
 // from the bits.
 func (b *bench) printCompactions() {
-	cs := b.main.db.Stats().RecentCompactions
+	cs := b.compactions
 	if len(cs) == 0 {
 		return
 	}
-	b.rep.printf("\nThe last %d compactions of fill-random (filter: how the output's filter was made; est. FPR from its bits):\n", len(cs))
-	t := &table{header: []string{"inputs", "in", "out", "entries", "tier", "major", "filter", "filter time", "est. FPR", "took"}}
+	b.rep.printf("\nThe last %d compactions of fill-random (filter: how the output's filter was made; est. FPR from its bits;\n", len(cs))
+	b.rep.printf("measured FPR: the share of %s random absent keys the output's filter passes):\n", fmtInt(65536))
+	t := &table{header: []string{"inputs", "in", "out", "entries", "tier", "major", "filter", "filter time", "est. FPR", "measured FPR", "took"}}
 	for _, c := range cs {
 		t.add(fmtNum(float64(c.Inputs)), fmtBytes(float64(c.InputBytes)), fmtBytes(float64(c.OutputBytes)),
 			fmtNum(float64(c.OutputEntries)), fmtNum(float64(c.Tier)), onOff(c.Major, "yes", "no"),
 			c.FilterPath, c.FilterPlan.Round(time.Microsecond).String(), fmt.Sprintf("%.3f%%", 100*c.EstimatedFPR),
-			c.Duration.Round(time.Millisecond).String())
+			fmt.Sprintf("%.3f%%", 100*c.MeasuredFPR), c.Duration.Round(time.Millisecond).String())
 	}
 	t.write(b.rep.text)
 }

@@ -21,6 +21,7 @@ func tinyConfig(t *testing.T) config {
 	cfg.MemtableSize = 64 << 10 // several segments from 5000 keys
 	cfg.CacheSize = 256 << 10
 	cfg.NegSegments = 10
+	cfg.FillReportKeys = 4000
 	cfg.FPRKeys, cfg.FPRProbes = 2000, 10000
 	cfg.Baseline = "bbolt"
 	cfg.Dir = t.TempDir()
@@ -42,8 +43,8 @@ func TestRunSmoke(t *testing.T) {
 	out := stdout.String()
 	for _, want := range []string{
 		"== Workloads", "fill-seq", "fill-random", "get-hit", "get-miss", "mixed (50% hits)",
-		"scan: not available (iterators not implemented)",
-		"== Disk reads avoided", "gain with filters", "== Negative lookups", "negative-lookup",
+		"scan-100 (100 keys from a random Seek)", "scan-full", "keys/s", "measured FPR",
+		"== Disk reads avoided", "gain with filters", "== Fill report", "W-amp", "== Negative lookups", "negative-lookup",
 		"== Bloom filter FPR against theory", "== Baseline: bbolt", "total time",
 	} {
 		if !strings.Contains(out, want) {
@@ -66,7 +67,8 @@ func TestRunSmoke(t *testing.T) {
 	for _, want := range []string{
 		"workload workloads bloomkv fill-seq ", "workload workloads bloomkv fill-random ",
 		"workload workloads bloomkv get-hit ", "workload workloads bloomkv get-miss ",
-		"workload workloads bloomkv mixed 50% hits", "workload workloads bloomkv scan ",
+		"workload workloads bloomkv mixed 50% hits", "workload workloads bloomkv scan-100 100 keys from a random Seek",
+		"workload workloads bloomkv scan-full " + fmtInt(int64(cfg.Keys)) + " keys in order",
 		"workload disk-reads-avoided bloomkv get-miss filters", "workload disk-reads-avoided bloomkv get-miss no filters",
 		"workload negative-lookups bloomkv negative-lookup filters", "workload negative-lookups bloomkv negative-lookup no filters",
 		"workload baseline bbolt fill-random ", "workload baseline bbolt get-hit ", "workload baseline bbolt get-miss ",

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"time"
 
 	"github.com/bloomkv/bloomkv"
 )
@@ -87,57 +85,9 @@ func (s *bloomkvStore) finishFill(ctx context.Context) error {
 	return s.settle(ctx)
 }
 
-// Settling: the DB has no call that waits for its background compactions,
-// so settle polls until, for settleQuiet, neither the compaction count nor
-// the segment count has changed and no file in the store's directory has
-// appeared, gone or grown (a running merge writes its output file
-// continuously; planning its filter takes milliseconds). Reads measured
+// settle waits until the background compactions are done: reads measured
 // while a merge runs would measure the merge.
-const (
-	settlePoll  = 20 * time.Millisecond
-	settleQuiet = 300 * time.Millisecond
-)
-
-type settleSample struct {
-	compactions uint64
-	segments    int
-	files       int
-	bytes       int64
-}
-
-func (s *bloomkvStore) settle(ctx context.Context) error {
-	sample := func() (settleSample, error) {
-		st := s.db.Stats()
-		out := settleSample{compactions: st.Compactions, segments: st.Segments}
-		entries, err := os.ReadDir(s.path)
-		if err != nil {
-			return out, fmt.Errorf("settle: %w", err)
-		}
-		for _, e := range entries {
-			if info, err := e.Info(); err == nil { // a file may vanish meanwhile
-				out.files++
-				out.bytes += info.Size()
-			}
-		}
-		return out, nil
-	}
-	last, err := sample()
-	for quietSince := time.Now(); time.Since(quietSince) < settleQuiet; {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(settlePoll):
-		}
-		cur, err := sample()
-		if err != nil {
-			return err
-		}
-		if cur != last {
-			last, quietSince = cur, time.Now()
-		}
-	}
-	return err
-}
+func (s *bloomkvStore) settle(ctx context.Context) error { return s.db.WaitForCompactions(ctx) }
 
 func (s *bloomkvStore) get(dst, key []byte) ([]byte, bool, error) {
 	v, err := s.db.Get(key)
