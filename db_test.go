@@ -568,6 +568,7 @@ func BenchmarkFillRandom(b *testing.B) {
 var (
 	benchOnce sync.Once
 	benchDB   *DB
+	benchDir  string // removed by TestMain
 )
 
 func filledDB(b *testing.B) *DB {
@@ -576,6 +577,7 @@ func filledDB(b *testing.B) *DB {
 		if err != nil {
 			b.Fatal(err)
 		}
+		benchDir = dir
 		db := mustOpen(b, dir, nil)
 		var k [16]byte
 		v := make([]byte, 100)
