@@ -53,7 +53,7 @@ func defaultConfig() config {
 		CacheSize:      8 << 20,
 		MemtableSize:   4 << 20,
 		NegSegments:    200,
-		FillReportKeys: 1_000_000,
+		FillReportKeys: 500_000,
 		FPRKeys:        200_000,
 		FPRProbes:      1_000_000,
 	}
