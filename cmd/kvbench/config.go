@@ -48,7 +48,7 @@ func defaultConfig() config {
 		ValueSize:      100,
 		Seed:           1,
 		BitsPerKey:     10,
-		Duration:       5 * time.Second,
+		Duration:       4 * time.Second,
 		HitRatio:       0.5,
 		CacheSize:      8 << 20,
 		MemtableSize:   4 << 20,
