@@ -1,7 +1,6 @@
 package bloomkv
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/binary"
@@ -12,12 +11,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/bloomkv/bloomkv/bloom"
 )
@@ -25,7 +21,6 @@ import (
 var (
 	modelSteps = flag.Int("model.steps", 4000, "steps of the randomized model test")
 	modelSeed  = flag.Uint64("model.seed", 1, "seed of the randomized model test")
-	crashRuns  = flag.Int("crash.runs", 6, "kill-and-recover rounds per crash test")
 )
 
 // smallOptions make flushes frequent so that tests cross memtable and
@@ -416,117 +411,8 @@ func TestBackgroundCompaction(t *testing.T) {
 	}
 }
 
-// The crash test: a child process commits batches and reports each one
-// after Write returns; the parent SIGKILLs it at a random moment, reopens
-// the store and checks that every reported batch is there in full.
-
-const crashChildEnv = "BLOOMKV_CRASH_CHILD"
-
-func TestCrashChild(t *testing.T) {
-	dir := os.Getenv(crashChildEnv)
-	if dir == "" {
-		t.Skip("helper process for TestCrash")
-	}
-	opts := smallOptions()
-	opts.Sync = os.Getenv("BLOOMKV_CRASH_SYNC") == "1"
-	db, err := Open(dir, opts)
-	if err != nil {
-		fmt.Println("open error:", err)
-		os.Exit(2)
-	}
-	start, _ := strconv.Atoi(os.Getenv("BLOOMKV_CRASH_START"))
-	out := bufio.NewWriter(os.Stdout)
-	for i := start; ; i++ {
-		b := NewBatch()
-		for j := range 5 {
-			b.Put(crashKey(i, j), crashValue(i, j))
-		}
-		if err := db.Write(b); err != nil {
-			fmt.Println("write error:", err)
-			os.Exit(3)
-		}
-		fmt.Fprintln(out, i)
-		out.Flush()
-		if i%200 == 0 {
-			go db.Compact()
-		}
-	}
-}
-
-func crashKey(i, j int) []byte { return fmt.Appendf(nil, "batch%07d-%d", i, j) }
-func crashValue(i, j int) []byte {
-	v := make([]byte, 40)
-	binary.LittleEndian.PutUint64(v, uint64(i*10+j))
-	return v
-}
-
-func TestCrash(t *testing.T) {
-	for _, sync := range []bool{false, true} {
-		t.Run(fmt.Sprintf("sync=%v", sync), func(t *testing.T) {
-			dir := t.TempDir()
-			rng := rand.New(rand.NewPCG(7, 0))
-			next := 0
-			var acks [][2]int // acknowledged batch ranges of all runs so far
-			for run := range *crashRuns {
-				acked := runCrashChild(t, dir, sync, next, time.Duration(50+rng.IntN(400))*time.Millisecond)
-				acks = append(acks, [2]int{next, acked})
-				db := mustOpen(t, dir, smallOptions())
-				for _, r := range acks {
-					for i := r[0]; i <= r[1]; i++ {
-						for j := range 5 {
-							v, err := db.Get(crashKey(i, j))
-							if err != nil || !bytes.Equal(v, crashValue(i, j)) {
-								t.Fatalf("run %d: acknowledged batch %d lost (key %d): %v", run, i, j, err)
-							}
-						}
-					}
-				}
-				// A batch is atomic: the one in flight is all there or not at all.
-				_, err0 := db.Get(crashKey(acked+1, 0))
-				_, err4 := db.Get(crashKey(acked+1, 4))
-				if errors.Is(err0, ErrNotFound) != errors.Is(err4, ErrNotFound) {
-					t.Fatalf("run %d: batch %d is torn", run, acked+1)
-				}
-				db.Close()
-				next = acked + 2
-				t.Logf("run %d: %d batches acknowledged before the kill, all present", run, acked)
-			}
-		})
-	}
-}
-
-// runCrashChild starts the child, kills it after d, and returns the last
-// batch it reported.
-func runCrashChild(t *testing.T, dir string, sync bool, start int, d time.Duration) int {
-	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$")
-	cmd.Env = append(os.Environ(), crashChildEnv+"="+dir, "BLOOMKV_CRASH_START="+strconv.Itoa(start))
-	if sync {
-		cmd.Env = append(cmd.Env, "BLOOMKV_CRASH_SYNC=1")
-	}
-	stdout, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	lines := make(chan string, 1024)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-	}()
-	time.AfterFunc(d, func() { cmd.Process.Signal(syscall.SIGKILL) })
-	acked := start - 1
-	for line := range lines {
-		n, err := strconv.Atoi(line)
-		if err != nil {
-			t.Fatalf("child: %s", line)
-		}
-		acked = n
-	}
-	cmd.Wait()
-	return acked
-}
+// The crash test is TestCrashLoop (crashloop_test.go): a child process
+// with concurrent writers is SIGKILLed at random moments, 100 times.
 
 // Benchmarks: 16-byte random keys, 100-byte values, as in the README's
 // comparison. b.N operations per benchmark; the store for the get

@@ -47,14 +47,6 @@ func (e *bloomkvEngine) Scan(start []byte, n int) (int, int64, error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	keys, bytes := 0, int64(0)
-	ok := it.First()
-	if start != nil {
-		ok = it.Seek(start)
-	}
-	for ; ok && keys != n; ok = it.Next() {
-		keys++
-		bytes += int64(len(it.Key()) + len(it.Value()))
-	}
+	keys, bytes := scanCursor(it, start, n)
 	return keys, bytes, it.Close()
 }

@@ -89,3 +89,25 @@ func Lookup(name string) (Spec, error) {
 type Scanner interface {
 	Scan(start []byte, n int) (keys int, bytes int64, err error)
 }
+
+// cursor is the iterator shape bloomkv and goleveldb share.
+type cursor interface {
+	First() bool
+	Seek(key []byte) bool
+	Next() bool
+	Key() []byte
+	Value() []byte
+}
+
+// scanCursor is Scanner.Scan over a cursor; the caller closes it.
+func scanCursor(it cursor, start []byte, n int) (keys int, bytes int64) {
+	ok := it.First()
+	if start != nil {
+		ok = it.Seek(start)
+	}
+	for ; ok && keys != n; ok = it.Next() {
+		keys++
+		bytes += int64(len(it.Key()) + len(it.Value()))
+	}
+	return keys, bytes
+}

@@ -128,14 +128,6 @@ func (e *goleveldbEngine) Close() error { return e.db.Close() }
 func (e *goleveldbEngine) Scan(start []byte, n int) (int, int64, error) {
 	it := e.db.NewIterator(nil, nil)
 	defer it.Release()
-	keys, bytes := 0, int64(0)
-	ok := it.First()
-	if start != nil {
-		ok = it.Seek(start)
-	}
-	for ; ok && keys != n; ok = it.Next() {
-		keys++
-		bytes += int64(len(it.Key()) + len(it.Value()))
-	}
+	keys, bytes := scanCursor(it, start, n)
 	return keys, bytes, it.Error()
 }
