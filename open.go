@@ -184,8 +184,10 @@ func (db *DB) replay(logs []uint64, flushedSeq uint64) (*memtable.Memtable, erro
 // longer needed.
 func (db *DB) startFresh(replayed *memtable.Memtable, logs []uint64, maxNum uint64) error {
 	// File numbers handed out before a crash may not have reached the
-	// manifest (a live WAL is named by one); move past every number present.
-	next := maxNum + 1
+	// manifest (a live WAL is named by one); move past every number present
+	// — and never back: numbers the manifest counted may name files that
+	// were never created (a create that failed).
+	next := max(maxNum+1, db.manifest.State().NextFileNum)
 	if err := db.manifest.Apply(manifest.Edit{NextFileNum: &next}); err != nil {
 		return fmt.Errorf("bloomkv: %w", err)
 	}
