@@ -47,7 +47,7 @@ func (db *DB) Compact() error {
 	inputs := db.refSegmentsLocked(0, len(db.segments))
 	db.mu.Unlock()
 	defer unrefAll(inputs)
-	if len(inputs) <= 1 && (len(inputs) == 0 || inputs[0].meta.Tombstones == 0) {
+	if len(inputs) == 0 || len(inputs) == 1 && !hasGarbage(inputs[0]) {
 		return nil // nothing to merge, nothing to drop
 	}
 	var tier uint32
@@ -93,6 +93,13 @@ func (db *DB) refSegmentsLocked(start, end int) []*segHandle {
 		s.refs.Add(1)
 	}
 	return out
+}
+
+// hasGarbage reports whether a segment holds what a major compaction
+// drops: tombstones, or older versions of a key (kept for a snapshot that
+// may since have been released).
+func hasGarbage(s *segHandle) bool {
+	return s.meta.Tombstones > 0 || s.meta.Entries > s.reader.Properties().DistinctKeys
 }
 
 func anyObsolete(segs []*segHandle) bool {

@@ -384,10 +384,14 @@ func TestSnapshotCompactionKeepsVersions(t *testing.T) {
 	}
 	s1.Close()
 	s2.Close()
-	put("c", "1")
-	mustDo(t, db.Compact())
-	if n := entries(); n != 2 { // a:3 c:1
-		t.Fatalf("%d entries after the snapshots were released, want 2", n)
+	mustDo(t, db.Compact()) // one segment, but holding what no reader needs now
+	if n := entries(); n != 1 { // a:3
+		t.Fatalf("%d entries after the snapshots were released, want 1", n)
+	}
+	before := db.Stats().Compactions
+	mustDo(t, db.Compact()) // and now nothing to do
+	if n, c := entries(), db.Stats().Compactions; n != 1 || c != before {
+		t.Fatalf("a second Compact: %d entries, %d merges (before %d); want 1 and no merge", n, c, before)
 	}
 }
 
