@@ -384,7 +384,7 @@ func TestSnapshotCompactionKeepsVersions(t *testing.T) {
 	}
 	s1.Close()
 	s2.Close()
-	mustDo(t, db.Compact()) // one segment, but holding what no reader needs now
+	mustDo(t, db.Compact())     // one segment, but holding what no reader needs now
 	if n := entries(); n != 1 { // a:3
 		t.Fatalf("%d entries after the snapshots were released, want 1", n)
 	}
