@@ -2,6 +2,8 @@ package engines
 
 import (
 	"bytes"
+	"maps"
+	"slices"
 	"testing"
 )
 
@@ -34,10 +36,32 @@ func TestSmoke(t *testing.T) {
 // must notice.
 type mapEngine struct {
 	m          map[string][]byte
-	dropEvery  int  // Put silently drops every dropEvery-th key (0: none)
-	corrupt    bool // Get returns a changed value
-	inventMiss bool // Get reports absent keys present
+	dropEvery  int                          // Put silently drops every dropEvery-th key (0: none)
+	corrupt    bool                         // Get returns a changed value
+	inventMiss bool                         // Get reports absent keys present
+	scanFault  func(keys []string) []string // Scan sees these keys instead
+	shortScans bool                         // a range scan of n keys reads n-1
 	puts       int
+}
+
+// Scan reads the map's keys in order, through scanFault if set.
+func (e *mapEngine) Scan(start []byte, n int) (keys int, bytes int64, err error) {
+	sorted := slices.Sorted(maps.Keys(e.m))
+	if e.scanFault != nil {
+		sorted = e.scanFault(sorted)
+	}
+	if e.shortScans && n > 0 {
+		n--
+	}
+	i, _ := slices.BinarySearch(sorted, string(start))
+	for _, k := range sorted[i:] {
+		if keys == n {
+			break
+		}
+		keys++
+		bytes += int64(len(k) + len(e.m[k]))
+	}
+	return keys, bytes, nil
 }
 
 func (e *mapEngine) Put(key, value []byte) error {
@@ -76,6 +100,10 @@ func TestRunChecksAnswers(t *testing.T) {
 		{"drops keys", mapEngine{dropEvery: 97}, true},
 		{"corrupts values", mapEngine{corrupt: true}, true},
 		{"invents keys", mapEngine{inventMiss: true}, true},
+		{"scans skip a key", mapEngine{scanFault: func(k []string) []string { return slices.Delete(k, 500, 501) }}, true},
+		{"scans repeat a key", mapEngine{scanFault: func(k []string) []string { return slices.Insert(k, 10, k[10]) }}, true},
+		{"scans stop early", mapEngine{scanFault: func(k []string) []string { return k[:len(k)-1] }}, true},
+		{"range scans one key short", mapEngine{shortScans: true}, true},
 	}
 	cfg := Config{N: 1000, ValueSize: 20, Ops: 1000, Seed: 3, Dir: t.TempDir()}
 	for _, tt := range tests {

@@ -124,7 +124,8 @@ func (e *goleveldbEngine) Layout() string {
 
 func (e *goleveldbEngine) Close() error { return e.db.Close() }
 
-// Scan uses one goleveldb iterator per call with default ReadOptions.
+// Scan uses one goleveldb iterator per call with default ReadOptions
+// (DontFillCache false: scans fill the block cache, goleveldb's default).
 func (e *goleveldbEngine) Scan(start []byte, n int) (int, int64, error) {
 	it := e.db.NewIterator(nil, nil)
 	defer it.Release()

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/bloomkv/bloomkv/bench/filters"
@@ -46,10 +47,17 @@ type Result struct {
 	GetMissIter float64 `json:"get_miss_iter_ops_per_sec,omitempty"`
 
 	// ScanFull is keys per second over a scan of the whole store in
-	// order (the best of scanFullRuns); Scan100 is short range scans per
-	// second: a seek to a random present key, then 100 keys.
-	ScanFull float64 `json:"scan_full_keys_per_sec,omitempty"`
-	Scan100  float64 `json:"scan_100_per_sec,omitempty"`
+	// order (the best of scanFullRuns), ScanFullMB the same scan's key and
+	// value bytes in MB (10^6 bytes) per second. Scan100 is short range
+	// scans per second (a new iterator, a seek to a random present key,
+	// then up to 100 keys), Scan100Keys their keys per second.
+	ScanFull    float64 `json:"scan_full_keys_per_sec,omitempty"`
+	ScanFullMB  float64 `json:"scan_full_mb_per_sec,omitempty"`
+	Scan100     float64 `json:"scan_100_per_sec,omitempty"`
+	Scan100Keys float64 `json:"scan_100_keys_per_sec,omitempty"`
+	// ScanSeconds is the wall time of the whole scan phase, untimed
+	// passes and checks included: what scans add to a run.
+	ScanSeconds float64 `json:"scan_seconds,omitempty"`
 
 	CompactSeconds float64 `json:"compact_seconds"`
 	DiskBytes      int64   `json:"disk_bytes"` // store directory after Compact
@@ -212,36 +220,74 @@ func (w *workload) read(spec Spec, dir string, res *Result) (err error) {
 // as the one least disturbed by the machine's other work.
 const scanFullRuns = 3
 
-// scans measures a full scan and short range scans, checking that the
-// full scan sees every key and each short one 100 (or the rest).
+// scanLen is the length of a short range scan.
+const scanLen = 100
+
+// scans measures a full scan and short range scans. Every full scan must
+// return all N keys and exactly their key and value bytes; each short one
+// must return min(scanLen, keys from its start to the end) keys with
+// their bytes, so a scan that skips, repeats or truncates fails.
 func (w *workload) scans(sc Scanner, res *Result) error {
+	began := time.Now()
+	defer func() { res.ScanSeconds = time.Since(began).Seconds() }()
+	var total int64
+	for _, k := range w.present {
+		total += int64(len(k) + w.cfg.ValueSize)
+	}
 	for run := range scanFullRuns + 1 {
 		start := time.Now()
-		keys, _, err := sc.Scan(nil, -1)
+		keys, n, err := sc.Scan(nil, -1)
 		d := time.Since(start)
 		if err != nil {
 			return fmt.Errorf("full scan: %w", err)
 		}
-		if keys != w.cfg.N {
-			return fmt.Errorf("full scan: %d keys, want %d", keys, w.cfg.N)
+		if keys != w.cfg.N || n != total {
+			return fmt.Errorf("full scan: %d keys, %d bytes, want %d, %d", keys, n, w.cfg.N, total)
 		}
-		if run > 0 {
-			res.ScanFull = max(res.ScanFull, rate(keys, d))
+		if run > 0 && rate(keys, d) > res.ScanFull {
+			res.ScanFull, res.ScanFullMB = rate(keys, d), float64(n)/1e6/d.Seconds()
 		}
 	}
+	return w.shortScans(sc, res)
+}
+
+// shortScans times Ops/25 short range scans from present keys in the
+// get-hit order (a 100-key scan costs about as much as 25 lookups).
+func (w *workload) shortScans(sc Scanner, res *Result) error {
+	rank := w.ranks()
 	scans := max(w.cfg.Ops/25, 1)
+	keysRead := 0
 	start := time.Now()
 	for j := range scans {
-		keys, _, err := sc.Scan(w.present[w.order[j%len(w.order)]], 100)
+		i := w.order[j%len(w.order)]
+		keys, n, err := sc.Scan(w.present[i], scanLen)
 		if err != nil {
-			return fmt.Errorf("range scan: %w", err)
+			return fmt.Errorf("range scan from key %d: %w", i, err)
 		}
-		if keys == 0 {
-			return fmt.Errorf("range scan from a present key: no keys")
+		want := min(scanLen, w.cfg.N-int(rank[i]))
+		// Every key has the same length (GenerateKeys: 16 bytes).
+		if keys != want || n != int64(keys*(len(w.present[i])+w.cfg.ValueSize)) {
+			return fmt.Errorf("range scan from key %d: %d keys, %d bytes, want %d keys", i, keys, n, want)
 		}
+		keysRead += keys
 	}
-	res.Scan100 = rate(scans, time.Since(start))
+	d := time.Since(start)
+	res.Scan100, res.Scan100Keys = rate(scans, d), rate(keysRead, d)
 	return nil
+}
+
+// ranks returns each present key's position in key order.
+func (w *workload) ranks() []int32 {
+	byKey := make([]int32, len(w.present))
+	for i := range byKey {
+		byKey[i] = int32(i)
+	}
+	slices.SortFunc(byKey, func(a, b int32) int { return bytes.Compare(w.present[a], w.present[b]) })
+	rank := make([]int32, len(byKey))
+	for r, i := range byKey {
+		rank[i] = int32(r)
+	}
+	return rank
 }
 
 type getFunc func(dst, key []byte) ([]byte, bool, error)

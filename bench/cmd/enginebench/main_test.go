@@ -49,14 +49,18 @@ func TestRunAll(t *testing.T) {
 
 func TestWriteTable(t *testing.T) {
 	results := []engines.Result{
-		{Engine: "bloomkv", Version: "local", Fill: 1000, GetHit: 2000, GetMiss: 4000, ScanFull: 8000, Scan100: 100, DiskBytes: 3 << 20, Layout: "1 segment"},
-		{Engine: "pebble", Version: "v2", Fill: 500, GetHit: 3000, GetMiss: 1000, GetMissIter: 2000, ScanFull: 6000, Scan100: 200, Layout: "L6"},
+		{Engine: "bloomkv", Version: "local", Fill: 1000, GetHit: 2000, GetMiss: 4000, ScanFull: 8000, ScanFullMB: 0.9,
+			Scan100: 100, Scan100Keys: 10000, ScanSeconds: 1.25, DiskBytes: 3 << 20, Layout: "1 segment"},
+		{Engine: "pebble", Version: "v2", Fill: 500, GetHit: 3000, GetMiss: 1000, GetMissIter: 2000, ScanFull: 6000, ScanFullMB: 0.7,
+			Scan100: 200, Scan100Keys: 20000, ScanSeconds: 2, Layout: "L6"},
 	}
 	var out bytes.Buffer
 	writeTable(&out, results)
 	for _, want := range []string{
-		"| bloomkv | local | 1,000 | 1.00 | 2,000 | 1.00 | 4,000 | 1.00 | 8,000 | 1.00 | 100 | 1.00 | 0.0 | 3.0 |",
-		"| pebble | v2 | 500 | 0.50 | 3,000 | 1.50 | 2,000 (iter) | 0.50 | 6,000 | 0.75 | 200 | 2.00 | 0.0 | 0.0 |",
+		"| bloomkv | local | 1,000 | 1.00 | 2,000 | 1.00 | 4,000 | 1.00 | 0.0 | 3.0 |",
+		"| pebble | v2 | 500 | 0.50 | 3,000 | 1.50 | 2,000 (iter) | 0.50 | 0.0 | 0.0 |",
+		"| bloomkv | 8,000 | 1 | 1.00 | 100 | 10,000 | 1.00 | 1.2 |",
+		"| pebble | 6,000 | 1 | 0.75 | 200 | 20,000 | 2.00 | 2.0 |",
 		"pebble get-miss: DB.Get 1,000 ops/s, iterator (UseL6Filters + SeekPrefixGE) 2,000 ops/s",
 		"* pebble: L6",
 	} {
@@ -67,7 +71,8 @@ func TestWriteTable(t *testing.T) {
 
 	out.Reset()
 	writeTable(&out, results[1:]) // no bloomkv: no ratios
-	if !strings.Contains(out.String(), "| pebble | v2 | 500 | - | 3,000 | - |") {
+	if !strings.Contains(out.String(), "| pebble | v2 | 500 | - | 3,000 | - |") ||
+		!strings.Contains(out.String(), "| pebble | 6,000 | 1 | - | 200 | 20,000 | - |") {
 		t.Errorf("without bloomkv the ratios should be -:\n%s", out.String())
 	}
 }

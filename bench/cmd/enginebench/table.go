@@ -8,46 +8,27 @@ import (
 	"github.com/bloomkv/bloomkv/bench/engines"
 )
 
-// writeTable writes results as a Markdown table of ops/s with each rate's
-// ratio to bloomkv's, followed by notes on the IterGetter paths and the
-// stores' layouts. Without a bloomkv result the ratios are "-".
+// writeTable writes results as two Markdown tables, point operations and
+// scans, of rates with each one's ratio to bloomkv's, followed by notes on
+// the IterGetter paths and the stores' layouts. Without a bloomkv result
+// the ratios are "-".
 func writeTable(w io.Writer, results []engines.Result) {
-	var ref *engines.Result
-	for i := range results {
-		if results[i].Engine == "bloomkv" {
-			ref = &results[i]
+	var ref engines.Result // zero rates without bloomkv: every ratio "-"
+	for _, r := range results {
+		if r.Engine == "bloomkv" {
+			ref = r
 		}
 	}
 	if len(results) > 0 {
 		r := results[0]
-		fmt.Fprintf(w, "N = %d keys (16 bytes), %d-byte values, %d lookups per get phase, seed %d\n\n",
-			r.N, r.ValueSize, r.Ops, r.Seed)
+		fmt.Fprintf(w, "N = %d keys (16 bytes), %d-byte values, %d lookups per get phase, %d short scans, seed %d\n\n",
+			r.N, r.ValueSize, r.Ops, max(r.Ops/25, 1), r.Seed)
 	}
-	fmt.Fprintln(w, "| engine | version | fill ops/s | × | get-hit ops/s | × | get-miss ops/s | × | scan keys/s | × | scan-100 /s | × | compact s | disk MiB |")
-	fmt.Fprintln(w, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
-	for _, r := range results {
-		miss, path := r.BestGetMiss()
-		missCell := opsCell(miss)
-		if r.GetMissIter > 0 {
-			missCell += " (" + path + ")"
-		}
-		var refFill, refHit, refMiss, refScan, refScan100 float64
-		if ref != nil {
-			refFill, refHit = ref.Fill, ref.GetHit
-			refMiss, _ = ref.BestGetMiss()
-			refScan, refScan100 = ref.ScanFull, ref.Scan100
-		}
-		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.1f | %.1f |\n",
-			r.Engine, r.Version,
-			opsCell(r.Fill), ratio(r.Fill, refFill),
-			opsCell(r.GetHit), ratio(r.GetHit, refHit),
-			missCell, ratio(miss, refMiss),
-			opsCell(r.ScanFull), ratio(r.ScanFull, refScan),
-			opsCell(r.Scan100), ratio(r.Scan100, refScan100),
-			r.CompactSeconds, float64(r.DiskBytes)/(1<<20))
-	}
+	writePointTable(w, results, ref)
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "× = engine ops/s ÷ bloomkv ops/s (above 1: faster than bloomkv).")
+	writeScanTable(w, results, ref)
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "× = engine rate ÷ bloomkv rate (above 1: faster than bloomkv).")
 	for _, r := range results {
 		if r.GetMissIter > 0 {
 			fmt.Fprintf(w, "%s get-miss: DB.Get %s ops/s, iterator (UseL6Filters + SeekPrefixGE) %s ops/s; the table shows the faster.\n",
@@ -59,6 +40,39 @@ func writeTable(w io.Writer, results []engines.Result) {
 	fmt.Fprintln(w)
 	for _, r := range results {
 		fmt.Fprintf(w, "* %s: %s\n", r.Engine, r.Layout)
+	}
+}
+
+// writePointTable writes the fill, get and compaction columns.
+func writePointTable(w io.Writer, results []engines.Result, ref engines.Result) {
+	fmt.Fprintln(w, "| engine | version | fill ops/s | × | get-hit ops/s | × | get-miss ops/s | × | compact s | disk MiB |")
+	fmt.Fprintln(w, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|")
+	refMiss, _ := ref.BestGetMiss()
+	for _, r := range results {
+		miss, path := r.BestGetMiss()
+		missCell := opsCell(miss)
+		if r.GetMissIter > 0 {
+			missCell += " (" + path + ")"
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %.1f | %.1f |\n",
+			r.Engine, r.Version,
+			opsCell(r.Fill), ratio(r.Fill, ref.Fill),
+			opsCell(r.GetHit), ratio(r.GetHit, ref.GetHit),
+			missCell, ratio(miss, refMiss),
+			r.CompactSeconds, float64(r.DiskBytes)/(1<<20))
+	}
+}
+
+// writeScanTable writes the scan columns and the time the scan phase took.
+func writeScanTable(w io.Writer, results []engines.Result, ref engines.Result) {
+	fmt.Fprintln(w, "| engine | scan-full keys/s | MB/s | × | scan-100 scans/s | keys/s | × | scan phase s |")
+	fmt.Fprintln(w, "|---|--:|--:|--:|--:|--:|--:|--:|")
+	for _, r := range results {
+		fmt.Fprintf(w, "| %s | %s | %.0f | %s | %s | %s | %s | %.1f |\n",
+			r.Engine,
+			opsCell(r.ScanFull), r.ScanFullMB, ratio(r.ScanFull, ref.ScanFull),
+			opsCell(r.Scan100), opsCell(r.Scan100Keys), ratio(r.Scan100, ref.Scan100),
+			r.ScanSeconds)
 	}
 }
 
