@@ -1,16 +1,24 @@
 package bloomkv
 
-// The crash loop: a child process writes from several goroutines while
-// flushes and compactions run, and is killed (SIGKILL) at a random moment;
-// the parent reopens the store and checks it against every write the child
-// had acknowledged. 100 rounds in CI; for longer runs:
+// The crash loop: a child process (this test binary, re-executed) writes
+// from several goroutines — batches, single Puts and Deletes, with and
+// without Sync — while flushes and compactions run constantly, and is
+// killed with SIGKILL at a random moment, sometimes while it is still
+// opening (recovering) the store. The parent reopens the store after every
+// kill and checks it against every write the child acknowledged.
 //
-//	go test -run TestCrashLoop -crashloop.iterations 5000 -crashloop.seed 42
+// 100 rounds by default (30 with -short), from a random seed that every
+// failure reports. Longer or reproducing runs:
 //
-// A failure logs the seed and the round, which reproduce it.
+//	go test -run 'TestCrashLoop$' -crashloop.iterations 5000
+//	go test -run 'TestCrashLoop$' -crashloop.seed 42
+//
+// The kill moments depend on scheduling, so a seed reproduces the choices
+// (sync, delays) of each round, not the exact interleaving.
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -19,7 +27,6 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -28,31 +35,43 @@ import (
 
 var (
 	crashLoopIterations = flag.Int("crashloop.iterations", 100, "kill-and-recover rounds of TestCrashLoop")
-	crashLoopSeed       = flag.Uint64("crashloop.seed", 1, "seed of TestCrashLoop")
+	crashLoopSeed       = flag.Uint64("crashloop.seed", 0, "seed of TestCrashLoop (0: from the clock)")
 )
 
 const (
 	crashLoopEnv     = "BLOOMKV_CRASHLOOP_DIR"
-	crashLoopWriters = 3
-	crashLoopKeys    = 40 // per writer
+	crashLoopWriters = 4
+	crashLoopKeys    = 40 // per writer and key family
 )
 
-// Op n of writer g is a batch that sets key k = n%crashLoopKeys and its
-// mirror to "g<g>-n<n>", or deletes both when n%6 == 5. A writer has at
-// most one op in flight, so a key's state after a crash is that of its last
-// acknowledged op or of the writer's one op in flight.
-func loopKey(g, k int, mirror bool) []byte {
-	if mirror {
-		return fmt.Appendf(nil, "mirror/g%d/%03d", g, k)
-	}
-	return fmt.Appendf(nil, "key/g%d/%03d", g, k)
+// Writer g owns the keys p/g/k, m/g/k (a pair, written together) and
+// s/g/k; no other writer touches them, and a writer has at most one op in
+// flight, so a key's state after a crash is that of its last acknowledged
+// op or of its writer's one op in flight.
+func loopKey(family byte, g, k int) string { return fmt.Sprintf("%c/g%d/%03d", family, g, k) }
+
+// loopValue is the value op n writes to key: derived from both, so a
+// value that turns up under another key or another version is caught.
+func loopValue(key string, n int) []byte {
+	return append(fmt.Appendf(nil, "%s=%d;", key, n), bytes.Repeat([]byte{byte('a' + n%26)}, n*31%90)...)
 }
 
-func loopOp(g, n int) (k int, value []byte) {
-	if n%6 == 5 {
-		return n % crashLoopKeys, nil
+// loopOp returns what op n of writer g does, key → value (nil: delete),
+// and how it is committed.
+func loopOp(g, n int) (effect map[string][]byte, single bool) {
+	k := n % crashLoopKeys
+	p, m, s := loopKey('p', g, k), loopKey('m', g, k), loopKey('s', g, k)
+	switch n % 7 { // 7 is prime to crashLoopKeys: every key sees every kind
+	case 3: // delete the pair
+		return map[string][]byte{p: nil, m: nil}, false
+	case 4:
+		return map[string][]byte{s: loopValue(s, n)}, true
+	case 5:
+		return map[string][]byte{s: nil}, true
+	case 6: // three keys, two kinds, one batch
+		return map[string][]byte{p: loopValue(p, n), m: loopValue(m, n), s: nil}, false
 	}
-	return n % crashLoopKeys, fmt.Appendf(nil, "g%d-n%d", g, n)
+	return map[string][]byte{p: loopValue(p, n), m: loopValue(m, n)}, false
 }
 
 // TestCrashLoopChild is the writer process of TestCrashLoop.
@@ -66,105 +85,172 @@ func TestCrashLoopChild(t *testing.T) {
 	o.CompactionFanIn = 2
 	o.CompactionConcurrency = 2
 	o.Sync = os.Getenv("BLOOMKV_CRASHLOOP_SYNC") == "1"
-	db, err := Open(dir, o)
-	if err != nil {
-		fmt.Println("open error:", err)
-		os.Exit(2)
-	}
 	base, _ := strconv.Atoi(os.Getenv("BLOOMKV_CRASHLOOP_BASE"))
 	var mu sync.Mutex
 	out := bufio.NewWriter(os.Stdout)
-	ack := func(g, n int) {
+	say := func(format string, args ...any) {
 		mu.Lock()
-		fmt.Fprintf(out, "%d %d\n", g, n)
+		fmt.Fprintf(out, format+"\n", args...)
 		out.Flush()
 		mu.Unlock()
+	}
+	say("open")
+	db, err := Open(dir, o)
+	if err != nil {
+		say("open error: %v", err)
+		os.Exit(2)
 	}
 	for g := range crashLoopWriters {
 		go func() {
 			for n := base; ; n++ {
-				k, v := loopOp(g, n)
-				b := NewBatch()
-				for _, m := range []bool{false, true} {
-					if v == nil {
-						b.Delete(loopKey(g, k, m))
-					} else {
-						b.Put(loopKey(g, k, m), v)
-					}
-				}
-				if err := db.Write(b); err != nil {
-					fmt.Println("write error:", err)
+				if err := commitLoopOp(db, g, n); err != nil {
+					say("write error: %v", err)
 					os.Exit(3)
 				}
-				ack(g, n)
+				say("ack %d %d", g, n) // only now: the write is acknowledged
 			}
 		}()
 	}
+	go func() {
+		for {
+			time.Sleep(time.Millisecond)
+			db.Flush() // flushes beyond the memtable's, so more compactions too
+		}
+	}()
+	var last Stats
 	for {
 		time.Sleep(time.Millisecond)
-		db.Flush() // more flushes, so more compactions, under the writers
+		if s := db.Stats(); s.Flushes != last.Flushes || s.Compactions != last.Compactions {
+			say("stats %d %d", s.Flushes, s.Compactions)
+			last = s
+		}
 	}
 }
 
-// loopState is the parent's record of every acknowledged op.
+func commitLoopOp(db *DB, g, n int) error {
+	effect, single := loopOp(g, n)
+	b := NewBatch()
+	for k, v := range effect {
+		switch {
+		case single && v == nil:
+			return db.Delete([]byte(k))
+		case single:
+			return db.Put([]byte(k), v)
+		case v == nil:
+			b.Delete([]byte(k))
+		default:
+			b.Put([]byte(k), v)
+		}
+	}
+	return db.Write(b)
+}
+
+// loopState is the parent's record of the history: for each key the op
+// whose state it must hold (-1: never written).
 type loopState struct {
-	lastAcked [crashLoopWriters]int                // last acknowledged op of each writer, -1 none
-	keyOp     [crashLoopWriters][crashLoopKeys]int // last acknowledged op on each key, -1 none
+	keyOp map[string]int
+}
+
+func (st *loopState) apply(g, n int) {
+	effect, _ := loopOp(g, n)
+	for k := range effect {
+		st.keyOp[k] = n
+	}
+}
+
+// loopWant is the state key of writer g holds after op n: its value, nil
+// if absent (n < 0: never written).
+func loopWant(key string, g, n int) []byte {
+	if n < 0 {
+		return nil
+	}
+	effect, _ := loopOp(g, n)
+	return effect[key]
+}
+
+// childReport is what one child process said before it died.
+type childReport struct {
+	acked       [crashLoopWriters]int // last acknowledged op per writer, -1 none
+	flushes     uint64
+	compactions uint64
 }
 
 func TestCrashLoop(t *testing.T) {
-	if testing.Short() && *crashLoopIterations == 100 {
-		*crashLoopIterations = 30
+	rounds := *crashLoopIterations
+	if testing.Short() && rounds == 100 {
+		rounds = 30
 	}
 	seed := *crashLoopSeed
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	t.Logf("seed %d (rerun with -crashloop.seed %d)", seed, seed)
 	rng := rand.New(rand.NewPCG(seed, 0xc1a5))
 	dir := t.TempDir()
-	var st loopState
-	for g := range crashLoopWriters {
-		st.lastAcked[g] = -1
-		for k := range crashLoopKeys {
-			st.keyOp[g][k] = -1
-		}
-	}
+	st := &loopState{keyOp: map[string]int{}}
+	var acks, flushes, compactions, landed int
 	start := time.Now()
-	for round := range *crashLoopIterations {
-		base := (round + 1) * 1_000_000 // op numbers of this round, fresh values
-		inFlight := st.lastAcked
-		for g := range crashLoopWriters {
-			inFlight[g] = base // the first op of this round may land unacknowledged
-		}
+	for round := range rounds {
+		base := (round + 1) * 1_000_000 // op numbers of this round: fresh values
 		syncOn := rng.IntN(2) == 0
-		acks := runCrashLoopChild(t, dir, syncOn, base, time.Duration(5+rng.IntN(60))*time.Millisecond)
-		for g, n := range acks {
+		// One round in four dies while opening, that is, during recovery.
+		duringOpen := rng.IntN(4) == 0
+		delay := time.Duration(1+rng.IntN(100)) * time.Millisecond
+		if duringOpen {
+			delay = time.Duration(rng.IntN(5000)) * time.Microsecond
+		}
+		rep := runCrashLoopChild(t, dir, syncOn, base, duringOpen, delay)
+		var inFlight [crashLoopWriters]int
+		for g, n := range rep.acked {
+			inFlight[g] = base // the first op of the round may land unacknowledged
 			if n >= 0 {
 				for m := base; m <= n; m++ {
-					k, _ := loopOp(g, m)
-					st.keyOp[g][k] = m
+					st.apply(g, m)
 				}
-				st.lastAcked[g] = n
 				inFlight[g] = n + 1
+				acks += n - base + 1
 			}
 		}
-		if err := checkCrashLoop(dir, &st, inFlight); err != nil {
-			t.Fatalf("seed %d round %d (sync %v): %v", seed, round, syncOn, err)
+		flushes += int(rep.flushes)
+		compactions += int(rep.compactions)
+		n, err := checkCrashLoop(dir, st, inFlight)
+		if err != nil {
+			t.Fatalf("seed %d round %d (sync %v, kill %v after %s): %v",
+				seed, round, syncOn, delay, map[bool]string{true: "open", false: "the first ack"}[duringOpen], err)
 		}
+		landed += n
+	}
+	if rounds >= 20 && (flushes == 0 || compactions == 0) {
+		t.Fatalf("seed %d: the children reported %d flushes and %d compactions: the loop crashed nothing interesting", seed, flushes, compactions)
 	}
 	db := mustOpen(t, dir, smallOptions())
 	mustDo(t, db.Compact())
 	mustDo(t, db.Close())
-	if err := checkCrashLoop(dir, &st, st.lastAcked); err != nil {
-		t.Fatalf("seed %d after the final Compact: %v", seed, err)
+	for range 2 { // after the final Compact, and once more
+		if _, err := checkCrashLoop(dir, st, noneInFlight()); err != nil {
+			t.Fatalf("seed %d after the final Compact: %v", seed, err)
+		}
 	}
 	rep, err := VerifyDir(context.Background(), nil, dir)
 	if err != nil || !rep.OK() {
 		t.Fatalf("seed %d: VerifyDir after the loop: %v %v", seed, rep, err)
 	}
-	t.Logf("%d rounds in %v: every acknowledged write present, no torn batch", *crashLoopIterations, time.Since(start).Round(time.Millisecond))
+	t.Logf("%d rounds in %v: %d acknowledged ops all present, %d unacknowledged ones landed whole; children reported %d flushes, %d compactions",
+		rounds, time.Since(start).Round(time.Millisecond), acks, landed, flushes, compactions)
 }
 
-// runCrashLoopChild runs the writer from op base, kills it after d and
-// returns the last op each writer reported acknowledged (-1: none).
-func runCrashLoopChild(t *testing.T, dir string, syncOn bool, base int, d time.Duration) [crashLoopWriters]int {
+// noneInFlight is a -1 per writer: no op (acknowledged, or in flight).
+func noneInFlight() [crashLoopWriters]int {
+	var f [crashLoopWriters]int
+	for g := range f {
+		f[g] = -1
+	}
+	return f
+}
+
+// runCrashLoopChild runs the writer from op base and kills it delay after
+// it starts opening the store (duringOpen) or acknowledges its first op.
+func runCrashLoopChild(t *testing.T, dir string, syncOn bool, base int, duringOpen bool, delay time.Duration) childReport {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashLoopChild$")
 	cmd.Env = append(os.Environ(), crashLoopEnv+"="+dir, "BLOOMKV_CRASHLOOP_BASE="+strconv.Itoa(base))
@@ -174,83 +260,153 @@ func runCrashLoopChild(t *testing.T, dir string, syncOn bool, base int, d time.D
 	stdout, err := cmd.StdoutPipe()
 	mustDo(t, err)
 	mustDo(t, cmd.Start())
-	// Kill only once the child has acknowledged something, so that every
-	// round crashes a store that is busy writing, not one still opening.
-	killed := make(chan struct{})
-	var once sync.Once
-	kill := func() {
-		once.Do(func() {
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	scheduled, killed := false, make(chan struct{})
+	kill := func(d time.Duration) {
+		if !scheduled {
+			scheduled = true
 			time.AfterFunc(d, func() { cmd.Process.Signal(syscall.SIGKILL); close(killed) })
-		})
+		}
 	}
-	acks := [crashLoopWriters]int{}
-	for g := range acks {
-		acks[g] = -1
-	}
+	// A child that never gets as far as the kill point is stuck.
+	watchdog := time.AfterFunc(30*time.Second, func() { cmd.Process.Signal(syscall.SIGKILL) })
+	defer watchdog.Stop()
+
+	rep := childReport{acked: noneInFlight()}
 	sc := bufio.NewScanner(stdout)
 	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		g, err1 := strconv.Atoi(f[0])
-		n, err2 := strconv.Atoi(f[len(f)-1])
-		if len(f) != 2 || err1 != nil || err2 != nil || g < 0 || g >= crashLoopWriters {
-			t.Fatalf("child: %s", sc.Text())
+		line := sc.Text()
+		var g, n int
+		var f, c uint64
+		switch {
+		case line == "open":
+			if duringOpen {
+				kill(delay)
+			}
+		case scanLine(line, "ack %d %d", &g, &n) && g >= 0 && g < crashLoopWriters && n > rep.acked[g]:
+			rep.acked[g] = n
+			kill(delay)
+		case scanLine(line, "stats %d %d", &f, &c):
+			rep.flushes, rep.compactions = f, c
+		default:
+			cmd.Process.Signal(syscall.SIGKILL)
+			cmd.Wait()
+			t.Fatalf("child: %s", line)
 		}
-		acks[g] = n
-		kill()
 	}
-	kill()
-	<-killed
+	if !scheduled {
+		cmd.Wait()
+		t.Fatalf("the child died, or was stuck, before its kill point; stderr:\n%s", stderr.Bytes())
+	}
+	<-killed // EOF can come before the timer's goroutine closes killed
 	cmd.Wait()
-	return acks
+	return rep
+}
+
+func scanLine(line, format string, args ...any) bool {
+	n, err := fmt.Sscanf(line, format, args...)
+	return err == nil && n == len(args)
 }
 
 // checkCrashLoop reopens the store and checks every key against st: the
-// state of its last acknowledged op or of its writer's op in flight, the
-// key and its mirror alike (a batch is atomic).
-func checkCrashLoop(dir string, st *loopState, inFlight [crashLoopWriters]int) error {
+// state of its last acknowledged op or, for the keys of a writer's op in
+// flight, of that op — all of its keys or none (a batch is atomic). It
+// records the in-flight ops that landed in st and returns their number.
+// A full scan must show exactly the keys the Gets found, with the same
+// values: nothing never written.
+func checkCrashLoop(dir string, st *loopState, inFlight [crashLoopWriters]int) (int, error) {
 	db, err := Open(dir, smallOptions())
 	if err != nil {
-		return fmt.Errorf("reopen: %w", err)
+		return 0, fmt.Errorf("reopen: %w", err)
 	}
 	defer db.Close()
+	got := map[string][]byte{}
+	landed := 0
 	for g := range crashLoopWriters {
-		for k := range crashLoopKeys {
-			var got [2][]byte
-			for i, m := range []bool{false, true} {
-				v, err := db.Get(loopKey(g, k, m))
-				if err != nil && !errors.Is(err, ErrNotFound) {
-					return fmt.Errorf("Get %s: %w", loopKey(g, k, m), err)
-				}
-				got[i] = v
-			}
-			if string(got[0]) != string(got[1]) {
-				return fmt.Errorf("torn batch: %s = %q, its mirror %q", loopKey(g, k, false), got[0], got[1])
-			}
-			if stateIsOneOf(g, got[0], []int{st.keyOp[g][k]}) {
-				continue
-			}
-			if kf, _ := loopOp(g, inFlight[g]); kf == k && stateIsOneOf(g, got[0], []int{inFlight[g]}) {
-				// The op in flight at the kill made it to the WAL: it is
-				// part of the history now.
-				st.keyOp[g][k] = inFlight[g]
-				continue
-			}
-			return fmt.Errorf("%s = %q; want the state of op %d (last acknowledged) or %d (in flight)",
-				loopKey(g, k, false), got[0], st.keyOp[g][k], inFlight[g])
+		ok, err := checkWriter(db, st, g, inFlight[g], got)
+		if err != nil {
+			return 0, err
+		}
+		if ok {
+			st.apply(g, inFlight[g])
+			landed++
 		}
 	}
-	return nil
+	return landed, checkScanMatches(db, got)
 }
 
-func stateIsOneOf(g int, got []byte, ops []int) bool {
-	for _, n := range ops {
-		var want []byte
-		if n >= 0 {
-			_, want = loopOp(g, n)
-		}
-		if string(got) == string(want) && (got == nil) == (want == nil) {
-			return true
+// checkWriter reads every key of writer g into got and reports whether
+// its op in flight (f, -1 if none) landed.
+func checkWriter(db *DB, st *loopState, g, f int, got map[string][]byte) (bool, error) {
+	var effect map[string][]byte
+	if f >= 0 {
+		effect, _ = loopOp(g, f)
+	}
+	votes := map[bool][]string{} // landed? → the keys that say so
+	for _, family := range []byte{'p', 'm', 's'} {
+		for k := range crashLoopKeys {
+			key := loopKey(family, g, k)
+			v, err := db.Get([]byte(key))
+			if err != nil && !errors.Is(err, ErrNotFound) {
+				return false, fmt.Errorf("Get %s: %w", key, err)
+			}
+			if v != nil {
+				got[key] = v
+			}
+			last, ok := st.keyOp[key]
+			if !ok {
+				last = -1
+			}
+			acked := loopWant(key, g, last)
+			next, inOp := effect[key]
+			switch {
+			case inOp && sameState(v, next) && !sameState(acked, next):
+				votes[true] = append(votes[true], key)
+			case sameState(v, acked):
+				if inOp && !sameState(acked, next) {
+					votes[false] = append(votes[false], key)
+				}
+			default:
+				return false, fmt.Errorf("%s = %s; want the state of op %d (its last acknowledged)%s",
+					key, showState(v), last, map[bool]string{true: fmt.Sprintf(" or of op %d (in flight)", f)}[inOp])
+			}
 		}
 	}
-	return false
+	if len(votes[true]) > 0 && len(votes[false]) > 0 {
+		return false, fmt.Errorf("torn batch: op %d of writer %d landed on %v but not on %v", f, g, votes[true], votes[false])
+	}
+	return len(votes[true]) > 0, nil
+}
+
+func showState(v []byte) string {
+	if v == nil {
+		return "absent"
+	}
+	return fmt.Sprintf("%.40q", v)
+}
+
+func sameState(a, b []byte) bool { return bytes.Equal(a, b) && (a == nil) == (b == nil) }
+
+// checkScanMatches scans the store: it must yield exactly the pairs in got.
+func checkScanMatches(db *DB, got map[string][]byte) error {
+	it, err := db.NewIterator(nil)
+	if err != nil {
+		return err
+	}
+	seen := 0
+	for k, v := range it.All() {
+		if w, ok := got[string(k)]; !ok || !bytes.Equal(v, w) {
+			it.Close()
+			return fmt.Errorf("scan yields %q=%.40q, which the Gets did not find", k, v)
+		}
+		seen++
+	}
+	if err := it.Close(); err != nil {
+		return fmt.Errorf("scan: %w", err)
+	}
+	if seen != len(got) {
+		return fmt.Errorf("scan yields %d keys, the Gets found %d", seen, len(got))
+	}
+	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/bloomkv/bloomkv/compaction"
+	"github.com/bloomkv/bloomkv/internal/base"
 	"github.com/bloomkv/bloomkv/manifest"
 	"github.com/bloomkv/bloomkv/memtable"
 	"github.com/bloomkv/bloomkv/segment"
@@ -117,11 +118,13 @@ func (db *DB) loadSegment(meta manifest.SegmentMeta) (*segHandle, error) {
 	}
 	st, err := f.Stat()
 	if err == nil && st.Size() != meta.Size {
-		err = fmt.Errorf("%w: segment %s is %d bytes, the manifest says %d", ErrCorrupt, name, st.Size(), meta.Size)
+		// The offset is where the file and the manifest part ways: the end
+		// of the shorter of the two.
+		err = base.Corruptf(name, min(st.Size(), meta.Size), "file is %d bytes, the manifest says %d", st.Size(), meta.Size)
 	}
 	if err != nil {
 		f.Close()
-		return nil, fmt.Errorf("bloomkv: %w", err)
+		return nil, fmt.Errorf("bloomkv: open segment: %w", err)
 	}
 	return db.openSegment(f, meta)
 }
