@@ -3,34 +3,55 @@ package bloomkv
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
-	"github.com/bloomkv/bloomkv/vfs"
+	"github.com/bloomkv/bloomkv/bloom"
+	"github.com/bloomkv/bloomkv/segment"
 )
 
-// verifiedStore makes a closed store with two live segments and a WAL
-// holding writes not yet flushed, and returns its directory and the name
-// of its oldest live segment.
+// fillForVerify writes through flushes and a compaction, then more
+// flushed segments and writes left in the WAL, so that a store has
+// several live segments of both tiers and unflushed data.
+func fillForVerify(t *testing.T, db *DB) {
+	t.Helper()
+	for i := range 3000 {
+		mustDo(t, db.Put(faultKey(i), faultValue(i)))
+		if i%1000 == 999 {
+			mustDo(t, db.Flush())
+		}
+	}
+	mustDo(t, db.Compact())
+	for i := range 600 {
+		if i%3 == 0 {
+			mustDo(t, db.Delete(faultKey(i)))
+		} else {
+			mustDo(t, db.Put(fmt.Appendf(nil, "new%05d", i), []byte("v")))
+		}
+	}
+	mustDo(t, db.Flush())
+	for i := range 50 { // not enough to fill the memtable: they stay in the WAL
+		mustDo(t, db.Put(fmt.Appendf(nil, "wal%05d", i), []byte("v")))
+	}
+}
+
+// verifiedStore makes a closed, healthy store (checked by Verify while
+// open) and returns its directory and the name of its oldest live segment.
 func verifiedStore(t *testing.T) (dir, seg string) {
 	t.Helper()
 	dir = t.TempDir()
 	o := smallOptions()
 	o.DisableAutoCompaction = true
 	db := mustOpen(t, dir, o)
-	for i := range 3000 {
-		mustDo(t, db.Put(fmt.Appendf(nil, "key%05d", i), faultValue(i)))
-	}
-	mustDo(t, db.Compact())
-	for i := range 200 {
-		mustDo(t, db.Put(fmt.Appendf(nil, "new%05d", i), []byte("v")))
-	}
+	fillForVerify(t, db)
 	rep, err := db.Verify(context.Background())
-	if err != nil || !rep.OK() || rep.Segments == 0 {
+	if err != nil || !rep.OK() || rep.Segments < 2 {
 		t.Fatalf("Verify of a healthy open store: %v, %v", rep, err)
 	}
 	rs := db.acquire()
@@ -40,6 +61,7 @@ func verifiedStore(t *testing.T) (dir, seg string) {
 	return dir, seg
 }
 
+// dirHash hashes the names and contents of the files in dir.
 func dirHash(t *testing.T, dir string) string {
 	t.Helper()
 	h := sha256.New()
@@ -48,77 +70,143 @@ func dirHash(t *testing.T, dir string) string {
 		t.Fatal(err)
 	}
 	for _, e := range entries {
-		b, _ := os.ReadFile(filepath.Join(dir, e.Name()))
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		mustDo(t, err)
 		fmt.Fprintf(h, "%s %d\n", e.Name(), len(b))
 		h.Write(b)
 	}
 	return fmt.Sprintf("%x", h.Sum(nil))
 }
 
-func TestVerifyDirHealthy(t *testing.T) {
-	dir, _ := verifiedStore(t)
-	before := dirHash(t, dir)
-	rep, err := VerifyDir(context.Background(), nil, dir)
+// TestVerifyHealthy checks a store after puts, deletes, flushes and a
+// compaction, with filters folded by a budget: open (Verify), then closed
+// (VerifyDir, which must change nothing), and that the counts add up.
+func TestVerifyHealthy(t *testing.T) {
+	dir := t.TempDir()
+	o := smallOptions()
+	o.FilterBudget = 1 // fold every filter as far as it goes
+	o.DisableAutoCompaction = true
+	db := mustOpen(t, dir, o)
+	fillForVerify(t, db)
+	rs := db.acquire()
+	var entries, size int64
+	folded := false
+	for _, s := range rs.segments {
+		entries += int64(s.meta.Entries)
+		size += s.meta.Size
+		folded = folded || s.reader.ResidentFilter() != s.reader.Filter()
+	}
+	rs.release()
+	if !folded {
+		t.Fatal("no resident filter was folded: the budget check is not exercised")
+	}
+	rep, err := db.Verify(context.Background())
 	if err != nil || !rep.OK() {
+		t.Fatalf("Verify of a healthy open store: %v, %v", rep, err)
+	}
+	if rep.Entries != entries || rep.Bytes != size || rep.Blocks == 0 || rep.WALs == 0 {
+		t.Fatalf("Verify counts %+v; the segments hold %d entries in %d bytes", rep, entries, size)
+	}
+	mustDo(t, db.Close())
+	before := dirHash(t, dir)
+	rep, err = VerifyDir(context.Background(), nil, dir)
+	if err != nil || !rep.OK() || len(rep.Notes) != 0 {
 		t.Fatalf("VerifyDir of a healthy store: %v, %v", rep, err)
 	}
-	if rep.Segments == 0 || rep.Blocks == 0 || rep.WALs == 0 || rep.WALRecords == 0 {
-		t.Fatalf("report counts nothing: %+v", rep)
+	if rep.Entries != entries || rep.WALs == 0 || rep.WALRecords == 0 {
+		t.Fatalf("VerifyDir counts %+v; the segments hold %d entries", rep, entries)
 	}
 	if dirHash(t, dir) != before {
 		t.Fatal("VerifyDir changed the directory")
 	}
 }
 
-// TestVerifyDirDamage damages a store in each way and checks the report
-// names the file (and the offset where there is one) — without changing
-// anything.
+// segmentFooter returns the offsets of a segment's filter and index
+// blocks and of its footer (segment/FORMAT.md).
+func segmentFooter(t *testing.T, path string) (filter, index, footer int64) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	mustDo(t, err)
+	ft := b[len(b)-64:]
+	return int64(binary.LittleEndian.Uint64(ft[0:])), int64(binary.LittleEndian.Uint64(ft[32:])), int64(len(b) - 64)
+}
+
+const anyOffset = -2
+
+// TestVerifyDirDamage damages a store in each way and checks that the
+// report names the file (and the offset where there is one) — without
+// changing anything.
 func TestVerifyDirDamage(t *testing.T) {
 	tests := []struct {
-		name    string
-		damage  func(t *testing.T, dir, seg string) string // returns the file the problem must name
-		offset  int64                                      // expected offset, -2 for "any"
-		problem bool                                       // false: a note, the store stays OK
+		name string
+		// damage returns the file and offset the finding must name
+		damage  func(t *testing.T, dir, seg string) (string, int64)
+		problem bool // false: a note, and the store stays OK
 	}{
-		{"data block byte", func(t *testing.T, dir, seg string) string {
+		{"data block byte", func(t *testing.T, dir, seg string) (string, int64) {
 			flipByte(t, filepath.Join(dir, seg), 20)
-			return seg
-		}, 0, true},
-		{"footer byte", func(t *testing.T, dir, seg string) string {
+			return seg, 0 // the first block's checksum
+		}, true},
+		{"index byte", func(t *testing.T, dir, seg string) (string, int64) {
+			_, index, _ := segmentFooter(t, filepath.Join(dir, seg))
+			flipByte(t, filepath.Join(dir, seg), index+3)
+			return seg, index
+		}, true},
+		{"filter byte", func(t *testing.T, dir, seg string) (string, int64) {
+			filter, _, _ := segmentFooter(t, filepath.Join(dir, seg))
+			if filter == 0 {
+				t.Fatal("segment has no filter")
+			}
+			flipByte(t, filepath.Join(dir, seg), filter+10)
+			return seg, filter
+		}, true},
+		{"footer byte", func(t *testing.T, dir, seg string) (string, int64) {
+			_, _, footer := segmentFooter(t, filepath.Join(dir, seg))
 			flipByte(t, filepath.Join(dir, seg), -3)
-			return seg
-		}, -2, true},
-		{"truncated segment", func(t *testing.T, dir, seg string) string {
+			return seg, footer
+		}, true},
+		{"truncated segment", func(t *testing.T, dir, seg string) (string, int64) {
 			p := filepath.Join(dir, seg)
-			st, _ := os.Stat(p)
+			st, err := os.Stat(p)
+			mustDo(t, err)
 			mustDo(t, os.Truncate(p, st.Size()/2))
-			return seg
-		}, -1, true},
-		{"missing segment", func(t *testing.T, dir, seg string) string {
+			return seg, st.Size() / 2
+		}, true},
+		{"missing segment", func(t *testing.T, dir, seg string) (string, int64) {
 			mustDo(t, os.Remove(filepath.Join(dir, seg)))
-			return seg
-		}, -1, true},
-		{"WAL damaged before its tail", func(t *testing.T, dir, seg string) string {
+			return seg, -1
+		}, true},
+		{"WAL damaged before its tail", func(t *testing.T, dir, seg string) (string, int64) {
 			wal := newestWAL(t, dir)
 			flipByte(t, filepath.Join(dir, wal), 40)
-			return wal
-		}, -2, true},
-		{"WAL torn tail", func(t *testing.T, dir, seg string) string {
+			return wal, anyOffset
+		}, true},
+		{"missing WAL", func(t *testing.T, dir, seg string) (string, int64) {
+			wal := newestWAL(t, dir)
+			mustDo(t, os.Remove(filepath.Join(dir, wal)))
+			return wal, -1
+		}, true},
+		{"WAL torn tail", func(t *testing.T, dir, seg string) (string, int64) {
 			wal := newestWAL(t, dir)
 			p := filepath.Join(dir, wal)
-			st, _ := os.Stat(p)
+			st, err := os.Stat(p)
+			mustDo(t, err)
 			mustDo(t, os.Truncate(p, st.Size()-3))
-			return wal
-		}, -1, false},
-		{"orphan segment", func(t *testing.T, dir, seg string) string {
+			return wal, -1
+		}, false},
+		{"orphan segment", func(t *testing.T, dir, seg string) (string, int64) {
 			mustDo(t, os.WriteFile(filepath.Join(dir, "999999.seg"), []byte("junk"), 0o644))
-			return "999999.seg"
-		}, -1, false},
+			return "999999.seg", -1
+		}, false},
+		{"foreign file", func(t *testing.T, dir, seg string) (string, int64) {
+			mustDo(t, os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("hi"), 0o644))
+			return "notes.txt", -1
+		}, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			dir, seg := verifiedStore(t)
-			file := tc.damage(t, dir, seg)
+			file, off := tc.damage(t, dir, seg)
 			before := dirHash(t, dir)
 			rep, err := VerifyDir(context.Background(), nil, dir)
 			if err != nil {
@@ -135,11 +223,11 @@ func TestVerifyDirDamage(t *testing.T) {
 				}
 			}
 			for _, p := range found {
-				if p.File == file && (tc.offset == -2 || p.Offset == tc.offset) {
+				if p.File == file && (off == anyOffset || p.Offset == off) {
 					return
 				}
 			}
-			t.Fatalf("no finding for %s at offset %d in:\n%s", file, tc.offset, rep)
+			t.Fatalf("no finding for %s at offset %d in:\n%s", file, off, rep)
 		})
 	}
 }
@@ -147,9 +235,7 @@ func TestVerifyDirDamage(t *testing.T) {
 func flipByte(t *testing.T, path string, off int64) {
 	t.Helper()
 	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	mustDo(t, err)
 	if off < 0 {
 		off += int64(len(b))
 	}
@@ -159,7 +245,8 @@ func flipByte(t *testing.T, path string, off int64) {
 
 func newestWAL(t *testing.T, dir string) string {
 	t.Helper()
-	entries, _ := os.ReadDir(dir)
+	entries, err := os.ReadDir(dir)
+	mustDo(t, err)
 	last := ""
 	for _, e := range entries {
 		if strings.HasSuffix(e.Name(), walExt) {
@@ -181,38 +268,144 @@ func TestVerifyDirRefuses(t *testing.T) {
 	mustDo(t, db.Close())
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	d2, _ := verifiedStore(t)
-	if _, err := VerifyDir(ctx, nil, d2); !errors.Is(err, context.Canceled) {
+	if _, err := VerifyDir(ctx, nil, dir); !errors.Is(err, context.Canceled) {
 		t.Fatalf("VerifyDir with a canceled context: %v", err)
 	}
-	if _, err := VerifyDir(context.Background(), vfs.Default, t.TempDir()); !errors.Is(err, ErrNotStore) {
+	if _, err := VerifyDir(context.Background(), nil, t.TempDir()); !errors.Is(err, ErrNotStore) {
 		t.Fatalf("VerifyDir of an empty directory: %v, want ErrNotStore", err)
 	}
 }
 
-// TestVerifyOpenStoreSeesDiskDamage: the DB's own reader has the file
-// mapped and its blocks checked once; Verify reads the file afresh and so
-// finds damage that happened since.
-func TestVerifyOpenStoreSeesDiskDamage(t *testing.T) {
+// TestVerifyDirWithoutLock: a store whose LOCK file is gone is checked
+// without making one.
+func TestVerifyDirWithoutLock(t *testing.T) {
 	dir := t.TempDir()
-	db := mustOpen(t, dir, smallOptions())
-	defer db.Close()
-	for i := range 2000 {
-		mustDo(t, db.Put(fmt.Appendf(nil, "key%05d", i), faultValue(i)))
+	db := mustOpen(t, dir, nil)
+	mustDo(t, db.Put([]byte("k"), []byte("v")))
+	mustDo(t, db.Close())
+	mustDo(t, os.Remove(filepath.Join(dir, lockName)))
+	before := dirHash(t, dir)
+	if rep, err := VerifyDir(context.Background(), nil, dir); err != nil || !rep.OK() {
+		t.Fatalf("VerifyDir: %v, %v", rep, err)
 	}
-	mustDo(t, db.Compact())
+	if dirHash(t, dir) != before {
+		t.Fatal("VerifyDir changed the directory")
+	}
+}
+
+// countdownCtx is canceled once Err has been asked n times: it stops a
+// check part-way through.
+type countdownCtx struct {
+	context.Context
+	n atomic.Int64
+}
+
+func (c *countdownCtx) Err() error {
+	if c.n.Add(-1) < 0 {
+		return context.Canceled
+	}
+	return nil
+}
+
+// TestVerifyStopsBetweenBlocks: cancellation is seen inside a segment,
+// not only between segments.
+func TestVerifyStopsBetweenBlocks(t *testing.T) {
+	dir, _ := verifiedStore(t)
+	full, err := VerifyDir(context.Background(), nil, dir)
+	if err != nil || !full.OK() {
+		t.Fatalf("VerifyDir: %v, %v", full, err)
+	}
+	ctx := &countdownCtx{Context: context.Background()}
+	ctx.n.Store(5)
+	rep, err := VerifyDir(ctx, nil, dir)
+	if !errors.Is(err, context.Canceled) || rep == nil {
+		t.Fatalf("VerifyDir with a context canceled part-way: %v, %v", rep, err)
+	}
+	if rep.Blocks == 0 || rep.Blocks >= full.Blocks || !rep.OK() {
+		t.Fatalf("stopped after %d of %d blocks, report %v", rep.Blocks, full.Blocks, rep)
+	}
+}
+
+// TestVerifyOpenStore: Verify reads the files afresh, so it finds damage
+// that happened on disk since the DB opened them; it finds a live file
+// gone from the directory, notes a stray one, and honours ctx.
+func TestVerifyOpenStore(t *testing.T) {
+	dir := t.TempDir()
+	o := smallOptions()
+	o.DisableAutoCompaction = true
+	db := mustOpen(t, dir, o)
+	defer db.Close()
+	fillForVerify(t, db)
 	rs := db.acquire()
-	seg := rs.segments[0].name
+	oldest, newest := rs.segments[len(rs.segments)-1].name, rs.segments[0].name
 	rs.release()
-	f, err := os.OpenFile(filepath.Join(dir, seg), os.O_RDWR, 0)
+
+	f, err := os.OpenFile(filepath.Join(dir, oldest), os.O_RDWR, 0)
 	mustDo(t, err)
 	b := make([]byte, 1)
-	f.ReadAt(b, 100)
+	_, err = f.ReadAt(b, 100)
+	mustDo(t, err)
 	b[0] ^= 0xff
-	f.WriteAt(b, 100)
-	f.Close()
+	_, err = f.WriteAt(b, 100)
+	mustDo(t, err)
+	mustDo(t, f.Close())
+	mustDo(t, os.Remove(filepath.Join(dir, newest))) // the DB keeps it open
+	mustDo(t, os.WriteFile(filepath.Join(dir, "stray.txt"), nil, 0o644))
+
 	rep, err := db.Verify(context.Background())
-	if err != nil || rep.OK() || rep.Problems[0].File != seg {
-		t.Fatalf("Verify after on-disk damage: %v, %v", rep, err)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{oldest: false, newest: false}
+	for _, p := range rep.Problems {
+		if _, ok := want[p.File]; ok {
+			want[p.File] = true
+		}
+	}
+	stray := false
+	for _, n := range rep.Notes {
+		stray = stray || n.File == "stray.txt"
+	}
+	if !want[oldest] || !want[newest] || !stray {
+		t.Fatalf("Verify after damage, a removal and a stray file:\n%s", rep)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := db.Verify(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Verify with a canceled context: %v", err)
+	}
+}
+
+func TestVerifyClosedDB(t *testing.T) {
+	db := mustOpen(t, t.TempDir(), nil)
+	mustDo(t, db.Close())
+	if _, err := db.Verify(context.Background()); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Verify after Close: %v, want ErrClosed", err)
+	}
+}
+
+// TestVerifyResidentFilterMiss: a resident filter that says "no" for a
+// stored key is reported (it would make Get miss data).
+func TestVerifyResidentFilterMiss(t *testing.T) {
+	dir, seg := verifiedStore(t)
+	f, err := os.Open(filepath.Join(dir, seg))
+	mustDo(t, err)
+	defer f.Close()
+	st, err := f.Stat()
+	mustDo(t, err)
+	r, err := segment.Open(f, st.Size(), segment.ReaderOptions{Name: seg})
+	mustDo(t, err)
+	empty, err := bloom.NewGeometry(r.Filter().Geometry())
+	mustDo(t, err)
+	for _, tc := range []struct {
+		filter *bloom.Filter
+		ok     bool
+	}{{r.Filter(), true}, {empty, false}} {
+		rep := &VerifyReport{}
+		mustDo(t, checkResidentFilter(context.Background(), r, tc.filter, seg, rep))
+		if rep.OK() != tc.ok || (!tc.ok && rep.Problems[0].File != seg) {
+			t.Fatalf("resident filter check, want ok=%v:\n%s", tc.ok, rep)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package segment
 
 import (
 	"bytes"
+	"context"
 
 	"github.com/bloomkv/bloomkv/bloom"
 	"github.com/bloomkv/bloomkv/internal/base"
@@ -13,41 +14,66 @@ import (
 // the filter, and that the counts match the properties. It returns the
 // first problem as a *base.CorruptError (or an I/O error).
 func (r *Reader) Verify() error {
+	_, err := r.VerifyContext(context.Background())
+	return err
+}
+
+// VerifyContext is Verify for long runs: it checks ctx before each data
+// block and returns ctx's error, unwrapped, when ctx is done. blocks is the
+// number of data blocks read and found intact before it stopped, so a
+// caller can report its progress on a large file.
+//
+// It makes the same checks as Verify, in the same order, and returns the
+// same errors.
+func (r *Reader) VerifyContext(ctx context.Context) (blocks int, err error) {
 	var got Properties
 	var it blockIter
-	var prev []byte // previous internal key
+	var prev []byte // previous internal key, across blocks
 	for i := range r.index {
-		off := r.index[i].h.offset
-		b, err := r.dataBlock(i, cacheBypass, nil)
-		if err != nil {
-			return err
+		if err := ctx.Err(); err != nil {
+			return i, err
 		}
-		if err := it.init(b, true, r.opts.Name, int64(off)); err != nil {
-			return err
-		}
-		n := 0
-		for ok := it.first(); ok; ok = it.next() {
-			if reason := r.checkEntry(i, prev, it.key); reason != "" {
-				return r.corrupt(off, "entry %d: %s", n, reason)
-			}
-			newKey := prev == nil || !sameUserKey(prev, it.key)
-			if err := r.countEntry(&got, it.key, newKey); err != nil {
-				return err
-			}
-			prev = append(prev[:0], it.key...)
-			n++
-		}
-		if it.err != nil {
-			return it.err
-		}
-		if n == 0 {
-			return r.corrupt(off, "empty data block")
+		if err := r.verifyBlock(i, &it, &prev, &got); err != nil {
+			return i, err
 		}
 	}
 	if len(prev) > 0 {
 		got.Largest, _ = splitInternalKey(prev)
 	}
-	return r.compareCounts(&got)
+	return len(r.index), r.compareCounts(&got)
+}
+
+// verifyBlock reads data block i from the file and checks each entry
+// against the one before it (prev, updated) and the block's separators,
+// adding it to the tally got.
+func (r *Reader) verifyBlock(i int, it *blockIter, prev *[]byte, got *Properties) error {
+	off := r.index[i].h.offset
+	b, err := r.dataBlock(i, cacheBypass, nil)
+	if err != nil {
+		return err
+	}
+	if err := it.init(b, true, r.opts.Name, int64(off)); err != nil {
+		return err
+	}
+	n := 0
+	for ok := it.first(); ok; ok = it.next() {
+		if reason := r.checkEntry(i, *prev, it.key); reason != "" {
+			return r.corrupt(off, "entry %d: %s", n, reason)
+		}
+		newKey := *prev == nil || !sameUserKey(*prev, it.key)
+		if err := r.countEntry(got, it.key, newKey); err != nil {
+			return err
+		}
+		*prev = append((*prev)[:0], it.key...)
+		n++
+	}
+	if it.err != nil {
+		return it.err
+	}
+	if n == 0 {
+		return r.corrupt(off, "empty data block")
+	}
+	return nil
 }
 
 // checkEntry checks one key of data block i against its kind, the

@@ -6,7 +6,11 @@
 //
 // verify exits 0 when the store is intact, 1 when it found problems and 2
 // when it could not check (usage, I/O error, the store is open elsewhere).
-// stats opens the store normally, so it runs recovery as Open does.
+// stats opens the store normally, so it runs recovery as Open does: it
+// replays the WALs into a new segment, cuts off a torn WAL tail and removes
+// files the manifest does not reference. Use verify first to look at a
+// store without changing it. Both fail (exit 2) while another process has
+// the store open.
 package main
 
 import (
@@ -18,6 +22,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 
 	"github.com/bloomkv/bloomkv"
 )
@@ -83,6 +88,11 @@ func verify(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 func stats(args []string, stdout, stderr io.Writer) int {
 	if len(args) != 1 {
 		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	// Open would make a new store in a directory that holds none.
+	if _, err := os.Stat(filepath.Join(args[0], "MANIFEST")); err != nil {
+		fmt.Fprintf(stderr, "bloomkv stats: %s is not a bloomkv store: %v\n", args[0], err)
 		return 2
 	}
 	opts := bloomkv.DefaultOptions()

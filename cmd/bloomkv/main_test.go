@@ -13,6 +13,7 @@ import (
 	"github.com/bloomkv/bloomkv"
 )
 
+// makeStore makes a closed store with one segment.
 func makeStore(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
@@ -40,32 +41,94 @@ func runCmd(args ...string) (int, string, string) {
 	return code, out.String(), errb.String()
 }
 
+// jsonReport is what verify -json prints.
+type jsonReport struct {
+	OK       bool `json:"ok"`
+	Segments int  `json:"segments"`
+	Problems []struct {
+		File    string `json:"file"`
+		Offset  int64  `json:"offset"`
+		Message string `json:"message"`
+	} `json:"problems"`
+	Notes []struct {
+		File string `json:"file"`
+	} `json:"notes"`
+}
+
+func verifyJSON(t *testing.T, dir string) (int, jsonReport) {
+	t.Helper()
+	code, out, errs := runCmd("verify", "-json", dir)
+	var rep jsonReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("verify -json: exit %d, %v\n%s%s", code, err, out, errs)
+	}
+	return code, rep
+}
+
 func TestVerifyCommand(t *testing.T) {
 	dir := makeStore(t)
 	if code, out, errs := runCmd("verify", dir); code != 0 || !strings.Contains(out, "OK") {
 		t.Fatalf("verify of a healthy store: exit %d\n%s%s", code, out, errs)
 	}
-	code, out, _ := runCmd("verify", "-json", dir)
-	var rep struct {
-		OK       bool
-		Segments int
+	if code, rep := verifyJSON(t, dir); code != 0 || !rep.OK || rep.Segments != 1 || len(rep.Problems) != 0 {
+		t.Fatalf("verify -json of a healthy store: exit %d, %+v", code, rep)
 	}
-	if err := json.Unmarshal([]byte(out), &rep); code != 0 || err != nil || !rep.OK || rep.Segments != 1 {
-		t.Fatalf("verify -json: exit %d, %v, %+v\n%s", code, err, rep, out)
+
+	// A stray file is a note: still exit 0.
+	if err := os.WriteFile(filepath.Join(dir, "stray"), nil, 0o644); err != nil {
+		t.Fatal(err)
 	}
+	if code, rep := verifyJSON(t, dir); code != 0 || !rep.OK || len(rep.Notes) != 1 || rep.Notes[0].File != "stray" {
+		t.Fatalf("verify -json with a stray file: exit %d, %+v", code, rep)
+	}
+
 	segs, _ := filepath.Glob(filepath.Join(dir, "*.seg"))
-	b, _ := os.ReadFile(segs[0])
+	if len(segs) != 1 {
+		t.Fatalf("segments: %v", segs)
+	}
+	b, err := os.ReadFile(segs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
 	b[10] ^= 0xff
-	os.WriteFile(segs[0], b, 0o644)
-	if code, out, _ := runCmd("verify", dir); code != 1 || !strings.Contains(out, filepath.Base(segs[0])) {
+	if err := os.WriteFile(segs[0], b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	name := filepath.Base(segs[0])
+	if code, out, _ := runCmd("verify", dir); code != 1 || !strings.Contains(out, name) {
 		t.Fatalf("verify of a damaged store: exit %d\n%s", code, out)
+	}
+	code, rep := verifyJSON(t, dir)
+	if code != 1 || rep.OK || len(rep.Problems) != 1 || rep.Problems[0].File != name || rep.Problems[0].Offset != 0 {
+		t.Fatalf("verify -json of a damaged store: exit %d, %+v", code, rep)
 	}
 }
 
 func TestUsageAndErrors(t *testing.T) {
-	for _, args := range [][]string{nil, {"frobnicate"}, {"verify"}, {"verify", t.TempDir()}, {"stats"}} {
+	store := makeStore(t)
+	for _, args := range [][]string{
+		nil,
+		{"frobnicate"},
+		{"verify"},
+		{"verify", "-bogus", store},
+		{"verify", store, "extra"},
+		{"verify", t.TempDir()},                  // not a store
+		{"verify", filepath.Join(store, "nope")}, // no such directory
+		{"stats"},
+		{"stats", t.TempDir()}, // not a store: must not make one
+	} {
 		if code, _, _ := runCmd(args...); code != 2 {
 			t.Errorf("bloomkv %v: exit %d, want 2", args, code)
+		}
+	}
+	db, err := bloomkv.Open(store, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, cmd := range []string{"verify", "stats"} {
+		if code, _, errs := runCmd(cmd, store); code != 2 || !strings.Contains(errs, "locked") {
+			t.Errorf("bloomkv %s on an open store: exit %d, %q; want 2 and a lock error", cmd, code, errs)
 		}
 	}
 }
