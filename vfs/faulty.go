@@ -50,7 +50,8 @@ type Fault struct {
 	// Ops are the operations the fault applies to (OpAny for all).
 	Ops Op
 	// Name, if set, is a filepath.Match pattern a file's base name must
-	// match ("*.wal", "MANIFEST").
+	// match ("*.wal", "MANIFEST"): the new name for Rename and Link, the
+	// directory's for List, MkdirAll and SyncDir.
 	Name string
 	// Nth fails the Nth matching operation from when the fault was set,
 	// counting from 1; 0 means the first.
@@ -73,7 +74,10 @@ type Fault struct {
 //
 // The usual test runs a workload once to count its operations (Count),
 // then again for each k in 1..n with Fault{Ops: op, Nth: k}, checking
-// that each failure is reported and nothing acknowledged is lost.
+// that each failure is reported and nothing acknowledged is lost. When
+// the workload runs goroutines (background flushes), the kth operation
+// need not be the same one in every run; the loop still fails each step
+// of some interleaving, and Fired tells whether the fault was reached.
 type Faulty struct {
 	fs FS
 

@@ -61,23 +61,6 @@ func TestOSFS(t *testing.T) {
 	}
 }
 
-func TestLockExcludes(t *testing.T) {
-	name := filepath.Join(t.TempDir(), "LOCK")
-	l, err := Default.Lock(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := Default.Lock(name); !errors.Is(err, ErrLocked) {
-		t.Fatalf("second Lock: %v, want ErrLocked", err)
-	}
-	l.Close()
-	l, err = Default.Lock(name)
-	if err != nil {
-		t.Fatalf("Lock after release: %v", err)
-	}
-	l.Close()
-}
-
 func TestFaultyNth(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -242,4 +225,136 @@ func ExampleFaulty() {
 	serr := f.Sync()
 	fmt.Println(werr, errors.Is(serr, syscall.ENOSPC))
 	// Output: <nil> true
+}
+
+// TestOSMissing checks the OS file system on names that do not exist:
+// SyncDir really opens the directory, and neither Open nor OpenReadWrite
+// creates the file (WAL recovery must not conjure up an empty log).
+func TestOSMissing(t *testing.T) {
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "missing")
+	tests := []struct {
+		name string
+		call func() error
+	}{
+		{"SyncDir", func() error { return Default.SyncDir(missing) }},
+		{"Open", func() error { _, err := Default.Open(missing); return err }},
+		{"OpenReadWrite", func() error { _, err := Default.OpenReadWrite(missing); return err }},
+		{"Remove", func() error { return Default.Remove(missing) }},
+		{"Rename", func() error { return Default.Rename(missing, filepath.Join(dir, "x")) }},
+		{"List", func() error { _, err := Default.List(missing); return err }},
+		{"Lock in a missing directory", func() error { _, err := Default.Lock(filepath.Join(missing, "LOCK")); return err }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.call(); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("%v, want ErrNotExist", err)
+			}
+			if names, err := Default.List(dir); err != nil || len(names) != 0 {
+				t.Fatalf("directory holds %v (%v) afterwards, want nothing", names, err)
+			}
+		})
+	}
+}
+
+// TestSyncDir syncs a directory after each kind of change it has to make
+// durable, and checks that the changes are there and the call reaches
+// the OS through a Faulty.
+func TestSyncDir(t *testing.T) {
+	dir := t.TempDir()
+	fs := NewFaulty(Default)
+	a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+	f, err := fs.Create(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := []func() error{
+		f.Close,
+		func() error { return fs.Rename(a, b) },
+		func() error { return fs.Link(b, a) },
+		func() error { return fs.Remove(b) },
+	}
+	for i, step := range steps {
+		if err := step(); err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		if err := fs.SyncDir(dir); err != nil {
+			t.Fatalf("SyncDir after step %d: %v", i, err)
+		}
+	}
+	if names, err := fs.List(dir); err != nil || fmt.Sprint(names) != "[a]" {
+		t.Fatalf("List = %v, %v; want [a]", names, err)
+	}
+	if fs.Count(OpSyncDir) != len(steps) {
+		t.Fatalf("Count(OpSyncDir) = %d, want %d", fs.Count(OpSyncDir), len(steps))
+	}
+}
+
+// TestLockTable checks that a held lock excludes every other Lock in the
+// same process — through the OS file system or a Faulty over it — since
+// flock belongs to the open file description, and that closing frees it.
+func TestLockTable(t *testing.T) {
+	tests := []struct {
+		name          string
+		first, second FS
+	}{
+		{"os, os", Default, Default},
+		{"os, faulty", Default, NewFaulty(Default)},
+		{"faulty, os", NewFaulty(Default), Default},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			name := filepath.Join(t.TempDir(), "LOCK")
+			l, err := tc.first.Lock(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range 2 { // a refused Lock must not disturb the holder
+				if l2, err := tc.second.Lock(name); !errors.Is(err, ErrLocked) {
+					if l2 != nil {
+						l2.Close()
+					}
+					t.Fatalf("second Lock: %v, want ErrLocked", err)
+				}
+			}
+			if err := l.Close(); err != nil {
+				t.Fatal(err)
+			}
+			l, err = tc.second.Lock(name)
+			if err != nil {
+				t.Fatalf("Lock after release: %v", err)
+			}
+			l.Close()
+		})
+	}
+}
+
+// opaqueFile hides the descriptor of the file it wraps, as a file of an
+// in-memory or remote file system would have none.
+type opaqueFile struct{ File }
+
+func TestFdOpaque(t *testing.T) {
+	f, err := Default.Create(filepath.Join(t.TempDir(), "a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	want, _ := f.(*os.File)
+	tests := []struct {
+		name   string
+		file   File
+		wantOK bool
+	}{
+		{"os", f, true},
+		{"faulty over os", &faultyFile{File: f}, true},
+		{"faulty over faulty over os", &faultyFile{File: &faultyFile{File: f}}, true},
+		{"opaque", opaqueFile{f}, false},
+		{"faulty over opaque", &faultyFile{File: opaqueFile{f}}, false},
+	}
+	for _, tc := range tests {
+		fd, ok := Fd(tc.file)
+		if ok != tc.wantOK || ok && fd != want.Fd() {
+			t.Errorf("%s: Fd = %d, %v; want %d, %v", tc.name, fd, ok, want.Fd(), tc.wantOK)
+		}
+	}
 }
