@@ -126,12 +126,15 @@ func decodeBatch(rec []byte, file string, offset int64, fn func(seq uint64, op b
 			return bad("operation %d has unknown kind %d", i, op.kind)
 		}
 		var err error
-		if op.key, p, err = readBytes(p); err != nil || len(op.key) == 0 {
-			return bad("operation %d: bad key", i)
+		if op.key, p, err = readBytes(p); err != nil || len(op.key) == 0 || len(op.key) > MaxKeySize {
+			return bad("operation %d: bad key (%d bytes)", i, len(op.key))
 		}
 		if op.kind == base.KindPut {
-			if op.value, p, err = readBytes(p); err != nil {
-				return bad("operation %d: bad value", i)
+			// The same limit Put enforces: a record that passed its
+			// checksum but holds what Put would refuse could not be
+			// flushed, and would keep the store from ever opening.
+			if op.value, p, err = readBytes(p); err != nil || len(op.value) > MaxValueSize {
+				return bad("operation %d: bad value (%d bytes)", i, len(op.value))
 			}
 		}
 		fn(first+uint64(i), op)

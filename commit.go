@@ -184,8 +184,11 @@ type frozen struct {
 // rotateLocked freezes the memtable and starts a new one with a new WAL.
 // Only the commit leader calls it (directly or through exclusive).
 func (db *DB) rotateLocked() error {
-	num := db.manifest.NewFileNum()
-	logw, err := db.createWAL(num)
+	num, err := db.manifest.NewFileNum()
+	var logw *wal.Writer
+	if err == nil {
+		logw, err = db.createWAL(num)
+	}
 	if err != nil {
 		db.failLocked(err)
 		return fmt.Errorf("%w: %w", ErrReadOnly, err)
@@ -201,8 +204,10 @@ func (db *DB) rotateLocked() error {
 	return nil
 }
 
-// createWAL creates WAL file num; with Sync on, it also syncs the
-// directory so that the new file's name survives power loss.
+// createWAL creates WAL file num and syncs the directory, so that the new
+// file's name survives power loss: a manifest commit may name it as the
+// log number from the next flush on, and Open refuses a store whose log
+// number names a missing WAL. A failed create leaves no file behind.
 func (db *DB) createWAL(num uint64) (*wal.Writer, error) {
 	name := walName(num)
 	f, err := db.fs.Create(db.path(name))
@@ -210,11 +215,12 @@ func (db *DB) createWAL(num uint64) (*wal.Writer, error) {
 		return nil, fmt.Errorf("create WAL: %w", err)
 	}
 	w, err := wal.NewWriter(f, name)
-	if err == nil && db.opts.Sync {
+	if err == nil {
 		err = db.fs.SyncDir(db.dir)
 	}
 	if err != nil {
 		f.Close()
+		db.removeFile(name)
 		return nil, fmt.Errorf("create WAL %s: %w", name, err)
 	}
 	return w, nil

@@ -59,8 +59,10 @@ func (db *DB) Compact() error {
 
 // WaitForCompactions blocks until no background compaction runs or is
 // due: the policy has nothing left to merge. Benchmarks and tests use it to
-// measure a settled store. It returns early with ctx's error, and with
-// ErrClosed if the DB is closed meanwhile.
+// measure a settled store. It returns early with ctx's error, with
+// ErrClosed if the DB is closed meanwhile, and with an error matching
+// ErrReadOnly once a flush or compaction has failed: the work it waits for
+// will then never be done.
 func (db *DB) WaitForCompactions(ctx context.Context) error {
 	stop := context.AfterFunc(ctx, func() {
 		db.mu.Lock()
@@ -70,19 +72,18 @@ func (db *DB) WaitForCompactions(ctx context.Context) error {
 	defer stop()
 	db.mu.Lock()
 	defer db.mu.Unlock()
-	for db.compacting > 0 || len(db.imm) > 0 {
-		if db.closed {
-			return ErrClosed
+	for {
+		if err := db.writableLocked(); err != nil {
+			return err
+		}
+		if db.compacting == 0 && len(db.imm) == 0 {
+			return nil
 		}
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		db.cond.Wait()
 	}
-	if db.closed {
-		return ErrClosed
-	}
-	return nil
 }
 
 // refSegmentsLocked returns db.segments[start:end] with a reference each,
@@ -233,8 +234,9 @@ func (db *DB) compactSegments(inputs []*segHandle, tier uint32, major bool) erro
 		edit.Remove = append(edit.Remove, s.meta.FileNum)
 	}
 	if err := db.manifest.Apply(edit); err != nil {
+		// Whether the commit reached the disk is unknown, so the output
+		// stays: if the commit did not land, the next Open removes it.
 		if out != nil {
-			out.obsolete.Store(true)
 			out.unref()
 		}
 		db.fail(fmt.Errorf("compaction manifest commit: %w", err))

@@ -46,6 +46,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"sync"
 	"sync/atomic"
 
@@ -88,16 +89,20 @@ var (
 	// accepting writes rather than guess. Reads still work; reopen to
 	// recover.
 	ErrReadOnly = errors.New("bloomkv: read-only after a write failure")
+	// ErrInvalidOptions is returned by Open for an option out of its
+	// documented range; the error names the option.
+	ErrInvalidOptions = errors.New("bloomkv: invalid options")
 	// ErrSnapshotReleased is returned by reads through a closed Snapshot.
 	ErrSnapshotReleased = errors.New("bloomkv: snapshot released")
 )
 
-// Size limits. Keys and values beyond them are rejected with their own
-// errors before anything is written.
+// Size limits. Keys, values and batches beyond them are rejected with their
+// own errors before anything is written; everything within them can be
+// flushed, compacted, recovered and read back.
 const (
-	MaxKeySize   = 64 << 10          // 64 KiB
-	MaxValueSize = 64 << 20          // 64 MiB
-	MaxBatchSize = wal.MaxRecordSize // one batch is one WAL record
+	MaxKeySize   = base.MaxKeySize   // 64 KiB
+	MaxValueSize = base.MaxValueSize // 32 MiB
+	MaxBatchSize = base.MaxBatchSize // 256 MiB: one batch is one WAL record
 )
 
 // Options configure a DB. Start from DefaultOptions and change what you
@@ -169,32 +174,62 @@ func DefaultOptions() *Options {
 	}
 }
 
-func (o *Options) withDefaults() Options {
+// Limits of the options, checked by Open.
+const (
+	maxBitsPerKey   = 64      // beyond ~30 bits per key a filter no longer lowers the false-positive rate measurably
+	maxMemtableSize = 1 << 30 // 1 GiB: recovery replays a whole memtable into memory
+	maxBlockSize    = 8 << 20 // segment.MaxBlockSize leaves room for one largest entry beyond it
+	maxFanIn        = 64
+	maxConcurrency  = 64
+)
+
+// validated returns o with defaults filled in, or an error matching
+// ErrInvalidOptions naming the first option out of range. Nothing is
+// clamped silently: a value the store cannot honour is refused.
+func (o *Options) validated() (Options, error) {
 	if o == nil {
 		o = DefaultOptions()
 	}
 	out, def := *o, DefaultOptions()
-	if out.MemtableSize <= 0 {
+	bad := func(name string, v any, want string) (Options, error) {
+		return Options{}, fmt.Errorf("%w: %s = %v, want %s", ErrInvalidOptions, name, v, want)
+	}
+	switch {
+	case math.IsNaN(out.BitsPerKey) || out.BitsPerKey < 0 || out.BitsPerKey > maxBitsPerKey:
+		return bad("BitsPerKey", out.BitsPerKey, fmt.Sprintf("0 (no filters) to %d", maxBitsPerKey))
+	case out.MemtableSize < 0 || out.MemtableSize > maxMemtableSize:
+		return bad("MemtableSize", out.MemtableSize, fmt.Sprintf("0 (default) to %d", maxMemtableSize))
+	case out.BlockSize < 0 || out.BlockSize > maxBlockSize:
+		return bad("BlockSize", out.BlockSize, fmt.Sprintf("0 (default) to %d", maxBlockSize))
+	case out.BlockCacheSize < 0:
+		return bad("BlockCacheSize", out.BlockCacheSize, "0 (default) or more")
+	case out.FilterBudget < 0:
+		return bad("FilterBudget", out.FilterBudget, "0 (no cap) or more")
+	case out.CompactionFanIn == 1 || out.CompactionFanIn < 0 || out.CompactionFanIn > maxFanIn:
+		return bad("CompactionFanIn", out.CompactionFanIn, fmt.Sprintf("0 (default) or 2 to %d", maxFanIn))
+	case out.CompactionConcurrency < 0 || out.CompactionConcurrency > maxConcurrency:
+		return bad("CompactionConcurrency", out.CompactionConcurrency, fmt.Sprintf("0 (default) to %d", maxConcurrency))
+	}
+	if out.MemtableSize == 0 {
 		out.MemtableSize = def.MemtableSize
 	}
-	if out.BlockSize <= 0 {
+	if out.BlockSize == 0 {
 		out.BlockSize = def.BlockSize
 	}
-	if out.CompactionFanIn < 2 {
+	if out.CompactionFanIn == 0 {
 		out.CompactionFanIn = compaction.DefaultFanIn
 	}
 	out.CompactionConcurrency = max(out.CompactionConcurrency, 1)
-	if out.BlockCacheSize <= 0 {
+	if out.BlockCacheSize == 0 {
 		out.BlockCacheSize = def.BlockCacheSize
 	}
-	out.BitsPerKey = max(out.BitsPerKey, 0)
 	if out.FS == nil {
 		out.FS = vfs.Default
 	}
 	if out.Logger == nil {
 		out.Logger = slog.New(slog.DiscardHandler)
 	}
-	return out
+	return out, nil
 }
 
 // DB is an open store. Open it with Open; close it with Close.
@@ -349,6 +384,9 @@ func (db *DB) Write(b *Batch) error {
 		return b.err
 	}
 	if b.count == 0 {
+		if db.isClosed.Load() {
+			return ErrClosed
+		}
 		return nil
 	}
 	return db.commit.submit(db, b)
@@ -367,7 +405,8 @@ func putBatch(b *Batch) {
 
 // Close waits for the commit in progress, stops background work and
 // releases the directory. Reads in progress finish first; every later call
-// returns ErrClosed. Writes already acknowledged are in the WAL and will be
+// returns ErrClosed. If a background flush or compaction failed earlier,
+// Close returns that failure too (matching ErrReadOnly). Writes already acknowledged are in the WAL and will be
 // recovered by the next Open.
 func (db *DB) Close() error {
 	db.mu.Lock()
@@ -386,5 +425,11 @@ func (db *DB) Close() error {
 	defer db.compactMu.Unlock()
 	db.mu.Lock()
 	defer db.mu.Unlock()
-	return db.closeFiles()
+	err := db.closeFiles()
+	if db.bgErr != nil {
+		// A flush or compaction failed earlier: say so here too, so that
+		// a caller who only checks Close still learns of it.
+		err = errors.Join(fmt.Errorf("%w: %w", ErrReadOnly, db.bgErr), err)
+	}
+	return err
 }

@@ -12,8 +12,9 @@ import (
 // Files in a store directory. Numbers come from one counter kept in the
 // manifest, so a WAL and a segment never share one.
 const (
-	manifestName = "MANIFEST"
-	lockName     = "LOCK"
+	manifestName    = "MANIFEST"
+	manifestTmpName = manifestName + ".tmp" // manifest.Create builds the manifest under this name
+	lockName        = "LOCK"
 	walExt       = ".wal"
 	segExt       = ".seg"
 )
@@ -21,7 +22,9 @@ const (
 func walName(num uint64) string     { return fmt.Sprintf("%06d%s", num, walExt) }
 func segFileName(num uint64) string { return fmt.Sprintf("%06d%s", num, segExt) }
 
-func (db *DB) path(name string) string { return filepath.Join(db.dir, name) }
+func (db *DB) path(name string) string { return pathIn(db.dir, name) }
+
+func pathIn(dir, name string) string { return filepath.Join(dir, name) }
 
 // parseFileName returns the number and extension of a WAL or segment file
 // name, ok=false for any other name.

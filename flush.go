@@ -121,8 +121,9 @@ func (db *DB) flushFrozen(f *frozen) (*segHandle, error) {
 		edit.Add = []manifest.SegmentMeta{s.meta}
 	}
 	if err := db.manifest.Apply(edit); err != nil {
+		// Whether the commit reached the disk is unknown, so the file
+		// stays: if the commit did not land, the next Open removes it.
 		if s != nil {
-			s.obsolete.Store(true)
 			s.unref()
 		}
 		return nil, fmt.Errorf("manifest: %w", err)
@@ -136,7 +137,10 @@ func (db *DB) flushFrozen(f *frozen) (*segHandle, error) {
 // opens it for reading. It returns nil (and no error) if it has no entries.
 // The file is not live until the caller commits it to the manifest.
 func (db *DB) writeSegment(it compaction.Iterator, filter *bloom.Filter, tier uint32) (*segHandle, error) {
-	num := db.manifest.NewFileNum()
+	num, err := db.manifest.NewFileNum()
+	if err != nil {
+		return nil, fmt.Errorf("segment file number: %w", err)
+	}
 	name := segFileName(num)
 	f, err := db.fs.Create(db.path(name))
 	if err != nil {

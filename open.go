@@ -12,22 +12,32 @@ import (
 	"github.com/bloomkv/bloomkv/manifest"
 	"github.com/bloomkv/bloomkv/memtable"
 	"github.com/bloomkv/bloomkv/segment"
+	"github.com/bloomkv/bloomkv/vfs"
 	"github.com/bloomkv/bloomkv/wal"
 )
 
 // Open opens the store in dir, creating it if dir does not exist or is
-// empty. nil opts means DefaultOptions(). It fails with ErrLocked if the
-// store is open elsewhere, with ErrNotStore if dir holds other files but no
-// store, and with an error matching ErrCorrupt (naming the file) if a file
-// of the store is damaged; in every failure nothing in dir is overwritten.
+// empty. nil opts means DefaultOptions(). It fails with ErrInvalidOptions
+// for options out of range, with ErrLocked if the store is open elsewhere,
+// with ErrNotStore if dir holds other files but no store, and with an
+// error matching ErrCorrupt (a *base.CorruptError naming the file and
+// offset) if a file of the store is damaged or the files and the manifest
+// disagree.
 //
-// Recovery replays the WALs that hold writes not yet in a segment, flushes
-// them to a segment, and removes files the manifest does not reference
-// (left by a crash during a flush or a compaction).
+// Open is transactional: until recovery is known to succeed it only reads
+// (and creates the LOCK file of an existing store that lacks one). It
+// replays the WALs that hold writes not yet in a segment, writes those to a
+// new segment, starts a new WAL and commits all of that in one manifest
+// edit; only then does it delete the files that edit made obsolete and the
+// leftovers of an interrupted flush or compaction. A failing Open removes
+// what it created and leaves every other file as it found it.
 func Open(dir string, opts *Options) (*DB, error) {
-	o := opts.withDefaults()
-	if err := o.FS.MkdirAll(dir); err != nil {
-		return nil, fmt.Errorf("bloomkv: %w", err)
+	o, err := opts.validated()
+	if err != nil {
+		return nil, err
+	}
+	if err := prepareDir(o.FS, dir); err != nil {
+		return nil, err
 	}
 	lock, err := lockDir(o.FS, dir)
 	if err != nil {
@@ -54,8 +64,46 @@ func Open(dir string, opts *Options) (*DB, error) {
 	return db, nil
 }
 
-// recover loads the manifest, opens the live segments, replays the WALs and
-// removes obsolete files.
+// prepareDir checks, before anything is locked or created, that dir is a
+// store or may become one: it creates a missing dir, and refuses (with
+// ErrNotStore, touching nothing) a directory holding anything but a store.
+func prepareDir(fsys vfs.FS, dir string) error {
+	entries, err := fsys.List(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		err = fsys.MkdirAll(dir)
+	}
+	if err != nil {
+		return fmt.Errorf("bloomkv: %w", err)
+	}
+	return checkNewStore(fsys, dir, entries)
+}
+
+// checkNewStore returns nil if entries (dir's listing) hold a MANIFEST or
+// could only be the beginning of a store: nothing, a LOCK file, or the
+// MANIFEST.tmp that an Open creating the store left when it was
+// interrupted (recognised by its content: see manifest.IsCreateLeftover).
+func checkNewStore(fsys vfs.FS, dir string, entries []string) error {
+	if slices.Contains(entries, manifestName) {
+		return nil
+	}
+	for _, name := range entries {
+		switch name {
+		case lockName:
+			continue
+		case manifestTmpName:
+			if manifest.IsCreateLeftover(fsys, pathIn(dir, name)) {
+				continue
+			}
+			return fmt.Errorf("%w: %s holds %s but no %s (if it is left from an interrupted store creation, remove it)",
+				ErrNotStore, dir, name, manifestName)
+		}
+		return fmt.Errorf("%w: %s holds %s but no %s", ErrNotStore, dir, name, manifestName)
+	}
+	return nil
+}
+
+// recover loads the manifest, checks it against the files, opens the live
+// segments, replays the WALs and starts a new WAL; see Open.
 func (db *DB) recover() error {
 	entries, err := db.fs.List(db.dir)
 	if err != nil {
@@ -65,6 +113,10 @@ func (db *DB) recover() error {
 		return err
 	}
 	state := db.manifest.State()
+	files, err := classifyFiles(entries, state)
+	if err != nil {
+		return fmt.Errorf("bloomkv: %w", err)
+	}
 	for _, meta := range state.Segments {
 		s, err := db.loadSegment(meta)
 		if err != nil {
@@ -72,16 +124,20 @@ func (db *DB) recover() error {
 		}
 		db.segments = append(db.segments, s)
 	}
-	logs, maxNum := db.classifyFiles(entries, state)
 	db.lastSeq = state.FlushedSeq
 	for _, s := range db.segments {
 		db.lastSeq = max(db.lastSeq, s.meta.MaxSeq)
 	}
-	replayed, err := db.replay(logs, state.FlushedSeq)
+	replayed, err := db.replay(files.logs, state.FlushedSeq)
 	if err != nil {
 		return err
 	}
-	return db.startFresh(replayed, logs, maxNum)
+	db.manifest.SkipTo(files.maxNum + 1)
+	if err := db.startFresh(replayed); err != nil {
+		return err
+	}
+	db.removeObsolete(files)
+	return nil
 }
 
 // openManifest opens the manifest, or creates it for a new store
@@ -98,10 +154,10 @@ func (db *DB) openManifest(entries []string) (*manifest.Manifest, error) {
 	if !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("bloomkv: open manifest: %w", err)
 	}
-	for _, name := range entries {
-		if name != lockName && name != manifestName+".tmp" {
-			return nil, fmt.Errorf("%w: %s holds %s but no %s", ErrNotStore, db.dir, name, manifestName)
-		}
+	// Checked again under the lock: another process may have made a store
+	// here since prepareDir looked.
+	if err := checkNewStore(db.fs, db.dir, entries); err != nil {
+		return nil, err
 	}
 	if m, err = manifest.Create(db.fs, db.path(manifestName)); err != nil {
 		return nil, fmt.Errorf("bloomkv: create manifest: %w", err)
@@ -129,37 +185,78 @@ func (db *DB) loadSegment(meta manifest.SegmentMeta) (*segHandle, error) {
 	return db.openSegment(f, meta)
 }
 
-// classifyFiles removes files the store no longer needs — segments the
-// manifest does not list (outputs of an interrupted flush or compaction),
-// WALs already flushed — and returns the WALs to replay, in order, and the
-// largest file number seen.
-func (db *DB) classifyFiles(entries []string, state manifest.State) (logs []uint64, maxNum uint64) {
-	live := make(map[uint64]bool, len(state.Segments))
-	for _, s := range state.Segments {
+// storeFiles sorts a store directory's WAL and segment files by what
+// recovery does with them.
+type storeFiles struct {
+	logs     []uint64 // WALs to replay, oldest first
+	obsolete []string // WALs below the log number: flushed, left by a crash before their removal
+	orphans  []string // segments the manifest does not list: outputs of an interrupted flush or compaction
+	maxNum   uint64   // the largest file number present or named by the manifest
+}
+
+// classifyFiles checks the directory's files against the manifest and
+// sorts them. It changes nothing. Files the manifest cannot explain are
+// corruption, never garbage to delete: a file numbered at or above
+// NextFileNum (numbers are committed before files bear them), a live
+// segment that is missing, a missing WAL at the log number (it is created
+// before the commit that names it). Each of these means the manifest is
+// older than the files — a bbolt meta page fell back to the previous commit
+// — or a file is not the store's, and opening anyway would lose writes.
+func classifyFiles(entries []string, st manifest.State) (storeFiles, error) {
+	var files storeFiles
+	live := make(map[uint64]bool, len(st.Segments))
+	for _, s := range st.Segments {
 		live[s.FileNum] = true
+		files.maxNum = max(files.maxNum, s.FileNum)
 	}
+	files.maxNum = max(files.maxNum, st.LogNum)
+	present := make(map[string]bool, len(entries))
 	for _, name := range entries {
 		num, ext, ok := parseFileName(name)
 		if !ok {
 			continue
 		}
-		maxNum = max(maxNum, num)
+		if err := checkFileNum(name, num, st); err != nil {
+			return storeFiles{}, err
+		}
+		present[name] = true
+		files.maxNum = max(files.maxNum, num)
 		switch {
-		case ext == walExt && num >= state.LogNum:
-			logs = append(logs, num)
-		case ext == segExt && live[num]:
-		default:
-			db.logger.Info("removing obsolete file", "file", name)
-			db.removeFile(name)
+		case ext == walExt && num >= st.LogNum:
+			files.logs = append(files.logs, num)
+		case ext == walExt:
+			files.obsolete = append(files.obsolete, name)
+		case !live[num]:
+			files.orphans = append(files.orphans, name)
 		}
 	}
-	slices.Sort(logs)
-	return logs, maxNum
+	for _, s := range st.Segments {
+		if name := segFileName(s.FileNum); !present[name] {
+			return storeFiles{}, base.Corruptf(name, -1, "missing, though %s lists it as live (the manifest is older than the files, or the file was removed)", manifestName)
+		}
+	}
+	if name := walName(st.LogNum); st.LogNum > 0 && !st.Legacy && !present[name] {
+		return storeFiles{}, base.Corruptf(name, -1, "missing, though %s's log number names it: writes not yet in a segment would be lost (the manifest is older than the files, or the file was removed)", manifestName)
+	}
+	slices.Sort(files.logs)
+	return files, nil
+}
+
+// checkFileNum rejects a file whose number the manifest never handed out.
+func checkFileNum(name string, num uint64, st manifest.State) error {
+	switch {
+	case num == 0 || num >= manifest.MaxFileNum:
+		return base.Corruptf(name, -1, "file number %d is not one the store issues", num)
+	case num >= st.NextFileNum && !st.Legacy:
+		return base.Corruptf(name, -1, "file number %d is at or above %s's next file number %d: the file is not the store's, or the manifest is older than the files",
+			num, manifestName, st.NextFileNum)
+	}
+	return nil
 }
 
 // replay applies the WAL records newer than flushedSeq to a new memtable.
-// A torn final record (a write that was never acknowledged) is cut off by
-// wal.Recover; damage before it is an error.
+// It only reads: a torn final record (a write that was never acknowledged)
+// ends a log, damage before it is an error.
 func (db *DB) replay(logs []uint64, flushedSeq uint64) (*memtable.Memtable, error) {
 	mem := memtable.New(db.opts.MemtableSize)
 	for _, num := range logs {
@@ -175,46 +272,49 @@ func (db *DB) replay(logs []uint64, flushedSeq uint64) (*memtable.Memtable, erro
 		if err != nil {
 			return nil, fmt.Errorf("bloomkv: replay %s: %w", name, err)
 		}
-		if res.Truncated {
-			db.logger.Warn("WAL had a torn tail, cut off", "file", name, "bytes", res.TruncatedBytes)
+		if res.TornTail {
+			db.logger.Warn("WAL ends in a torn tail (a write in flight at a crash)", "file", name, "bytes", res.TornBytes)
 		}
 	}
 	return mem, nil
 }
 
-// startFresh flushes what the WALs held to a segment, starts a new WAL and
-// memtable, and records in one manifest edit that the replayed WALs are no
-// longer needed.
-func (db *DB) startFresh(replayed *memtable.Memtable, logs []uint64, maxNum uint64) error {
-	// File numbers handed out before a crash may not have reached the
-	// manifest (a live WAL is named by one); move past every number present
-	// — and never back: numbers the manifest counted may name files that
-	// were never created (a create that failed).
-	next := max(maxNum+1, db.manifest.State().NextFileNum)
-	if err := db.manifest.Apply(manifest.Edit{NextFileNum: &next}); err != nil {
-		return fmt.Errorf("bloomkv: %w", err)
-	}
-	logNum := db.manifest.NewFileNum()
-	var added []manifest.SegmentMeta
+// startFresh writes what the WALs held to a segment, starts a new WAL and
+// memtable, and commits both in one manifest edit that also retires the
+// replayed WALs. If anything fails before the commit, the files it created
+// are removed; if the commit itself fails its outcome is unknown, so they
+// stay (the next Open deletes them if the commit did not land).
+func (db *DB) startFresh(replayed *memtable.Memtable) error {
+	var (
+		added []manifest.SegmentMeta
+		seg   *segHandle
+		err   error
+	)
 	if replayed.Len() > 0 {
-		s, err := db.writeSegment(compaction.NewDedup(replayed.NewIter(), nil, false), nil, 0)
-		if err != nil {
+		if seg, err = db.writeSegment(compaction.NewDedup(replayed.NewIter(), nil, false), nil, 0); err != nil {
 			return fmt.Errorf("bloomkv: flush recovered writes: %w", err)
 		}
-		db.segments = append([]*segHandle{s}, db.segments...)
-		added = append(added, s.meta)
+		added = append(added, seg.meta)
 	}
-	logw, err := db.createWAL(logNum)
+	logNum, err := db.manifest.NewFileNum()
+	var logw *wal.Writer
+	if err == nil {
+		logw, err = db.createWAL(logNum)
+	}
 	if err != nil {
+		if seg != nil {
+			seg.obsolete.Store(true)
+			seg.unref()
+		}
 		return fmt.Errorf("bloomkv: %w", err)
 	}
 	db.logw, db.logNum = logw, logNum
+	if seg != nil {
+		db.segments = append([]*segHandle{seg}, db.segments...)
+	}
 	flushed := db.lastSeq
 	if err := db.manifest.Apply(manifest.Edit{Add: added, FlushedSeq: &flushed, LogNum: &logNum}); err != nil {
 		return fmt.Errorf("bloomkv: %w", err)
-	}
-	for _, num := range logs {
-		db.removeFile(walName(num))
 	}
 	db.mem = memtable.New(db.opts.MemtableSize)
 	db.visibleSeq.Store(db.lastSeq)
@@ -223,6 +323,20 @@ func (db *DB) startFresh(replayed *memtable.Memtable, logs []uint64, maxNum uint
 	db.scheduleCompactionLocked()
 	db.mu.Unlock()
 	return nil
+}
+
+// removeObsolete deletes, after a successful recovery, the WALs it
+// replayed and the files a crash left behind. Every one of them is below
+// the committed log number or unlisted and below NextFileNum, so the store
+// made it and no longer needs it.
+func (db *DB) removeObsolete(files storeFiles) {
+	for _, num := range files.logs {
+		db.removeFile(walName(num))
+	}
+	for _, name := range slices.Concat(files.obsolete, files.orphans) {
+		db.logger.Info("removing obsolete file", "file", name)
+		db.removeFile(name)
+	}
 }
 
 // closeFiles releases everything Open acquired; used by Close and by a

@@ -14,14 +14,35 @@ type State struct {
 	// ties by FileNum descending. Their key bytes are shared and must not
 	// be modified.
 	Segments []SegmentMeta
-	// NextFileNum is the committed file-number counter: every number below
-	// it has been handed out (0 is reserved and never handed out).
+	// NextFileNum bounds the file numbers handed out: NewFileNum never
+	// returns a number at or above the committed NextFileNum, so a file
+	// numbered at or above it is not the store's (or the manifest is older
+	// than the files). 0 is reserved and never handed out.
 	NextFileNum uint64
 	// FlushedSeq is the highest sequence number such that every write at or
 	// below it is in a segment; WAL records at or below it need no replay.
 	FlushedSeq uint64
-	// LogNum is the oldest live WAL: WAL files numbered below it are obsolete.
+	// LogNum is the oldest live WAL: WAL files numbered below it are
+	// obsolete. Once nonzero, the WAL it names exists: it is created (and
+	// its name synced) before the commit that sets LogNum.
 	LogNum uint64
+	// Legacy is set for a format-1 manifest, which persisted NextFileNum
+	// only after handing numbers out: files at or above it may be the
+	// leftovers of a crash there. The first Apply upgrades the file.
+	Legacy bool
+}
+
+// checkCounters reports counters that no Apply could have committed.
+func (s State) checkCounters() error {
+	switch {
+	case s.NextFileNum < firstFileNum || s.NextFileNum > MaxFileNum:
+		return fmt.Errorf("next file number %d out of range", s.NextFileNum)
+	case s.FlushedSeq > base.MaxSeq:
+		return fmt.Errorf("flushed seq %d exceeds 56 bits", s.FlushedSeq)
+	case s.LogNum >= s.NextFileNum && !s.Legacy:
+		return fmt.Errorf("log number %d not below next file number %d", s.LogNum, s.NextFileNum)
+	}
+	return nil
 }
 
 // clone returns s with its own Segments slice, so callers may reorder or
@@ -50,10 +71,15 @@ func invalidf(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalidEdit, fmt.Sprintf(format, args...))
 }
 
+// reserveAhead is how many file numbers every commit reserves beyond those
+// handed out, so that NewFileNum rarely needs a commit of its own: a number
+// is always committed (below NextFileNum) before its file exists.
+const reserveAhead = 1000
+
 // apply returns the state after e, or an ErrInvalidEdit error. counter is
-// the in-memory file-number counter, which the new NextFileNum must cover
-// so that numbers handed out before this commit are never handed out again.
-// s is not modified: the result has a fresh Segments slice.
+// the in-memory file-number counter (the next number NewFileNum hands out);
+// the new NextFileNum reserves reserveAhead numbers beyond it. s is not
+// modified: the result has a fresh Segments slice.
 func (s State) apply(e Edit, counter uint64) (State, error) {
 	next := s
 	var err error
@@ -72,11 +98,15 @@ func (s State) apply(e Edit, counter uint64) (State, error) {
 	if next.Segments, err = s.applySegments(e); err != nil {
 		return State{}, err
 	}
-	next.NextFileNum = max(next.NextFileNum, counter)
+	next.NextFileNum = max(next.NextFileNum, counter+reserveAhead)
 	for _, seg := range e.Add {
 		// An added file number must never be handed out again.
 		next.NextFileNum = max(next.NextFileNum, seg.FileNum+1)
 	}
+	if next.NextFileNum > MaxFileNum {
+		return State{}, invalidf("next file number %d exceeds %d", next.NextFileNum, MaxFileNum)
+	}
+	next.Legacy = false // the commit writes format 2
 	return next, nil
 }
 

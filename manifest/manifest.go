@@ -9,19 +9,23 @@
 //
 // # File numbers
 //
-// Segment and WAL files are named by numbers from NewFileNum. NewFileNum
-// only bumps an in-memory counter; the counter is persisted by the next
-// Apply, which stores NextFileNum = max(counter, numbers in the edit). After
-// a crash, numbers handed out but never committed are handed out again. That
-// is safe only because the DB, when it opens, deletes segment files the
-// manifest does not list and raises NextFileNum (with an Edit) above every
-// live WAL file it finds before asking for new numbers.
+// Segment and WAL files are named by numbers from NewFileNum, which hands
+// out only numbers below the committed NextFileNum: every Apply reserves a
+// range ahead of the in-memory counter, and NewFileNum commits a new range
+// when one runs out. So a number is durable in the manifest before any file
+// bears it, and a file numbered at or above NextFileNum cannot be the
+// store's — it is a foreign file, or the manifest is older than the files
+// (bbolt fell back to an older meta page), and the DB refuses to open
+// rather than delete it. After a reopen the DB skips (SkipTo) every number
+// a file in the directory bears.
 //
 // The on-disk layout is specified in FORMAT.md.
 package manifest
 
 import (
+	"encoding/binary"
 	"errors"
+	"io"
 	"fmt"
 	"io/fs"
 	"os"
@@ -59,8 +63,15 @@ type Manifest struct {
 	counter uint64     // next number NewFileNum hands out; >= state.NextFileNum
 }
 
+// newManifest wraps an open bbolt database. The counter starts just past
+// the numbers the state names; the DB raises it past the files it finds
+// (SkipTo).
 func newManifest(fsys vfs.FS, db *bolt.DB, path string, st State) *Manifest {
-	return &Manifest{fs: fsys, db: db, name: filepath.Base(path), state: st, counter: st.NextFileNum}
+	counter := max(st.LogNum+1, firstFileNum)
+	for _, s := range st.Segments {
+		counter = max(counter, s.FileNum+1)
+	}
+	return &Manifest{fs: fsys, db: db, name: filepath.Base(path), state: st, counter: counter}
 }
 
 // boltOptions returns the options every open uses. openFile lets Create
@@ -113,6 +124,34 @@ func Create(fsys vfs.FS, path string) (*Manifest, error) {
 	}
 	return newManifest(fsys, db, path, State{NextFileNum: firstFileNum}), nil
 }
+
+// IsCreateLeftover reports whether the file at path can only be what an
+// interrupted Create leaves at its temporary name: an empty file, or a
+// bbolt file (bbolt's meta magic in the first page) that is not a manifest
+// holding segments. Create only ever writes an empty manifest there, so
+// anything else — a user's file that happens to bear the name — is not
+// the store's to remove.
+func IsCreateLeftover(fsys vfs.FS, path string) bool {
+	f, err := fsys.Open(path)
+	if err != nil {
+		return false
+	}
+	var head [20]byte
+	n, _ := io.ReadFull(f, head[:])
+	_ = f.Close()
+	switch {
+	case n == 0:
+		return true
+	case n < len(head) || binary.LittleEndian.Uint32(head[16:]) != boltMagic:
+		return false
+	}
+	st, err := ReadState(fsys, path)
+	return err != nil || len(st.Segments) == 0
+}
+
+// boltMagic is the magic number of a bbolt meta page, at byte 16 of the
+// file (after the 16-byte page header).
+const boltMagic = 0xED0CDAED
 
 // Open opens the existing manifest at path in fsys. It returns an error matching
 // ErrLocked if the manifest is open elsewhere, and a *base.CorruptError
@@ -205,14 +244,33 @@ func (m *Manifest) State() State {
 	return m.state.clone()
 }
 
-// NewFileNum hands out the next file number. It is not persisted until the
-// next Apply; see the package comment for why that is safe.
-func (m *Manifest) NewFileNum() uint64 {
+// NewFileNum hands out the next file number, always one below the
+// committed NextFileNum: when the reserved range is used up it first
+// commits a new one (see the package comment), and that commit's error is
+// returned.
+func (m *Manifest) NewFileNum() (uint64, error) {
+	for {
+		m.mu.Lock()
+		if m.counter < m.state.NextFileNum {
+			n := m.counter
+			m.counter++
+			m.mu.Unlock()
+			return n, nil
+		}
+		m.mu.Unlock()
+		if err := m.Apply(Edit{}); err != nil {
+			return 0, err
+		}
+	}
+}
+
+// SkipTo makes NewFileNum hand out only numbers at or above n. The DB calls
+// it at open with one past the largest number in the directory, so no new
+// file collides with a leftover one.
+func (m *Manifest) SkipTo(n uint64) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	n := m.counter
-	m.counter++
-	return n
+	m.counter = max(m.counter, n)
+	m.mu.Unlock()
 }
 
 // Apply validates e against the current state and commits it in one bbolt
@@ -247,7 +305,6 @@ func (m *Manifest) Apply(e Edit) error {
 
 	m.mu.Lock()
 	m.state = next
-	m.counter = max(m.counter, next.NextFileNum)
 	m.mu.Unlock()
 	return nil
 }

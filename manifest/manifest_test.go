@@ -76,12 +76,12 @@ func TestCreateApplyReopen(t *testing.T) {
 	if got, want := m.State(), (State{NextFileNum: 1}); !sameState(got, want) {
 		t.Fatalf("new manifest: got %+v, want %+v", got, want)
 	}
-	fn1, fn2, wal := m.NewFileNum(), m.NewFileNum(), m.NewFileNum()
+	fn1, fn2, wal := mustNum(t, m), mustNum(t, m), mustNum(t, m)
 	mustApply(t, m, Edit{Add: []SegmentMeta{seg(fn1, 1, 100)}, FlushedSeq: ptr(100), LogNum: ptr(wal)})
 	mustApply(t, m, Edit{Add: []SegmentMeta{seg(fn2, 101, 200)}, FlushedSeq: ptr(200)})
 	want := State{
 		Segments:    []SegmentMeta{seg(fn2, 101, 200), seg(fn1, 1, 100)},
-		NextFileNum: wal + 1, FlushedSeq: 200, LogNum: wal,
+		NextFileNum: wal + 1 + reserveAhead, FlushedSeq: 200, LogNum: wal,
 	}
 	if got := m.State(); !sameState(got, want) {
 		t.Fatalf("after edits: got %+v, want %+v", got, want)
@@ -90,9 +90,18 @@ func TestCreateApplyReopen(t *testing.T) {
 	if got := m.State(); !sameState(got, want) {
 		t.Fatalf("after reopen: got %+v, want %+v", got, want)
 	}
-	if n := m.NewFileNum(); n != wal+1 {
+	if n := mustNum(t, m); n != wal+1 {
 		t.Fatalf("NewFileNum after reopen = %d, want %d", n, wal+1)
 	}
+}
+
+func mustNum(t testing.TB, m *Manifest) uint64 {
+	t.Helper()
+	n, err := m.NewFileNum()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 func TestAddAndRemoveInOneEdit(t *testing.T) {
@@ -102,7 +111,7 @@ func TestAddAndRemoveInOneEdit(t *testing.T) {
 	out := seg(4, 1, 20)
 	out.Tier = 1
 	mustApply(t, m, Edit{Add: []SegmentMeta{out}, Remove: []uint64{1, 2}})
-	want := State{Segments: []SegmentMeta{seg(3, 21, 30), out}, NextFileNum: 5}
+	want := State{Segments: []SegmentMeta{seg(3, 21, 30), out}, NextFileNum: 1 + reserveAhead}
 	if got := m.State(); !sameState(got, want) {
 		t.Fatalf("got %+v, want %+v", got, want)
 	}
@@ -164,42 +173,52 @@ func TestInvalidEditsChangeNothing(t *testing.T) {
 
 func TestCountersMayStayEqual(t *testing.T) {
 	m, _ := createTemp(t)
-	mustApply(t, m, Edit{NextFileNum: ptr(3), FlushedSeq: ptr(7), LogNum: ptr(2)})
-	mustApply(t, m, Edit{NextFileNum: ptr(3), FlushedSeq: ptr(7), LogNum: ptr(2)})
-	if got, want := m.State(), (State{NextFileNum: 3, FlushedSeq: 7, LogNum: 2}); !sameState(got, want) {
+	mustApply(t, m, Edit{FlushedSeq: ptr(7), LogNum: ptr(2)})
+	n := m.State().NextFileNum
+	mustApply(t, m, Edit{NextFileNum: ptr(n), FlushedSeq: ptr(7), LogNum: ptr(2)})
+	if got, want := m.State(), (State{NextFileNum: n, FlushedSeq: 7, LogNum: 2}); !sameState(got, want) {
 		t.Fatalf("got %+v, want %+v", got, want)
 	}
 }
 
 func TestNewFileNum(t *testing.T) {
 	m, path := createTemp(t)
-	if a, b := m.NewFileNum(), m.NewFileNum(); a != 1 || b != 2 {
+	// A new manifest has no range reserved: the first number commits one,
+	// so it is durable before any file bears it.
+	if a, b := mustNum(t, m), mustNum(t, m); a != 1 || b != 2 {
 		t.Fatalf("NewFileNum = %d, %d; want 1, 2", a, b)
 	}
-	if got := m.State().NextFileNum; got != 1 {
-		t.Fatalf("NextFileNum before Apply = %d, want 1 (not yet committed)", got)
+	if got, want := m.State().NextFileNum, uint64(1+reserveAhead); got != want {
+		t.Fatalf("NextFileNum after the first number = %d, want %d", got, want)
 	}
+	// Every commit keeps a range ahead of the counter.
 	mustApply(t, m, Edit{})
-	if got := m.State().NextFileNum; got != 3 {
-		t.Fatalf("NextFileNum after Apply = %d, want 3", got)
+	if got, want := m.State().NextFileNum, uint64(3+reserveAhead); got != want {
+		t.Fatalf("NextFileNum after Apply = %d, want %d", got, want)
 	}
-	// Numbers handed out after the last commit are handed out again after
-	// a reopen: the package comment explains why that is safe.
-	m.NewFileNum()
+	// Numbers are handed out below NextFileNum only: using up the range
+	// commits a new one.
+	m.SkipTo(3 + reserveAhead)
+	if n := mustNum(t, m); n != 3+reserveAhead {
+		t.Fatalf("NewFileNum at the end of the range = %d", n)
+	}
+	if got, want := m.State().NextFileNum, uint64(3+2*reserveAhead); got != want {
+		t.Fatalf("NextFileNum after the range ran out = %d, want %d", got, want)
+	}
 	m = reopen(t, m, path)
-	if n := m.NewFileNum(); n != 3 {
-		t.Fatalf("NewFileNum after reopen = %d, want 3", n)
+	if got := m.State().NextFileNum; got != 3+2*reserveAhead {
+		t.Fatalf("NextFileNum after reopen = %d: the new range was not committed", got)
 	}
-	// An added segment's number is never handed out again, even one the
-	// counter has not reached.
+	// An added segment's number is never handed out again.
 	mustApply(t, m, Edit{Add: []SegmentMeta{seg(10, 1, 2)}})
-	if n := m.NewFileNum(); n != 11 {
-		t.Fatalf("NewFileNum after adding segment 10 = %d, want 11", n)
+	m = reopen(t, m, path)
+	if n := mustNum(t, m); n != 11 {
+		t.Fatalf("NewFileNum after reopen with segment 10 live = %d, want 11", n)
 	}
-	// An explicit NextFileNum moves the counter too.
-	mustApply(t, m, Edit{NextFileNum: ptr(20)})
-	if n := m.NewFileNum(); n != 20 {
-		t.Fatalf("NewFileNum after NextFileNum=20: %d, want 20", n)
+	// SkipTo never moves the counter back.
+	m.SkipTo(5)
+	if n := mustNum(t, m); n != 12 {
+		t.Fatalf("NewFileNum after SkipTo(5) = %d, want 12", n)
 	}
 }
 
@@ -340,12 +359,29 @@ func TestOpenForeignLayout(t *testing.T) {
 			return errors.Join(tx.DeleteBucket([]byte(metaBucket)), tx.DeleteBucket([]byte(segmentsBucket)))
 		}},
 		{"no segments bucket", func(tx *bolt.Tx) error { return tx.DeleteBucket([]byte(segmentsBucket)) }},
-		{"format version 2", func(tx *bolt.Tx) error {
-			return tx.Bucket([]byte(metaBucket)).Put([]byte(keyFormatVersion), u64(2))
+		{"format version 3", func(tx *bolt.Tx) error {
+			return tx.Bucket([]byte(metaBucket)).Put([]byte(keyFormatVersion), u64(3))
 		}},
-		{"missing log num", func(tx *bolt.Tx) error { return tx.Bucket([]byte(metaBucket)).Delete([]byte(keyLogNum)) }},
-		{"short counter", func(tx *bolt.Tx) error {
-			return tx.Bucket([]byte(metaBucket)).Put([]byte(keyFlushedSeq), []byte{1})
+		{"missing counters", func(tx *bolt.Tx) error { return tx.Bucket([]byte(metaBucket)).Delete([]byte(keyCounters)) }},
+		{"short counters", func(tx *bolt.Tx) error {
+			return tx.Bucket([]byte(metaBucket)).Put([]byte(keyCounters), []byte{1})
+		}},
+		{"flipped bit in a counter", func(tx *bolt.Tx) error {
+			meta := tx.Bucket([]byte(metaBucket))
+			v := bytes.Clone(meta.Get([]byte(keyCounters)))
+			v[2] ^= 0x01
+			return meta.Put([]byte(keyCounters), v)
+		}},
+		{"log num not below next file num", func(tx *bolt.Tx) error {
+			return tx.Bucket([]byte(metaBucket)).Put([]byte(keyCounters), encodeCounters(counters{NextFileNum: 5, LogNum: 5}))
+		}},
+		{"next file num beyond the maximum", func(tx *bolt.Tx) error {
+			return tx.Bucket([]byte(metaBucket)).Put([]byte(keyCounters), encodeCounters(counters{NextFileNum: MaxFileNum + 1}))
+		}},
+		{"legacy format, missing log num", func(tx *bolt.Tx) error {
+			meta := tx.Bucket([]byte(metaBucket))
+			return errors.Join(meta.Put([]byte(keyFormatVersion), u64(legacyFormatVersion)),
+				meta.Put([]byte(keyNextFileNum), u64(5)), meta.Put([]byte(keyFlushedSeq), u64(0)))
 		}},
 		{"damaged segment", func(tx *bolt.Tx) error {
 			v := EncodeSegmentMeta(seg(1, 1, 10))
@@ -363,7 +399,7 @@ func TestOpenForeignLayout(t *testing.T) {
 			return err
 		}},
 		{"segment not below next file num", func(tx *bolt.Tx) error {
-			return tx.Bucket([]byte(segmentsBucket)).Put(u64(50), EncodeSegmentMeta(seg(50, 1, 10)))
+			return tx.Bucket([]byte(segmentsBucket)).Put(u64(5000), EncodeSegmentMeta(seg(5000, 1, 10)))
 		}},
 	}
 	for _, tt := range tests {
@@ -395,7 +431,7 @@ func TestConcurrentUse(t *testing.T) {
 	for range workers {
 		wg.Go(func() {
 			for range perWorker {
-				fn := m.NewFileNum()
+				fn := mustNum(t, m)
 				mu.Lock()
 				dup := seen[fn]
 				seen[fn] = true
@@ -412,7 +448,7 @@ func TestConcurrentUse(t *testing.T) {
 	}
 	wg.Wait()
 	st := m.State()
-	if len(st.Segments) != workers*perWorker || st.NextFileNum != workers*perWorker+1 {
+	if len(st.Segments) != workers*perWorker || st.NextFileNum != workers*perWorker+1+reserveAhead {
 		t.Fatalf("got %d segments, next file num %d", len(st.Segments), st.NextFileNum)
 	}
 }
@@ -426,7 +462,7 @@ func BenchmarkApplyFlush(b *testing.B) {
 	const live = 16
 	var seq uint64
 	flush := func(remove []uint64) {
-		fn := m.NewFileNum()
+		fn := mustNum(b, m)
 		s := seg(fn, seq+1, seq+1000)
 		seq += 1000
 		if err := m.Apply(Edit{Add: []SegmentMeta{s}, Remove: remove, FlushedSeq: ptr(seq), LogNum: ptr(fn)}); err != nil {
@@ -466,5 +502,54 @@ func TestReadState(t *testing.T) {
 	}
 	if _, err := ReadState(vfs.Default, path+"x"); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("ReadState of a missing file: %v", err)
+	}
+}
+
+// TestLegacyFormatUpgrade opens a format-1 manifest (three unprotected
+// counter keys): it reads as Legacy, and the first Apply rewrites it as
+// format 2 with the counters checksummed.
+func TestLegacyFormatUpgrade(t *testing.T) {
+	m, path := createTemp(t)
+	mustApply(t, m, Edit{Add: []SegmentMeta{seg(3, 1, 10)}})
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := bolt.Open(path, 0o644, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		meta := tx.Bucket([]byte(metaBucket))
+		return errors.Join(meta.Delete([]byte(keyCounters)),
+			meta.Put([]byte(keyFormatVersion), u64(legacyFormatVersion)),
+			meta.Put([]byte(keyNextFileNum), u64(4)),
+			meta.Put([]byte(keyFlushedSeq), u64(10)),
+			meta.Put([]byte(keyLogNum), u64(2)))
+	})
+	if err := errors.Join(err, db.Close()); err != nil {
+		t.Fatal(err)
+	}
+	m, err = Open(vfs.Default, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	st := m.State()
+	if !st.Legacy || st.NextFileNum != 4 || st.FlushedSeq != 10 || st.LogNum != 2 || len(st.Segments) != 1 {
+		t.Fatalf("legacy state read as %+v", st)
+	}
+	mustApply(t, m, Edit{})
+	m = reopen(t, m, path)
+	st = m.State()
+	if st.Legacy || st.FlushedSeq != 10 || st.LogNum != 2 || st.NextFileNum < 4 || len(st.Segments) != 1 {
+		t.Fatalf("after the upgrade: %+v", st)
+	}
+	if err := m.db.View(func(tx *bolt.Tx) error {
+		if v := tx.Bucket([]byte(metaBucket)).Get([]byte(keyFlushedSeq)); v != nil {
+			return errors.New("format-1 counter key left behind")
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
 	}
 }

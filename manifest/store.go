@@ -9,8 +9,14 @@ import (
 	"github.com/bloomkv/bloomkv/internal/base"
 )
 
-// formatVersion is the value of meta/format-version; see FORMAT.md.
-const formatVersion = 1
+// formatVersion is the value of meta/format-version this package writes;
+// see FORMAT.md. Version 1 manifests (three unprotected counter keys, file
+// numbers persisted after use) are still read, and upgraded by the first
+// Apply.
+const (
+	formatVersion       = 2
+	legacyFormatVersion = 1
+)
 
 // Bucket and key names; see FORMAT.md.
 const (
@@ -18,14 +24,22 @@ const (
 	segmentsBucket = "segments"
 
 	keyFormatVersion = "format-version"
-	keyNextFileNum   = "next-file-num"
-	keyFlushedSeq    = "flushed-seq"
-	keyLogNum        = "log-num"
+	keyCounters      = "counters"
+
+	// Version 1 kept each counter under its own key, without a checksum.
+	keyNextFileNum = "next-file-num"
+	keyFlushedSeq  = "flushed-seq"
+	keyLogNum      = "log-num"
 )
 
 // firstFileNum is the NextFileNum of a new manifest. File number 0 is
 // reserved so that it can mean "none" elsewhere.
 const firstFileNum = 1
+
+// MaxFileNum bounds file numbers. No store comes near it (a file a
+// millisecond for two million years), so a larger number on disk is damage
+// or a foreign file, and counters never overflow.
+const MaxFileNum = 1 << 56
 
 // u64 encodes v as the 8-byte big-endian value (or key) the layout uses.
 // Big-endian keys make bbolt's byte order match numeric order.
@@ -33,33 +47,29 @@ func u64(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
 
 // initialize creates the buckets of an empty manifest holding st.
 func initialize(tx *bolt.Tx, st State) error {
-	meta, err := tx.CreateBucket([]byte(metaBucket))
-	if err != nil {
+	if _, err := tx.CreateBucket([]byte(metaBucket)); err != nil {
 		return err
 	}
 	if _, err := tx.CreateBucket([]byte(segmentsBucket)); err != nil {
 		return err
 	}
-	if err := meta.Put([]byte(keyFormatVersion), u64(formatVersion)); err != nil {
-		return err
-	}
-	return writeCounters(meta, st)
+	return writeCounters(tx.Bucket([]byte(metaBucket)), st)
 }
 
+// writeCounters stores st's counters as one checksummed record. It also
+// writes the format version, so that the first commit to a version-1
+// manifest upgrades it (and removes the old, unprotected keys).
 func writeCounters(meta *bolt.Bucket, st State) error {
-	for _, kv := range []struct {
-		key string
-		v   uint64
-	}{
-		{keyNextFileNum, st.NextFileNum},
-		{keyFlushedSeq, st.FlushedSeq},
-		{keyLogNum, st.LogNum},
-	} {
-		if err := meta.Put([]byte(kv.key), u64(kv.v)); err != nil {
+	for _, k := range []string{keyNextFileNum, keyFlushedSeq, keyLogNum} {
+		if err := meta.Delete([]byte(k)); err != nil {
 			return err
 		}
 	}
-	return nil
+	if err := meta.Put([]byte(keyFormatVersion), u64(formatVersion)); err != nil {
+		return err
+	}
+	c := counters{NextFileNum: st.NextFileNum, FlushedSeq: st.FlushedSeq, LogNum: st.LogNum}
+	return meta.Put([]byte(keyCounters), encodeCounters(c))
 }
 
 // writeEdit stores an already validated edit whose resulting state is st.
@@ -89,10 +99,46 @@ func load(tx *bolt.Tx, name string) (State, error) {
 	if err != nil {
 		return State{}, err
 	}
-	if version != formatVersion {
-		return State{}, base.Corruptf(name, -1, "format version %d, want %d", version, formatVersion)
-	}
 	var st State
+	switch version {
+	case formatVersion:
+		err = loadCounters(meta, name, &st)
+	case legacyFormatVersion:
+		err = loadLegacyCounters(meta, name, &st)
+		st.Legacy = true
+	default:
+		err = base.Corruptf(name, -1, "format version %d, this build reads %d and %d", version, legacyFormatVersion, formatVersion)
+	}
+	if err != nil {
+		return State{}, err
+	}
+	if err := st.checkCounters(); err != nil {
+		return State{}, base.Corruptf(name, -1, "%v", err)
+	}
+	segs, err := loadSegments(tx, name, st.NextFileNum)
+	if err != nil {
+		return State{}, err
+	}
+	st.Segments = segs
+	return st, nil
+}
+
+// loadCounters decodes the checksummed counters record of version 2.
+func loadCounters(meta *bolt.Bucket, name string, st *State) error {
+	v := meta.Get([]byte(keyCounters))
+	if v == nil {
+		return base.Corruptf(name, -1, "meta/%s missing", keyCounters)
+	}
+	c, off, err := decodeCounters(v)
+	if err != nil {
+		return base.Corruptf(name, -1, "meta/%s: byte %d: %v", keyCounters, off, err)
+	}
+	st.NextFileNum, st.FlushedSeq, st.LogNum = c.NextFileNum, c.FlushedSeq, c.LogNum
+	return nil
+}
+
+// loadLegacyCounters reads version 1's three separate counter keys.
+func loadLegacyCounters(meta *bolt.Bucket, name string, st *State) (err error) {
 	for _, f := range []struct {
 		key string
 		dst *uint64
@@ -102,15 +148,10 @@ func load(tx *bolt.Tx, name string) (State, error) {
 		{keyLogNum, &st.LogNum},
 	} {
 		if *f.dst, err = getU64(meta, name, f.key); err != nil {
-			return State{}, err
+			return err
 		}
 	}
-	segs, err := loadSegments(tx, name, st.NextFileNum)
-	if err != nil {
-		return State{}, err
-	}
-	st.Segments = segs
-	return st, nil
+	return nil
 }
 
 // getU64 reads one 8-byte big-endian value of the meta bucket.

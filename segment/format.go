@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+
+	"github.com/bloomkv/bloomkv/internal/base"
 )
 
 // FormatVersion is the version of the segment format this package writes
@@ -18,8 +20,9 @@ const (
 	// is at most MaxEntrySize.
 	MaxBlockSize = 64 << 20
 
-	// MaxEntrySize bounds len(key)+len(value) of one entry.
-	MaxEntrySize = 32 << 20
+	// MaxEntrySize bounds len(key)+len(value) of one entry: the store's
+	// largest key with its largest value (base.MaxEntrySize).
+	MaxEntrySize = base.MaxEntrySize
 
 	// maxTargetBlockSize caps WriterOptions.BlockSize so that, together
 	// with MaxEntrySize and the restart array, a block stays below

@@ -20,6 +20,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"hash/crc32"
+
+	"github.com/bloomkv/bloomkv/internal/base"
 )
 
 // MaxRecordSize is the largest payload one record may carry: 256 MiB.
@@ -28,7 +30,7 @@ import (
 // field as corruption, so a damaged or hostile length can never make the
 // reader allocate more than this (it is additionally bounded by the bytes
 // actually present in the file).
-const MaxRecordSize = 256 << 20
+const MaxRecordSize = base.MaxRecordSize
 
 // ErrRecordTooLarge is returned by Writer.WriteRecords for a payload longer
 // than MaxRecordSize.
