@@ -15,8 +15,8 @@ const (
 	manifestName    = "MANIFEST"
 	manifestTmpName = manifestName + ".tmp" // manifest.Create builds the manifest under this name
 	lockName        = "LOCK"
-	walExt       = ".wal"
-	segExt       = ".seg"
+	walExt          = ".wal"
+	segExt          = ".seg"
 )
 
 func walName(num uint64) string     { return fmt.Sprintf("%06d%s", num, walExt) }

@@ -25,8 +25,8 @@ package manifest
 import (
 	"encoding/binary"
 	"errors"
-	"io"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
