@@ -289,6 +289,8 @@ func verifyClosedDir(ctx context.Context, fsys vfs.FS, dir string, st manifest.S
 		case name == lockName || name == manifestName:
 		case !ok:
 			noteForeign(name, rep)
+		case checkFileNum(name, num, st) != nil:
+			rep.problem(name, checkFileNum(name, num, st))
 		case ext == segExt && !live[num]:
 			rep.notef(name, "segment not in the manifest (left by an interrupted flush or compaction); Open removes it")
 		case ext == walExt && num < st.LogNum:
@@ -302,7 +304,7 @@ func verifyClosedDir(ctx context.Context, fsys vfs.FS, dir string, st manifest.S
 	}
 	// A store that was ever opened has a WAL from LogNum on; its loss
 	// would lose the writes after the last flush without a trace.
-	if st.LogNum != 0 && !sawLog {
+	if st.LogNum != 0 && !st.Legacy && !sawLog {
 		rep.problemf(walName(st.LogNum), "the WAL the manifest names as holding the unflushed writes is missing")
 	}
 	return nil
@@ -436,7 +438,7 @@ func scanWAL(ctx context.Context, f io.Reader, name string, active bool, rep *Ve
 		case errors.Is(err, io.EOF):
 		case errors.Is(err, wal.ErrTornTail):
 			if !active {
-				rep.notef(name, "torn tail after offset %d (a write that was never acknowledged); Open cuts it off", r.Offset())
+				rep.notef(name, "torn tail after offset %d (a write that was never acknowledged); Open ignores it", r.Offset())
 			}
 		default:
 			rep.problem(name, err)

@@ -1,0 +1,465 @@
+package bloomkv
+
+// Tests for "never bricked, never silently damaged": every legal input, every
+// damaged file and every failed Open ends in all the data or a clear error,
+// with nothing in the directory changed. Each test names the way a store
+// used to be lost or bricked.
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/bloomkv/bloomkv/internal/base"
+	"github.com/bloomkv/bloomkv/vfs"
+)
+
+// brickStore writes keys 0..n-1 over several flushes and closes the store.
+// The last write is a flush, so the newest manifest commit retired a WAL.
+func brickStore(t *testing.T, n int) string {
+	t.Helper()
+	dir := t.TempDir()
+	o := smallOptions()
+	o.DisableAutoCompaction = true
+	db := mustOpen(t, dir, o)
+	for i := range n {
+		mustDo(t, db.Put(faultKey(i), faultValue(i)))
+		if i%(n/4) == n/4-1 {
+			mustDo(t, db.Flush())
+		}
+	}
+	mustDo(t, db.Close())
+	return dir
+}
+
+// checkAll reopens dir and requires every key 0..n-1 with its value.
+func checkAll(t *testing.T, dir string, n int) {
+	t.Helper()
+	db := mustOpen(t, dir, smallOptions())
+	defer db.Close()
+	for i := range n {
+		v, err := db.Get(faultKey(i))
+		if err != nil || !bytes.Equal(v, faultValue(i)) {
+			t.Fatalf("key %d: %q, %v", i, v, err)
+		}
+	}
+}
+
+// openMustFail opens dir expecting an error matching want, and requires the
+// directory to be byte for byte as it was.
+func openMustFail(t *testing.T, dir string, o *Options, want error) error {
+	t.Helper()
+	before := dirHash(t, dir)
+	db, err := Open(dir, o)
+	if err == nil {
+		db.Close()
+		t.Fatalf("Open succeeded, want %v", want)
+	}
+	if !errors.Is(err, want) {
+		t.Fatalf("Open = %v, want %v", err, want)
+	}
+	if after := dirHash(t, dir); after != before {
+		t.Fatalf("the failed Open (%v) changed the directory", err)
+	}
+	return err
+}
+
+// wantCorruptFile requires a *base.CorruptError naming file.
+func wantCorruptFile(t *testing.T, err error, file string) {
+	t.Helper()
+	var ce *base.CorruptError
+	if !errors.As(err, &ce) || ce.File != file {
+		t.Fatalf("got %v, want a CorruptError naming %s", err, file)
+	}
+}
+
+// Item 1: whatever Put accepts can be flushed, compacted, recovered and
+// read back — the largest key with the largest value, and the largest
+// batch — with Sync on and off, through mapped and pread segments.
+func TestLargestLegalInputs(t *testing.T) {
+	bigKey := func(c byte) []byte { return bytes.Repeat([]byte{c}, MaxKeySize) }
+	bigValue := func(c byte) []byte { return bytes.Repeat([]byte{c}, MaxValueSize) }
+	for _, tc := range []struct{ sync, mmap bool }{{false, true}, {true, false}} {
+		t.Run(fmt.Sprintf("sync=%v,mmap=%v", tc.sync, tc.mmap), func(t *testing.T) {
+			dir := t.TempDir()
+			o := DefaultOptions()
+			o.Sync, o.DisableMmap = tc.sync, !tc.mmap
+			db := mustOpen(t, dir, o)
+			want := map[string][]byte{}
+			// The largest entry, flushed and compacted with a small one.
+			mustDo(t, db.Put(bigKey('a'), bigValue('A')))
+			want[string(bigKey('a'))] = bigValue('A')
+			mustDo(t, db.Put([]byte("small"), []byte("v")))
+			want["small"] = []byte("v")
+			mustDo(t, db.Flush())
+			// A batch close to MaxBatchSize, left in the WAL for recovery.
+			b := NewBatch()
+			for c := byte('b'); ; c++ {
+				next := b.Size() + 1 + 2*binary.MaxVarintLen32 + MaxKeySize + MaxValueSize
+				if next > MaxBatchSize {
+					break
+				}
+				b.Put(bigKey(c), bigValue(c-'a'+'A'))
+				want[string(bigKey(c))] = bigValue(c - 'a' + 'A')
+			}
+			if b.Len() < 7 {
+				t.Fatalf("batch holds %d entries", b.Len())
+			}
+			mustDo(t, db.Write(b))
+			b = nil
+			// Too large by one byte: refused before anything is written.
+			if err := db.Put([]byte("k"), make([]byte, MaxValueSize+1)); !errors.Is(err, ErrValueTooLarge) {
+				t.Fatalf("oversized value: %v", err)
+			}
+			mustDo(t, db.Close())
+
+			db = mustOpen(t, dir, o) // replays the batch and flushes it
+			mustDo(t, db.Compact())
+			mustDo(t, db.Close())
+			db = mustOpen(t, dir, o)
+			defer db.Close()
+			for k, v := range want {
+				got, err := db.Get([]byte(k))
+				if err != nil || !bytes.Equal(got, v) {
+					t.Fatalf("key %q...: %d bytes, %v", k[:4], len(got), err)
+				}
+			}
+			n := 0
+			it, err := db.NewIterator(nil)
+			mustDo(t, err)
+			defer it.Close()
+			for k, v := range it.All() {
+				if !bytes.Equal(v, want[string(k)]) {
+					t.Fatalf("scan: key %q... has %d bytes", k[:4], len(v))
+				}
+				n++
+			}
+			if n != len(want) {
+				t.Fatalf("scan saw %d keys, want %d", n, len(want))
+			}
+			rep, err := db.Verify(context.Background())
+			if err != nil || !rep.OK() {
+				t.Fatalf("Verify: %v\n%v", err, rep)
+			}
+		})
+	}
+}
+
+// Item 1, replay: a WAL record whose checksum is valid but which holds what
+// Put would refuse is corruption (it could never be flushed), reported with
+// file and offset, and the failed Open changes nothing.
+func TestOversizedEntryInWAL(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		key, value int
+	}{
+		{"key", MaxKeySize + 1, 1},
+		{"value", 1, MaxValueSize + 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			db := mustOpen(t, dir, smallOptions())
+			mustDo(t, db.Put([]byte("a"), []byte("1")))
+			// Append a hostile but well-framed batch through the WAL
+			// writer, as a foreign program (or an older build) could.
+			rec := append(make([]byte, batchHeaderLen), byte(base.KindPut))
+			rec = binary.AppendUvarint(rec, uint64(tc.key))
+			rec = append(rec, bytes.Repeat([]byte("k"), tc.key)...)
+			rec = binary.AppendUvarint(rec, uint64(tc.value))
+			rec = append(rec, make([]byte, tc.value)...)
+			b := &Batch{data: rec, count: 1}
+			db.commit.exclusive(db, func() {
+				_, err := db.logw.WriteRecords(b.setSeq(db.lastSeq + 1))
+				mustDo(t, err)
+			})
+			name := walName(db.logNum)
+			mustDo(t, db.Close())
+			err := openMustFail(t, dir, smallOptions(), ErrCorrupt)
+			wantCorruptFile(t, err, name)
+			rep, err := VerifyDir(context.Background(), nil, dir)
+			if err != nil || rep.OK() {
+				t.Fatalf("VerifyDir did not see the oversized entry: %v\n%v", err, rep)
+			}
+		})
+	}
+}
+
+// boltMetas returns the offsets of MANIFEST's two bbolt meta pages, newest
+// first (by transaction id).
+func boltMetas(t *testing.T, path string) (newest, older int64) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	mustDo(t, err)
+	pageSize := int64(binary.LittleEndian.Uint32(b[24:]))
+	// Meta: 16-byte page header, then magic, version, page size, flags,
+	// root (16), freelist, pgid, txid.
+	txid := func(page int64) uint64 { return binary.LittleEndian.Uint64(b[page+16+48:]) }
+	if txid(0) > txid(pageSize) {
+		return 0, pageSize
+	}
+	return pageSize, 0
+}
+
+// Item 2: a bit flipped anywhere in the newest bbolt meta page makes bbolt
+// fall back to the previous commit. Open must then either hold every
+// acknowledged write or refuse with ErrCorrupt, changing nothing — never
+// open in the past and delete the newest segment.
+func TestManifestMetaPageRot(t *testing.T) {
+	const n = 400
+	dir := brickStore(t, n)
+	path := filepath.Join(dir, manifestName)
+	pristine, err := os.ReadFile(path)
+	mustDo(t, err)
+	newest, _ := boltMetas(t, path)
+	refused := 0
+	for off := newest + 16; off < newest+16+64; off++ {
+		mustDo(t, os.WriteFile(path, pristine, 0o644))
+		flipByte(t, path, off)
+		before := dirHash(t, dir)
+		db, err := Open(dir, smallOptions())
+		if err != nil {
+			if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("flip at %d: Open = %v, want ErrCorrupt", off, err)
+			}
+			if dirHash(t, dir) != before {
+				t.Fatalf("flip at %d: the failed Open changed the directory", off)
+			}
+			refused++
+			continue
+		}
+		for i := range n {
+			if v, err := db.Get(faultKey(i)); err != nil || !bytes.Equal(v, faultValue(i)) {
+				t.Fatalf("flip at %d: Open succeeded but key %d is %q, %v", off, i, v, err)
+			}
+		}
+		mustDo(t, db.Close())
+		t.Fatalf("flip at %d: Open succeeded; the store now differs from the pristine copy, stop here", off)
+	}
+	t.Logf("%d of 64 meta-page flips refused with ErrCorrupt, none opened in the past", refused)
+}
+
+// Item 3: the manifest's counters carry a checksum; a flipped bit in the
+// flushed sequence or the log number is reported, never obeyed (obeying
+// would skip acknowledged WAL writes or delete the live WAL).
+func TestManifestCounterRot(t *testing.T) {
+	for _, at := range []int{1, 2, 3, 5} { // bytes inside the counters record
+		t.Run(fmt.Sprint(at), func(t *testing.T) {
+			dir := brickStore(t, 400)
+			db := mustOpen(t, dir, smallOptions())
+			for i := 400; i < 500; i++ { // unflushed: in the WAL only
+				mustDo(t, db.Put(faultKey(i), faultValue(i)))
+			}
+			mustDo(t, db.Close())
+			rewriteCounters(t, filepath.Join(dir, manifestName), func(v []byte) { v[at] ^= 0x04 })
+			err := openMustFail(t, dir, smallOptions(), ErrCorrupt)
+			wantCorruptFile(t, err, manifestName)
+		})
+	}
+}
+
+// rewriteCounters changes the raw counters record inside MANIFEST with
+// bbolt, as a flipped bit on disk would.
+func rewriteCounters(t *testing.T, path string, mutate func([]byte)) {
+	t.Helper()
+	db, err := bolt.Open(path, 0o644, &bolt.Options{NoFreelistSync: true, FreelistType: bolt.FreelistMapType})
+	mustDo(t, err)
+	err = db.Update(func(tx *bolt.Tx) error {
+		meta := tx.Bucket([]byte("meta"))
+		v := bytes.Clone(meta.Get([]byte("counters")))
+		if v == nil {
+			return errors.New("no counters record")
+		}
+		mutate(v)
+		return meta.Put([]byte("counters"), v)
+	})
+	mustDo(t, errors.Join(err, db.Close()))
+}
+
+// Item 2/3: files the manifest cannot explain mean the manifest is older
+// than the files: a missing live segment, a missing WAL at the log number.
+func TestManifestOlderThanFiles(t *testing.T) {
+	t.Run("live segment missing", func(t *testing.T) {
+		dir := brickStore(t, 400)
+		segs, _ := filepath.Glob(filepath.Join(dir, "*"+segExt))
+		mustDo(t, os.Remove(segs[0]))
+		err := openMustFail(t, dir, smallOptions(), ErrCorrupt)
+		wantCorruptFile(t, err, filepath.Base(segs[0]))
+	})
+	t.Run("log WAL missing", func(t *testing.T) {
+		dir := brickStore(t, 400)
+		wal := newestWAL(t, dir)
+		mustDo(t, os.Remove(filepath.Join(dir, wal)))
+		err := openMustFail(t, dir, smallOptions(), ErrCorrupt)
+		wantCorruptFile(t, err, wal)
+		rep, err := VerifyDir(context.Background(), nil, dir)
+		if err != nil || rep.OK() {
+			t.Fatalf("VerifyDir: %v\n%v", err, rep)
+		}
+	})
+}
+
+// Item 6: a file named like the store's but numbered beyond any number the
+// manifest issued is not the store's: Open refuses it with an error naming
+// it and changes nothing (it used to raise the counter to 2^64-1 and brick
+// the store). Removing the file makes the store open with all its data.
+func TestJunkFileName(t *testing.T) {
+	for _, name := range []string{"18446744073709551614.seg", "99999999.wal", "000000.seg"} {
+		t.Run(name, func(t *testing.T) {
+			dir := brickStore(t, 400)
+			junk := filepath.Join(dir, name)
+			mustDo(t, os.WriteFile(junk, []byte("x\n"), 0o644))
+			err := openMustFail(t, dir, smallOptions(), ErrCorrupt)
+			wantCorruptFile(t, err, name)
+			rep, err := VerifyDir(context.Background(), nil, dir)
+			if err != nil || rep.OK() {
+				t.Fatalf("VerifyDir: %v\n%v", err, rep)
+			}
+			mustDo(t, os.Remove(junk))
+			checkAll(t, dir, 400)
+		})
+	}
+}
+
+// Item 7: a failing Open changes nothing.
+func TestFailedOpenChangesNothing(t *testing.T) {
+	t.Run("damaged WAL with orphan segments", func(t *testing.T) {
+		dir := brickStore(t, 400)
+		db := mustOpen(t, dir, smallOptions())
+		for i := 400; i < 500; i++ {
+			mustDo(t, db.Put(faultKey(i), faultValue(i)))
+		}
+		wal := walName(db.logNum)
+		mustDo(t, db.Close())
+		// An orphan: a segment an interrupted flush left, numbered below
+		// the counter.
+		segs, _ := filepath.Glob(filepath.Join(dir, "*"+segExt))
+		orphan := filepath.Join(dir, segFileName(db.logNum+5))
+		if _, err := os.Stat(orphan); err == nil {
+			t.Fatalf("%s exists", orphan)
+		}
+		data, err := os.ReadFile(segs[0])
+		mustDo(t, err)
+		mustDo(t, os.WriteFile(orphan, data, 0o644))
+		flipByte(t, filepath.Join(dir, wal), 40) // inside the first record
+		openMustFail(t, dir, smallOptions(), ErrCorrupt)
+	})
+	t.Run("creates fail", func(t *testing.T) {
+		dir := brickStore(t, 400)
+		db := mustOpen(t, dir, smallOptions())
+		for i := 400; i < 500; i++ {
+			mustDo(t, db.Put(faultKey(i), faultValue(i)))
+		}
+		mustDo(t, db.Close())
+		for _, pattern := range []string{"*.seg", "*.wal"} {
+			ffs := vfs.NewFaulty(vfs.Default)
+			ffs.SetFault(vfs.Fault{Ops: vfs.OpCreate, Name: pattern, Sticky: true, Err: syscall.EROFS})
+			o := smallOptions()
+			o.FS = ffs
+			openMustFail(t, dir, o, syscall.EROFS)
+		}
+		checkAll(t, dir, 500)
+	})
+	t.Run("foreign directory", func(t *testing.T) {
+		dir := t.TempDir()
+		mustDo(t, os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("mine"), 0o644))
+		openMustFail(t, dir, nil, ErrNotStore)
+	})
+	t.Run("a user's MANIFEST.tmp", func(t *testing.T) {
+		dir := t.TempDir()
+		mustDo(t, os.WriteFile(filepath.Join(dir, manifestTmpName), []byte("my draft"), 0o644))
+		openMustFail(t, dir, nil, ErrNotStore)
+	})
+	t.Run("an interrupted creation's MANIFEST.tmp", func(t *testing.T) {
+		dir := t.TempDir()
+		mustDo(t, os.WriteFile(filepath.Join(dir, manifestTmpName), nil, 0o644))
+		db := mustOpen(t, dir, nil)
+		mustDo(t, db.Close())
+		if _, err := os.Stat(filepath.Join(dir, manifestTmpName)); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("leftover not removed: %v", err)
+		}
+	})
+}
+
+// Item 8: after a failed flush nothing waits forever: WaitForCompactions,
+// Flush and Close return the store's error.
+func TestFailedFlushSurfaces(t *testing.T) {
+	ffs := vfs.NewFaulty(vfs.Default)
+	o := smallOptions()
+	o.FS = ffs
+	db := mustOpen(t, t.TempDir(), o)
+	ffs.SetFault(vfs.Fault{Ops: vfs.OpCreate, Name: "*.seg", Sticky: true, Err: syscall.ENOSPC})
+	for i := 0; i < 2000; i++ {
+		if err := db.Put(faultKey(i), faultValue(i)); err != nil {
+			if !errors.Is(err, ErrReadOnly) {
+				t.Fatalf("Put: %v", err)
+			}
+			break
+		}
+	}
+	done := make(chan error, 1)
+	go func() { done <- db.WaitForCompactions(context.Background()) }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrReadOnly) || !errors.Is(err, syscall.ENOSPC) {
+			t.Fatalf("WaitForCompactions = %v, want ErrReadOnly wrapping ENOSPC", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("WaitForCompactions still waiting 10 s after the flush failed")
+	}
+	if err := db.Flush(); !errors.Is(err, ErrReadOnly) {
+		t.Fatalf("Flush = %v, want ErrReadOnly", err)
+	}
+	if err := db.Close(); !errors.Is(err, ErrReadOnly) {
+		t.Fatalf("Close = %v, want ErrReadOnly", err)
+	}
+}
+
+// Item 9: options out of range are refused at Open, naming the option,
+// before anything is created; every call after Close returns ErrClosed.
+func TestOptionsValidated(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		set  func(*Options)
+	}{
+		{"BitsPerKey +Inf", func(o *Options) { o.BitsPerKey = math.Inf(1) }},
+		{"BitsPerKey NaN", func(o *Options) { o.BitsPerKey = math.NaN() }},
+		{"BitsPerKey negative", func(o *Options) { o.BitsPerKey = -1 }},
+		{"BitsPerKey 65", func(o *Options) { o.BitsPerKey = 65 }},
+		{"MemtableSize negative", func(o *Options) { o.MemtableSize = -1 }},
+		{"MemtableSize 2 GiB", func(o *Options) { o.MemtableSize = 2 << 30 }},
+		{"BlockSize negative", func(o *Options) { o.BlockSize = -4096 }},
+		{"BlockSize 16 MiB", func(o *Options) { o.BlockSize = 16 << 20 }},
+		{"BlockCacheSize negative", func(o *Options) { o.BlockCacheSize = -1 }},
+		{"FilterBudget negative", func(o *Options) { o.FilterBudget = -1 }},
+		{"CompactionFanIn 1", func(o *Options) { o.CompactionFanIn = 1 }},
+		{"CompactionConcurrency negative", func(o *Options) { o.CompactionConcurrency = -2 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "store")
+			o := DefaultOptions()
+			tc.set(o)
+			_, err := Open(dir, o)
+			if !errors.Is(err, ErrInvalidOptions) {
+				t.Fatalf("Open = %v, want ErrInvalidOptions", err)
+			}
+			if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("Open with invalid options created the directory: %v", err)
+			}
+		})
+	}
+	db := mustOpen(t, t.TempDir(), nil)
+	mustDo(t, db.Close())
+	if err := db.Write(NewBatch()); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Write of an empty batch after Close = %v, want ErrClosed", err)
+	}
+}
