@@ -463,3 +463,30 @@ func TestOptionsValidated(t *testing.T) {
 		t.Fatalf("Write of an empty batch after Close = %v, want ErrClosed", err)
 	}
 }
+
+// DB.Sync fsyncs the WAL (once), reports a failed fsync as ErrReadOnly (the
+// kernel may have dropped the pages, so the writes cannot be promised), and
+// returns ErrClosed after Close.
+func TestSync(t *testing.T) {
+	ffs := vfs.NewFaulty(vfs.Default)
+	o := smallOptions()
+	o.FS = ffs
+	db := mustOpen(t, t.TempDir(), o)
+	mustDo(t, db.Put([]byte("a"), []byte("1")))
+	before := ffs.Count(vfs.OpSync)
+	mustDo(t, db.Sync())
+	if n := ffs.Count(vfs.OpSync) - before; n != 1 {
+		t.Fatalf("Sync issued %d fsyncs, want 1", n)
+	}
+	ffs.SetFault(vfs.Fault{Ops: vfs.OpSync, Name: "*.wal"})
+	if err := db.Sync(); !errors.Is(err, ErrReadOnly) || !errors.Is(err, syscall.EIO) {
+		t.Fatalf("Sync with a failing fsync = %v, want ErrReadOnly wrapping EIO", err)
+	}
+	if err := db.Put([]byte("b"), []byte("2")); !errors.Is(err, ErrReadOnly) {
+		t.Fatalf("Put after a failed Sync = %v", err)
+	}
+	db.Close()
+	if err := db.Sync(); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Sync after Close = %v, want ErrClosed", err)
+	}
+}

@@ -184,7 +184,14 @@ type frozen struct {
 // rotateLocked freezes the memtable and starts a new one with a new WAL.
 // Only the commit leader calls it (directly or through exclusive).
 func (db *DB) rotateLocked() error {
-	num, err := db.manifest.NewFileNum()
+	// The old WAL is synced before the next one exists, so only the newest
+	// WAL can hold unsynced writes: Sync needs one fsync, and after a power
+	// cut every WAL but the newest was complete on disk.
+	err := db.logw.Sync()
+	var num uint64
+	if err == nil {
+		num, err = db.manifest.NewFileNum()
+	}
 	var logw *wal.Writer
 	if err == nil {
 		logw, err = db.createWAL(num)
@@ -224,6 +231,27 @@ func (db *DB) createWAL(num uint64) (*wal.Writer, error) {
 		return nil, fmt.Errorf("create WAL %s: %w", name, err)
 	}
 	return w, nil
+}
+
+// Sync makes every write acknowledged before the call durable: it survives
+// power loss when Sync returns. It costs one fsync of the WAL, taken while
+// no commit is in progress; writes made with Options.Sync are durable
+// already. A failed fsync makes the DB read-only, as a failed WAL write
+// does.
+func (db *DB) Sync() error {
+	var err error
+	db.commit.exclusive(db, func() {
+		db.mu.Lock()
+		defer db.mu.Unlock()
+		if err = db.writableLocked(); err != nil {
+			return
+		}
+		if err = db.logw.Sync(); err != nil {
+			db.failLocked(fmt.Errorf("WAL sync: %w", err))
+			err = fmt.Errorf("%w: %w", ErrReadOnly, err)
+		}
+	})
+	return err
 }
 
 // fail puts the DB in the read-only state after a failure that may have
