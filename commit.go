@@ -194,7 +194,7 @@ func (db *DB) rotateLocked() error {
 	}
 	var logw *wal.Writer
 	if err == nil {
-		logw, err = db.createWAL(num)
+		logw, err = db.createWAL(num, true)
 	}
 	if err != nil {
 		db.failLocked(err)
@@ -211,17 +211,22 @@ func (db *DB) rotateLocked() error {
 	return nil
 }
 
-// createWAL creates WAL file num and syncs the directory, so that the new
-// file's name survives power loss: a manifest commit may name it as the
-// log number from the next flush on, and Open refuses a store whose log
-// number names a missing WAL. A failed create leaves no file behind.
-func (db *DB) createWAL(num uint64) (*wal.Writer, error) {
+// createWAL creates WAL file num, begins it with a mark (wal.Mark: this
+// boot, and whether the previous WAL was synced to its end), and syncs the
+// file and the directory, so that the new file's name and first mark
+// survive power loss: a manifest commit may name it as the log number, and
+// Open refuses a store whose log number names a missing WAL. A failed
+// create leaves no file behind.
+func (db *DB) createWAL(num uint64, prevSynced bool) (*wal.Writer, error) {
 	name := walName(num)
 	f, err := db.fs.Create(db.path(name))
 	if err != nil {
 		return nil, fmt.Errorf("create WAL: %w", err)
 	}
-	w, err := wal.NewWriter(f, name)
+	w, err := wal.NewMarkedWriter(f, name, wal.Mark{BootID: db.bootID, PrevSynced: prevSynced})
+	if err == nil {
+		err = w.Sync()
+	}
 	if err == nil {
 		err = db.fs.SyncDir(db.dir)
 	}

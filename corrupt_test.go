@@ -299,18 +299,24 @@ func blockEntries(t *testing.T, b []byte) [][2][]byte {
 	return out
 }
 
-const walHeaderLen = 16 // wal/FORMAT.md
+// wal/FORMAT.md: the file header, and the header of every record.
+const (
+	walHeaderLen       = 16
+	walRecordHeaderLen = 9
+)
 
-// walRecordStarts returns where each record of a WAL starts.
+// walRecordStarts returns where each batch record of a WAL starts (mark
+// records, which the reader skips, are not listed).
 func walRecordStarts(t *testing.T, data []byte) []int {
 	t.Helper()
 	r := wal.NewReader(bytes.NewReader(data), "wal")
 	var starts []int
-	for at := walHeaderLen; ; at = int(r.Offset()) { // Offset is 0 until the header is read
-		if _, err := r.Next(); err != nil {
+	for {
+		p, err := r.Next()
+		if err != nil {
 			return starts
 		}
-		starts = append(starts, at)
+		starts = append(starts, int(r.Offset())-walRecordHeaderLen-len(p))
 	}
 }
 
@@ -578,7 +584,14 @@ func (fx *corruptFixture) checkWALDamage(t *testing.T, bad []byte, rec int) {
 	dir := fx.copyStore(t, map[string][]byte{fx.wal: bad})
 	db, err := Open(dir, corruptOptions(true))
 	if err != nil {
-		wantCorrupt(t, err, fx.wal, fx.walStart(rec), fx.walStart(rec), "Open")
+		lo, hi := fx.walStart(rec), fx.walStart(rec)
+		if rec < 0 {
+			// Before the first batch: the file header, or one of the mark
+			// records that precede the first batch (wal.Mark), reported
+			// at its own start.
+			hi = fx.walRecs[0] - 1
+		}
+		wantCorrupt(t, err, fx.wal, lo, hi, "Open")
 		wantUnchanged(t, dir, fx.wal, bad)
 		return
 	}

@@ -239,6 +239,7 @@ type DB struct {
 	logger *slog.Logger
 
 	fs       vfs.FS
+	bootID   [16]byte // this boot's identity, recorded in every new WAL
 	lockFile io.Closer
 	manifest *manifest.Manifest
 	cache    *segment.Cache

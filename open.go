@@ -46,6 +46,7 @@ func Open(dir string, opts *Options) (*DB, error) {
 	db := &DB{
 		dir:      dir,
 		fs:       o.FS,
+		bootID:   vfs.BootID(o.FS),
 		opts:     o,
 		logger:   o.Logger,
 		lockFile: lock,
@@ -255,13 +256,17 @@ func checkFileNum(name string, num uint64, st manifest.State) error {
 }
 
 // replay applies the WAL records newer than flushedSeq to a new memtable.
-// It only reads: a torn final record (a write that was never acknowledged)
-// ends a log, damage before it is an error.
+// It only reads. A torn final record (a write that was never acknowledged)
+// ends a log; damage before it is an error — except where a power cut may
+// have left it (walRecoverOptions): then the store's durable history ends
+// there, and nothing after it is applied, so what is recovered is a prefix
+// of the acknowledged writes, in whole batches.
 func (db *DB) replay(logs []uint64, flushedSeq uint64) (*memtable.Memtable, error) {
 	mem := memtable.New(db.opts.MemtableSize)
-	for _, num := range logs {
+	for i, num := range logs {
 		name := walName(num)
-		res, err := wal.Recover(db.fs, db.path(name), func(rec []byte, offset int64) error {
+		opts := walRecoverOptions(db.fs, db.dir, logs, i, db.bootID)
+		res, err := wal.Recover(db.fs, db.path(name), opts, func(rec []byte, offset int64) error {
 			return decodeBatch(rec, name, offset, func(seq uint64, op batchOp) {
 				if seq > flushedSeq {
 					mem.Add(seq, op.kind, op.key, op.value)
@@ -269,14 +274,33 @@ func (db *DB) replay(logs []uint64, flushedSeq uint64) (*memtable.Memtable, erro
 				}
 			})
 		})
-		if err != nil {
+		switch {
+		case err != nil:
 			return nil, fmt.Errorf("bloomkv: replay %s: %w", name, err)
-		}
-		if res.TornTail {
+		case res.Unsynced:
+			db.logger.Warn("WAL ends in damage after its last sync, as a power cut leaves it; the writes before it are recovered, the rest was never synced",
+				"file", name, "offset", res.ValidSize, "lost_bytes", res.TornBytes, "later_logs_ignored", len(logs)-i-1)
+			return mem, nil
+		case res.TornTail:
 			db.logger.Warn("WAL ends in a torn tail (a write in flight at a crash)", "file", name, "bytes", res.TornBytes)
 		}
 	}
 	return mem, nil
+}
+
+// walRecoverOptions says how far recovery may trust logs[i]: a power cut
+// may have lost its unsynced writes unless its successor vouches that it
+// was synced to its end before the successor was created (every rotation
+// does so; the WAL an Open starts does not, as it follows logs that Open
+// had already recovered).
+func walRecoverOptions(fsys vfs.FS, dir string, logs []uint64, i int, boot [16]byte) wal.RecoverOptions {
+	opts := wal.RecoverOptions{UnsyncedMayBeLost: true, BootID: boot}
+	if i+1 < len(logs) {
+		if m, ok := wal.ReadFirstMark(fsys, pathIn(dir, walName(logs[i+1]))); ok && m.PrevSynced {
+			opts.UnsyncedMayBeLost = false
+		}
+	}
+	return opts
 }
 
 // startFresh writes what the WALs held to a segment, starts a new WAL and
@@ -299,7 +323,7 @@ func (db *DB) startFresh(replayed *memtable.Memtable) error {
 	logNum, err := db.manifest.NewFileNum()
 	var logw *wal.Writer
 	if err == nil {
-		logw, err = db.createWAL(logNum)
+		logw, err = db.createWAL(logNum, false)
 	}
 	if err != nil {
 		if seg != nil {

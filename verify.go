@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/bloomkv/bloomkv/bloom"
@@ -163,7 +164,7 @@ func (db *DB) verifyWALs(ctx context.Context, wals []uint64, rep *VerifyReport) 
 			rep.problemf(name, "cannot be opened: %v", err)
 			continue
 		}
-		err = scanWAL(ctx, f, name, i == len(wals)-1, rep)
+		err = scanWAL(ctx, f, name, i == len(wals)-1, wal.RecoverOptions{}, rep)
 		f.Close()
 		if err != nil {
 			return err
@@ -283,6 +284,14 @@ func verifyClosedDir(ctx context.Context, fsys vfs.FS, dir string, st manifest.S
 		return fmt.Errorf("bloomkv: verify: %w", err)
 	}
 	sawLog := false
+	var logs []uint64 // the WALs Open would replay, oldest first
+	for _, name := range names {
+		if num, ext, ok := parseFileName(name); ok && ext == walExt && num >= st.LogNum && checkFileNum(name, num, st) == nil {
+			logs = append(logs, num)
+		}
+	}
+	slices.Sort(logs)
+	boot := vfs.BootID(fsys)
 	for _, name := range names {
 		num, ext, ok := parseFileName(name)
 		switch {
@@ -297,7 +306,8 @@ func verifyClosedDir(ctx context.Context, fsys vfs.FS, dir string, st manifest.S
 			rep.notef(name, "WAL already flushed; Open removes it")
 		case ext == walExt:
 			sawLog = sawLog || num == st.LogNum
-			if err := verifyWALFile(ctx, fsys, filepath.Join(dir, name), name, rep); err != nil {
+			opts := walRecoverOptions(fsys, dir, logs, slices.Index(logs, num), boot)
+			if err := verifyWALFile(ctx, fsys, filepath.Join(dir, name), name, opts, rep); err != nil {
 				return err
 			}
 		}
@@ -404,23 +414,26 @@ func checkResidentFilter(ctx context.Context, r *segment.Reader, f *bloom.Filter
 	return nil
 }
 
-func verifyWALFile(ctx context.Context, fsys vfs.FS, path, name string, rep *VerifyReport) error {
+func verifyWALFile(ctx context.Context, fsys vfs.FS, path, name string, opts wal.RecoverOptions, rep *VerifyReport) error {
 	f, err := fsys.Open(path)
 	if err != nil {
 		rep.problemf(name, "cannot be opened: %v", err)
 		return nil
 	}
 	defer f.Close()
-	return scanWAL(ctx, f, name, false, rep)
+	return scanWAL(ctx, f, name, false, opts, rep)
 }
 
 // scanWAL reads a WAL record by record and decodes each batch, without
 // the truncation that recovery does. active says a writer may be
 // appending to it, so that a torn tail is a write in progress, not worth
 // a note. Damage goes into rep; the error is ctx's.
-func scanWAL(ctx context.Context, f io.Reader, name string, active bool, rep *VerifyReport) error {
+func scanWAL(ctx context.Context, f io.Reader, name string, active bool, opts wal.RecoverOptions, rep *VerifyReport) error {
 	rep.WALs++
 	r := wal.NewReader(f, name)
+	if opts.UnsyncedMayBeLost {
+		r.AllowUnsyncedLoss(opts.BootID)
+	}
 	for n := 1; ; n++ {
 		if n%ctxEvery == 0 && ctx.Err() != nil {
 			return ctx.Err()
@@ -436,6 +449,8 @@ func scanWAL(ctx context.Context, f io.Reader, name string, active bool, rep *Ve
 			rep.WALRecords++
 			continue
 		case errors.Is(err, io.EOF):
+		case errors.Is(err, wal.ErrUnsyncedTail):
+			rep.notef(name, "damage after the last sync at offset %d, as a power cut leaves it; Open recovers the writes before it (the rest was never synced)", r.Offset())
 		case errors.Is(err, wal.ErrTornTail):
 			if !active {
 				rep.notef(name, "torn tail after offset %d (a write that was never acknowledged); Open ignores it", r.Offset())

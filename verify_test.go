@@ -13,7 +13,9 @@ import (
 	"testing"
 
 	"github.com/bloomkv/bloomkv/bloom"
+	"github.com/bloomkv/bloomkv/manifest"
 	"github.com/bloomkv/bloomkv/segment"
+	"github.com/bloomkv/bloomkv/vfs"
 )
 
 // fillForVerify writes through flushes and a compaction, then more
@@ -195,8 +197,11 @@ func TestVerifyDirDamage(t *testing.T) {
 			return wal, -1
 		}, false},
 		{"orphan segment", func(t *testing.T, dir, seg string) (string, int64) {
-			mustDo(t, os.WriteFile(filepath.Join(dir, "999999.seg"), []byte("junk"), 0o644))
-			return "999999.seg", -1
+			// Numbered below the manifest's next file number, as the output
+			// of an interrupted flush is.
+			name := segFileName(readManifestState(t, dir).NextFileNum - 1)
+			mustDo(t, os.WriteFile(filepath.Join(dir, name), []byte("junk"), 0o644))
+			return name, -1
 		}, false},
 		{"foreign file", func(t *testing.T, dir, seg string) (string, int64) {
 			mustDo(t, os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("hi"), 0o644))
@@ -408,4 +413,11 @@ func TestVerifyResidentFilterMiss(t *testing.T) {
 			t.Fatalf("resident filter check, want ok=%v:\n%s", tc.ok, rep)
 		}
 	}
+}
+
+func readManifestState(t *testing.T, dir string) manifest.State {
+	t.Helper()
+	st, err := manifest.ReadState(vfs.Default, filepath.Join(dir, manifestName))
+	mustDo(t, err)
+	return st
 }

@@ -358,3 +358,13 @@ func TestFdOpaque(t *testing.T) {
 		}
 	}
 }
+
+func TestBootID(t *testing.T) {
+	id := BootID(Default)
+	if _, err := os.Stat("/proc/sys/kernel/random/boot_id"); err == nil && id == ([16]byte{}) {
+		t.Fatal("Linux exposes a boot ID, but BootID(Default) is zero")
+	}
+	if BootID(NewFaulty(Default)) != id {
+		t.Fatal("Faulty does not pass the boot ID through")
+	}
+}

@@ -25,25 +25,53 @@ const readChunk = 64 << 10
 //   - an error matching ErrTornTail: the log ends in an incomplete final
 //     record, a final record whose checksum fails, or zero bytes. Offset
 //     tells where to truncate;
+//   - an error matching ErrUnsyncedTail (only after AllowUnsyncedLoss):
+//     damage followed by more data, where the log's marks show that a
+//     power cut may have lost the damaged bytes (see Mark);
 //   - a *base.CorruptError: damage followed by more data, a bad file
 //     header, an oversized length or an unknown record type;
 //   - an I/O error from the underlying reader.
 //
+// Mark records are not returned; FirstMark reports the first one.
+//
 // Errors are sticky: every later call to Next returns the same error.
 type Reader struct {
-	br   *bufio.Reader
-	name string
-	hdr  [recordHeaderSize]byte
-	buf  []byte // payload of the last record, reused
-	off  int64  // end of the last good record (or file header)
-	init bool   // the file header has been read
-	err  error
+	br      *bufio.Reader
+	name    string
+	hdr     [recordHeaderSize]byte
+	buf     []byte // payload of the last record, reused
+	off     int64  // end of the last good record (or file header)
+	init    bool   // the file header has been read
+	version uint32 // from the file header
+	err     error
+	first   *Mark // the log's first mark, once read
+
+	unsyncedMayBeLost bool     // AllowUnsyncedLoss was called
+	boot              [16]byte // the current boot, for AllowUnsyncedLoss
 }
 
 // NewReader returns a Reader decoding the log in r. name identifies the log
 // in errors.
 func NewReader(r io.Reader, name string) *Reader {
 	return &Reader{br: bufio.NewReaderSize(r, readChunk), name: name}
+}
+
+// AllowUnsyncedLoss tells the reader that the machine may have lost power
+// since the log was written (boot is the current boot ID, zero if
+// unknown): damage that no mark proves durable is then the end of the
+// log's durable history (ErrUnsyncedTail), not corruption. Call it for the
+// newest log only: every older one was synced to its end before its
+// successor was created.
+func (r *Reader) AllowUnsyncedLoss(boot [16]byte) {
+	r.unsyncedMayBeLost, r.boot = true, boot
+}
+
+// FirstMark returns the log's first mark record, if Next has read it.
+func (r *Reader) FirstMark() (Mark, bool) {
+	if r.first == nil {
+		return Mark{}, false
+	}
+	return *r.first, true
 }
 
 // Offset returns the end of the last record Next returned, or of the file
@@ -72,6 +100,33 @@ func (r *Reader) next() ([]byte, error) {
 		}
 		r.init = true
 	}
+	for {
+		p, typ, err := r.record()
+		if err != nil || typ == recordFull {
+			return p, err
+		}
+		m, ok := parseMark(p)
+		if !ok {
+			return nil, r.corrupt("malformed mark record")
+		}
+		if r.first == nil {
+			r.first = &m
+		}
+		r.off += recordHeaderSize + markLen
+	}
+}
+
+// record reads the next record of either type. It does not advance r.off
+// past a mark (next does, once the mark is parsed).
+func (r *Reader) record() ([]byte, byte, error) {
+	p, err := r.readRecord()
+	if err != nil {
+		return nil, 0, err
+	}
+	return p, r.hdr[8], nil
+}
+
+func (r *Reader) readRecord() ([]byte, error) {
 	n, err := io.ReadFull(r.br, r.hdr[:])
 	switch {
 	case err == io.EOF:
@@ -92,8 +147,9 @@ func (r *Reader) next() ([]byte, error) {
 		if at := findRecord(r.buf); at >= 0 {
 			// A whole, valid record lies in the bytes this one claims:
 			// the length field is damaged, and what follows was written
-			// (and maybe acknowledged) after it. Cutting here would lose it.
-			return nil, r.corrupt("record length %d runs past end of file, but a valid record starts %d bytes into it", length, recordHeaderSize+at)
+			// (and maybe acknowledged) after it. Cutting here would lose
+			// it, unless a power cut may have lost this record.
+			return nil, r.damaged(r.buf, "record length %d runs past end of file, but a valid record starts %d bytes into it", length, recordHeaderSize+at)
 		}
 		return nil, r.torn("record of %d bytes runs past end of file", length)
 	}
@@ -101,7 +157,10 @@ func (r *Reader) next() ([]byte, error) {
 	if crc != binary.LittleEndian.Uint32(r.hdr[0:4]) {
 		return nil, r.badRecord("record checksum mismatch")
 	}
-	if typ := r.hdr[8]; typ != recordFull {
+	switch typ := r.hdr[8]; {
+	case typ == recordMark && r.version >= formatVersion:
+		return r.buf, nil // next parses it and advances r.off
+	case typ != recordFull:
 		return nil, r.corrupt("unknown record type %d", typ)
 	}
 	r.off += recordHeaderSize + int64(length)
@@ -161,8 +220,9 @@ func (r *Reader) readFileHeader() error {
 	if crc32.Checksum(h[:12], crcTable) != binary.LittleEndian.Uint32(h[12:]) {
 		return r.corrupt("file header checksum mismatch")
 	}
-	if v := binary.LittleEndian.Uint32(h[8:12]); v != formatVersion {
-		return r.corrupt("unsupported format version %d", v)
+	r.version = binary.LittleEndian.Uint32(h[8:12])
+	if r.version != formatVersion && r.version != legacyFormatVersion {
+		return r.corrupt("unsupported format version %d", r.version)
 	}
 	r.off = fileHeaderSize
 	return nil
@@ -196,6 +256,16 @@ func (r *Reader) readPayload(n int) error {
 // zero bytes (or nothing) follow it, it is the torn end of the last write;
 // otherwise acknowledged data after it would be lost, which is corruption.
 func (r *Reader) badRecord(reason string) error {
+	if r.unsyncedMayBeLost {
+		rest, err := io.ReadAll(r.br)
+		switch {
+		case err != nil:
+			return r.ioError(err)
+		case allZero(rest):
+			return r.torn("%s", reason)
+		}
+		return r.damaged(append(r.buf, rest...), "%s", reason)
+	}
 	zero, err := r.restIsZero()
 	if err != nil {
 		return r.ioError(err)
@@ -204,6 +274,27 @@ func (r *Reader) badRecord(reason string) error {
 		return r.torn("%s", reason)
 	}
 	return r.corrupt("%s", reason)
+}
+
+// damaged classifies damage at r.off followed by more data (rest, the bytes
+// after the damaged record's header). It is corruption unless
+// AllowUnsyncedLoss was called and nothing shows the damaged bytes were
+// durable: the log was written under another boot (or an unknown one), and
+// no mark in rest claims them synced. Then it is what a power cut leaves
+// (ErrUnsyncedTail).
+func (r *Reader) damaged(rest []byte, format string, args ...any) error {
+	switch {
+	case !r.unsyncedMayBeLost || r.first == nil:
+		// No marks (a version-1 log), or the first mark itself damaged:
+		// it was synced when the log was created.
+	case knownBoot(r.boot) && r.first.BootID == r.boot:
+		// Written under this boot: no power cut since.
+	case maxSyncedClaim(rest) > r.off:
+		// A later mark says the damaged record had been fsynced.
+	default:
+		return fmt.Errorf("%w: %s at offset %d: %s", ErrUnsyncedTail, r.name, r.off, fmt.Sprintf(format, args...))
+	}
+	return r.corrupt(format, args...)
 }
 
 // restIsZero consumes the rest of the input and reports whether it holds

@@ -79,7 +79,7 @@ func writeFile(t *testing.T, data []byte) string {
 func recoverAll(t *testing.T, path string) ([][]byte, Result, error) {
 	t.Helper()
 	var got [][]byte
-	res, err := Recover(vfs.Default, path, func(p []byte, _ int64) error {
+	res, err := Recover(vfs.Default, path, RecoverOptions{}, func(p []byte, _ int64) error {
 		got = append(got, bytes.Clone(p))
 		return nil
 	})
@@ -282,8 +282,8 @@ func TestHeaderDamage(t *testing.T) {
 		mutate(b[:fileHeaderSize])
 		return b
 	}
-	version2 := withHeader(func(h []byte) {
-		binary.LittleEndian.PutUint32(h[8:], 2)
+	version3 := withHeader(func(h []byte) {
+		binary.LittleEndian.PutUint32(h[8:], 3)
 		binary.LittleEndian.PutUint32(h[12:], crc32.Checksum(h[:12], crcTable))
 	})
 
@@ -303,8 +303,8 @@ func TestHeaderDamage(t *testing.T) {
 		{"zero header then data", append(make([]byte, fileHeaderSize), good[fileHeaderSize:]...), empty, true},
 		{"bad magic", withHeader(func(h []byte) { h[0] = 'B' }), empty, true},
 		{"bad header checksum", withHeader(func(h []byte) { h[13] ^= 0x80 }), empty, true},
-		{"unchecksummed version change", withHeader(func(h []byte) { h[8] = 2 }), empty, true},
-		{"unsupported version", version2, empty, true},
+		{"unchecksummed version change", withHeader(func(h []byte) { h[8] = 1 }), empty, true},
+		{"unsupported version", version3, empty, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -412,7 +412,7 @@ func TestRecoverStopsOnCallbackError(t *testing.T) {
 	torn := append(bytes.Clone(data), 0, 0, 0) // must not be truncated
 	path := writeFile(t, torn)
 	calls := 0
-	res, err := Recover(vfs.Default, path, func([]byte, int64) error {
+	res, err := Recover(vfs.Default, path, RecoverOptions{}, func([]byte, int64) error {
 		if calls++; calls == 4 {
 			return errBoom
 		}
@@ -427,7 +427,7 @@ func TestRecoverStopsOnCallbackError(t *testing.T) {
 }
 
 func TestRecoverMissingFile(t *testing.T) {
-	_, err := Recover(vfs.Default, filepath.Join(t.TempDir(), "nope.wal"), func([]byte, int64) error { return nil })
+	_, err := Recover(vfs.Default, filepath.Join(t.TempDir(), "nope.wal"), RecoverOptions{}, func([]byte, int64) error { return nil })
 	if !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("Recover = %v, want fs.ErrNotExist", err)
 	}

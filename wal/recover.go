@@ -15,6 +15,19 @@ type Result struct {
 	ValidSize int64 // end of the last good record (0 if the file header is missing)
 	TornTail  bool  // a torn tail follows ValidSize
 	TornBytes int64 // how many bytes the torn tail has
+	// Unsynced: the log's durable history ends at ValidSize in damage that
+	// a power cut may leave (only with RecoverOptions.UnsyncedMayBeLost);
+	// TornBytes counts what follows, unrecovered.
+	Unsynced bool
+}
+
+// RecoverOptions say what recovery may assume about the log.
+type RecoverOptions struct {
+	// UnsyncedMayBeLost: the log is the newest, so a power cut may have
+	// lost what was written after its last fsync (Reader.AllowUnsyncedLoss).
+	UnsyncedMayBeLost bool
+	// BootID is the current boot's (vfs.BootID).
+	BootID [16]byte
 }
 
 // Recover replays the log at path in fsys, calling fn with each record's
@@ -31,9 +44,11 @@ type Result struct {
 // are in a segment), so the tail needs no cutting, and a recovery that
 // fails later leaves the log exactly as the crash did. Damage before the
 // tail is returned as a *base.CorruptError naming the file and the offset
-// of the bad record. A file shorter than the file header (a crash right
-// after it was created) is an empty log.
-func Recover(fsys vfs.FS, path string, fn func(payload []byte, offset int64) error) (Result, error) {
+// of the bad record — unless opts allow a power cut's loss and the marks
+// show the damaged bytes were never durable (Result.Unsynced). A file
+// shorter than the file header (a crash right after it was created) is an
+// empty log.
+func Recover(fsys vfs.FS, path string, opts RecoverOptions, fn func(payload []byte, offset int64) error) (Result, error) {
 	var res Result
 	f, err := fsys.Open(path)
 	if err != nil {
@@ -42,6 +57,9 @@ func Recover(fsys vfs.FS, path string, fn func(payload []byte, offset int64) err
 	defer f.Close()
 
 	r := NewReader(f, filepath.Base(path))
+	if opts.UnsyncedMayBeLost {
+		r.AllowUnsyncedLoss(opts.BootID)
+	}
 	for {
 		start := r.Offset()
 		p, err := r.Next()
@@ -57,15 +75,29 @@ func Recover(fsys vfs.FS, path string, fn func(payload []byte, offset int64) err
 		switch {
 		case err == io.EOF:
 			return res, nil
-		case errors.Is(err, ErrTornTail):
-			st, err := f.Stat()
-			if err != nil {
-				return res, fmt.Errorf("wal: %w", err)
+		case errors.Is(err, ErrTornTail), errors.Is(err, ErrUnsyncedTail):
+			st, err2 := f.Stat()
+			if err2 != nil {
+				return res, fmt.Errorf("wal: %w", err2)
 			}
-			res.TornTail, res.TornBytes = true, st.Size()-res.ValidSize
+			res.TornTail, res.Unsynced = errors.Is(err, ErrTornTail), errors.Is(err, ErrUnsyncedTail)
+			res.TornBytes = st.Size() - res.ValidSize
 			return res, nil
 		default:
 			return res, err
 		}
 	}
+}
+
+// ReadFirstMark returns the first mark of the log at path, if it has a
+// readable one.
+func ReadFirstMark(fsys vfs.FS, path string) (Mark, bool) {
+	f, err := fsys.Open(path)
+	if err != nil {
+		return Mark{}, false
+	}
+	defer f.Close()
+	r := NewReader(f, filepath.Base(path))
+	_, _ = r.Next()
+	return r.FirstMark()
 }

@@ -36,13 +36,25 @@ const MaxRecordSize = base.MaxRecordSize
 // than MaxRecordSize.
 var ErrRecordTooLarge = errors.New("wal: record too large")
 
+// ErrUnsyncedTail is matched (errors.Is) by the error Reader.Next returns,
+// after AllowUnsyncedLoss, for damage followed by more data where the
+// damaged bytes were never proven durable: what a power cut leaves of
+// writes made after the last fsync. The log's durable history ends at
+// Reader.Offset; what follows was acknowledged only to a process, never
+// synced (Options.Sync off).
+var ErrUnsyncedTail = errors.New("wal: damage after the last sync (power cut)")
+
 // ErrTornTail is matched (errors.Is) by the error Reader.Next returns when
 // the log ends in an incomplete or damaged final record that was never
 // acknowledged. Reader.Offset then tells where the good data ends.
 var ErrTornTail = errors.New("wal: torn tail")
 
 // formatVersion is the on-disk format version written in the file header.
-const formatVersion = 1
+// Version 2 adds mark records; a version-1 log (no marks) is still read.
+const (
+	formatVersion       = 2
+	legacyFormatVersion = 1
+)
 
 // File header: magic (8) | version u32 LE (4) | crc32c of bytes 0..12 (4).
 const (
@@ -60,6 +72,7 @@ const recordHeaderSize = 9
 // are reserved for future use (e.g. fragments of records split across blocks).
 const (
 	recordFull byte = 1
+	recordMark byte = 2 // a Mark (format version 2)
 )
 
 // crcTable selects CRC-32C (Castagnoli), which has hardware support on
@@ -75,11 +88,14 @@ func appendFileHeader(dst []byte) []byte {
 }
 
 // appendRecord appends one full record carrying payload to dst.
-func appendRecord(dst, payload []byte) []byte {
+func appendRecord(dst, payload []byte) []byte { return appendTyped(dst, recordFull, payload) }
+
+// appendTyped appends one record of the given type to dst.
+func appendTyped(dst []byte, typ byte, payload []byte) []byte {
 	start := len(dst)
 	dst = append(dst, 0, 0, 0, 0) // checksum, filled in below
 	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(payload)))
-	dst = append(dst, recordFull)
+	dst = append(dst, typ)
 	dst = append(dst, payload...)
 	binary.LittleEndian.PutUint32(dst[start:], crc32.Checksum(dst[start+4:], crcTable))
 	return dst

@@ -26,19 +26,38 @@ const maxRetainedBuffer = 1 << 20
 // appended behind it could be recovered (it would look like mid-file
 // corruption), so the DB must switch to a new log instead.
 type Writer struct {
-	f    File
-	name string
-	buf  []byte // encoding buffer, reused across calls
-	size int64
-	err  error // sticky: set by the first failed Write/Sync, or by Close
+	f      File
+	name   string
+	buf    []byte // encoding buffer, reused across calls
+	size   int64
+	err    error    // sticky: set by the first failed Write/Sync, or by Close
+	boot   [16]byte // for marks; zero when the log has none
+	marks  bool     // write a mark before a write that follows a sync
+	synced int64    // bytes fsynced
+	marked int64    // the Synced of the last mark written
 }
 
 // NewWriter starts a log on f, which must be empty, by writing the file
-// header. name identifies the file in errors.
+// header. name identifies the file in errors. The log carries no marks;
+// NewMarkedWriter is what the store uses.
 func NewWriter(f File, name string) (*Writer, error) {
 	w := &Writer{f: f, name: name}
 	hdr := appendFileHeader(make([]byte, 0, fileHeaderSize))
 	if _, err := w.write(hdr); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// NewMarkedWriter starts a log on f, which must be empty, with the file
+// header and a first mark (m.Synced is ignored: nothing is synced yet), and
+// from then on writes a mark before any write that follows a Sync, so that
+// recovery can tell a power cut's damage from corruption (see Mark).
+func NewMarkedWriter(f File, name string, m Mark) (*Writer, error) {
+	w := &Writer{f: f, name: name, boot: m.BootID, marks: true}
+	m.Synced = 0
+	b := appendMark(appendFileHeader(make([]byte, 0, fileHeaderSize+recordHeaderSize+markLen)), m)
+	if _, err := w.write(b); err != nil {
 		return nil, err
 	}
 	return w, nil
@@ -59,6 +78,10 @@ func (w *Writer) WriteRecords(payloads ...[]byte) (int64, error) {
 		return 0, nil
 	}
 	total := 0
+	mark := w.marks && w.synced > w.marked
+	if mark {
+		total += recordHeaderSize + markLen
+	}
 	for i, p := range payloads {
 		if len(p) > MaxRecordSize {
 			return 0, fmt.Errorf("%w: %s: payload %d is %d bytes, limit %d",
@@ -69,6 +92,10 @@ func (w *Writer) WriteRecords(payloads ...[]byte) (int64, error) {
 	buf := w.buf[:0]
 	if cap(buf) < total {
 		buf = make([]byte, 0, total)
+	}
+	if mark {
+		buf = appendMark(buf, Mark{BootID: w.boot, Synced: w.synced})
+		w.marked = w.synced
 	}
 	for _, p := range payloads {
 		buf = appendRecord(buf, p)
@@ -108,6 +135,7 @@ func (w *Writer) Sync() error {
 		w.err = fmt.Errorf("wal: sync %s: %w", w.name, err)
 		return w.err
 	}
+	w.synced = w.size
 	return nil
 }
 

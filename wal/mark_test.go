@@ -1,0 +1,185 @@
+package wal
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"testing"
+
+	"github.com/bloomkv/bloomkv/internal/base"
+	"github.com/bloomkv/bloomkv/vfs"
+)
+
+var (
+	bootA = [16]byte{'a'}
+	bootB = [16]byte{'b'}
+)
+
+// markedLog writes groups of two records each with a marked writer, syncing
+// after the groups listed in syncAfter, and returns the bytes and the
+// offset of every batch record.
+func markedLog(t *testing.T, groups int, syncAfter func(g int) bool) ([]byte, []int64) {
+	t.Helper()
+	f := &fakeFile{}
+	w, err := NewMarkedWriter(f, "000007.wal", Mark{BootID: bootA})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var offs []int64
+	for g := range groups {
+		a, b := fmt.Appendf(nil, "group %d record a", g), fmt.Appendf(nil, "group %d record b", g)
+		if _, err := w.WriteRecords(a, b); err != nil {
+			t.Fatal(err)
+		}
+		// The group's records are its last two; a mark may precede them.
+		end := w.Size()
+		rb := int64(recordHeaderSize + len(b))
+		ra := int64(recordHeaderSize + len(a))
+		offs = append(offs, end-rb-ra, end-rb)
+		if syncAfter(g) {
+			if err := w.Sync(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return bytes.Clone(f.Bytes()), offs
+}
+
+// recoverWith runs Recover on data with the given options.
+func recoverWith(t *testing.T, data []byte, opts RecoverOptions) (int, Result, error) {
+	t.Helper()
+	n := 0
+	res, err := Recover(vfs.Default, writeFile(t, data), opts, func([]byte, int64) error { n++; return nil })
+	return n, res, err
+}
+
+// TestMarksTellPowerCutFromCorruption damages one record in the middle of a
+// log and checks each way recovery may judge it.
+func TestMarksTellPowerCutFromCorruption(t *testing.T) {
+	const groups = 10
+	always := func(int) bool { return true }
+	never := func(int) bool { return false }
+	tests := []struct {
+		name    string
+		sync    func(int) bool
+		damage  int // group whose first record is damaged
+		opts    RecoverOptions
+		outcome string // "corrupt", "unsynced"
+	}{
+		{"strict reader", never, 4, RecoverOptions{}, "corrupt"},
+		{"never synced, rebooted", never, 4, RecoverOptions{UnsyncedMayBeLost: true, BootID: bootB}, "unsynced"},
+		{"never synced, boot unknown", never, 4, RecoverOptions{UnsyncedMayBeLost: true}, "unsynced"},
+		{"never synced, same boot", never, 4, RecoverOptions{UnsyncedMayBeLost: true, BootID: bootA}, "corrupt"},
+		{"synced every group, rebooted", always, 4, RecoverOptions{UnsyncedMayBeLost: true, BootID: bootB}, "corrupt"},
+		{"synced up to group 6, damage in 4", func(g int) bool { return g == 6 }, 4, RecoverOptions{UnsyncedMayBeLost: true, BootID: bootB}, "corrupt"},
+		{"synced up to group 3, damage in 4", func(g int) bool { return g == 3 }, 4, RecoverOptions{UnsyncedMayBeLost: true, BootID: bootB}, "unsynced"},
+		{"synced every group, damage in the last", always, groups - 1, RecoverOptions{UnsyncedMayBeLost: true, BootID: bootB}, "unsynced"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			data, offs := markedLog(t, groups, tt.sync)
+			at := offs[2*tt.damage]
+			data[at+recordHeaderSize+2] ^= 0x40 // the payload of the group's first record
+			n, res, err := recoverWith(t, data, tt.opts)
+			var ce *base.CorruptError
+			switch tt.outcome {
+			case "corrupt":
+				if !errors.As(err, &ce) || ce.Offset != at {
+					t.Fatalf("Recover = %+v, %v; want corruption at %d", res, err, at)
+				}
+			case "unsynced":
+				if err != nil || !res.Unsynced || res.ValidSize != at || n != 2*tt.damage {
+					t.Fatalf("Recover = %d records, %+v, %v; want the %d records before offset %d", n, res, err, 2*tt.damage, at)
+				}
+			}
+		})
+	}
+}
+
+// TestMarkLayout pins the mark record to FORMAT.md: the first record of a
+// marked log, and a mark before the first write after a sync.
+func TestMarkLayout(t *testing.T) {
+	f := &fakeFile{}
+	w, err := NewMarkedWriter(f, "x.wal", Mark{BootID: bootA, Synced: 99, PrevSynced: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mark := func(synced uint64, prev byte) []byte {
+		body := binary.LittleEndian.AppendUint32(nil, markLen)
+		body = append(body, 2)
+		body = append(body, bootA[:]...)
+		body = binary.LittleEndian.AppendUint64(body, synced)
+		body = append(body, prev)
+		return append(binary.LittleEndian.AppendUint32(nil, crc32.Checksum(body, crcTable)), body...)
+	}
+	want := append(appendFileHeader(nil), mark(0, 1)...) // Synced is 0 at creation
+	if !bytes.Equal(f.Bytes(), want) {
+		t.Fatalf("new log\n got %x\nwant %x", f.Bytes(), want)
+	}
+	mustWrite := func() {
+		if _, err := w.WriteRecords([]byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustWrite()
+	if err := w.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	synced := uint64(w.Size())
+	mustWrite()
+	mustWrite() // no sync since the last mark: no new mark
+	want = append(want, appendRecord(nil, []byte("x"))...)
+	want = append(want, mark(synced, 0)...)
+	want = append(want, appendRecord(nil, []byte("x"))...)
+	want = append(want, appendRecord(nil, []byte("x"))...)
+	if !bytes.Equal(f.Bytes(), want) {
+		t.Fatalf("after a sync\n got %x\nwant %x", f.Bytes(), want)
+	}
+	r := NewReader(bytes.NewReader(f.Bytes()), "x.wal")
+	for range 3 {
+		if p, err := r.Next(); err != nil || string(p) != "x" {
+			t.Fatalf("Next = %q, %v", p, err)
+		}
+	}
+	if m, ok := r.FirstMark(); !ok || m.BootID != bootA || !m.PrevSynced || m.Synced != 0 {
+		t.Fatalf("FirstMark = %+v, %v", m, ok)
+	}
+}
+
+// TestVersion1LogStillReads: a log written before marks existed (format
+// version 1) is read, strictly.
+func TestVersion1LogStillReads(t *testing.T) {
+	f := &fakeFile{}
+	w, err := NewWriter(f, "old.wal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.WriteRecords([]byte("one"), []byte("two")); err != nil {
+		t.Fatal(err)
+	}
+	data := bytes.Clone(f.Bytes())
+	binary.LittleEndian.PutUint32(data[8:], legacyFormatVersion)
+	binary.LittleEndian.PutUint32(data[12:], crc32.Checksum(data[:12], crcTable))
+	if n, res, err := recoverWith(t, data, RecoverOptions{UnsyncedMayBeLost: true}); err != nil || n != 2 || res.TornTail {
+		t.Fatalf("Recover = %d, %+v, %v", n, res, err)
+	}
+	// A mark in a version-1 log is an unknown record type.
+	data = append(data, appendMark(nil, Mark{})...)
+	if _, _, err := recoverWith(t, data, RecoverOptions{}); !errors.Is(err, base.ErrCorrupt) {
+		t.Fatalf("mark in a version-1 log: %v", err)
+	}
+}
+
+// TestMalformedMark: a mark with a valid checksum but an impossible payload
+// is corruption.
+func TestMalformedMark(t *testing.T) {
+	data := appendFileHeader(nil)
+	bad := make([]byte, markLen)
+	bad[24] = 7 // PrevSynced is 0 or 1
+	data = appendTyped(data, recordMark, bad)
+	if _, _, err := recoverWith(t, data, RecoverOptions{UnsyncedMayBeLost: true}); !errors.Is(err, base.ErrCorrupt) {
+		t.Fatalf("Recover = %v, want corruption", err)
+	}
+}
