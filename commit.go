@@ -167,6 +167,8 @@ func (db *DB) writableLocked() error {
 	switch {
 	case db.closed:
 		return ErrClosed
+	case db.opts.ReadOnly:
+		return fmt.Errorf("%w: opened with Options.ReadOnly", ErrReadOnly)
 	case db.bgErr != nil:
 		return fmt.Errorf("%w: %w", ErrReadOnly, db.bgErr)
 	}
@@ -248,6 +250,9 @@ func (db *DB) Sync() error {
 	db.commit.exclusive(db, func() {
 		db.mu.Lock()
 		defer db.mu.Unlock()
+		if db.opts.ReadOnly && !db.closed {
+			return // nothing was written
+		}
 		if err = db.writableLocked(); err != nil {
 			return
 		}

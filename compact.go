@@ -73,6 +73,9 @@ func (db *DB) WaitForCompactions(ctx context.Context) error {
 	db.mu.Lock()
 	defer db.mu.Unlock()
 	for {
+		if db.opts.ReadOnly && !db.closed {
+			return nil // no background work ever runs
+		}
 		if err := db.writableLocked(); err != nil {
 			return err
 		}

@@ -84,9 +84,10 @@ var (
 	ErrValueTooLarge = errors.New("bloomkv: value too large")
 	// ErrBatchTooLarge rejects batches whose encoding exceeds MaxBatchSize.
 	ErrBatchTooLarge = errors.New("bloomkv: batch too large")
-	// ErrReadOnly is returned by writes after a background flush or a WAL
-	// write failed: the DB can no longer promise durability, so it stops
-	// accepting writes rather than guess. Reads still work; reopen to
+	// ErrReadOnly is returned by writes to a DB opened with
+	// Options.ReadOnly, and by writes after a WAL write or sync, a flush or
+	// a compaction failed: the DB can no longer promise durability, so it
+	// stops accepting writes rather than guess. Reads still work; reopen to
 	// recover.
 	ErrReadOnly = errors.New("bloomkv: read-only after a write failure")
 	// ErrInvalidOptions is returned by Open for an option out of its
@@ -155,6 +156,15 @@ type Options struct {
 	// DisableAutoCompaction turns background compaction off; Compact
 	// still merges everything on demand.
 	DisableAutoCompaction bool
+	// ReadOnly opens the store without changing a byte of it, so that it
+	// can be inspected (bloomkv stats, get, scan) while no writer has it,
+	// also on a read-only directory or file system. The WALs are replayed
+	// into memory only; nothing is flushed, compacted or deleted, and every
+	// write, Flush and Compact returns ErrReadOnly. Any number of read-only
+	// opens share the store (a shared lock on LOCK, held if the file
+	// exists); a writer's Open fails with ErrLocked meanwhile, and a
+	// read-only Open fails with ErrLocked while a writer has it.
+	ReadOnly bool
 	// FS is the file system the store's files live in. Default: the
 	// operating system's (vfs.Default). Tests use vfs.Faulty to inject
 	// failures.
@@ -261,6 +271,9 @@ type DB struct {
 	// lastSeq is the sequence number of the last committed write. Only the
 	// commit leader (or Open, before any writer exists) touches it.
 	lastSeq uint64
+
+	// replayedLogs are the WALs a read-only DB replayed (and still needs).
+	replayedLogs []uint64
 
 	// compactMu is held shared by each background compaction and
 	// exclusively by Compact, which merges everything and so must run

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"path/filepath"
 
 	"github.com/bloomkv/bloomkv/vfs"
@@ -22,3 +23,24 @@ func lockDir(fsys vfs.FS, dir string) (io.Closer, error) {
 	}
 	return l, nil
 }
+
+// lockDirShared takes a shared lock on the LOCK file for a read-only open:
+// readers share it, a writer's exclusive lock excludes them. A store
+// without a LOCK file (a copy, a read-only snapshot) is opened without a
+// lock, since nothing may be created.
+func lockDirShared(fsys vfs.FS, dir string) (io.Closer, error) {
+	l, err := fsys.LockShared(filepath.Join(dir, lockName))
+	switch {
+	case errors.Is(err, vfs.ErrLocked):
+		return nil, fmt.Errorf("%w: %s", ErrLocked, dir)
+	case errors.Is(err, fs.ErrNotExist):
+		return nopCloser{}, nil
+	case err != nil:
+		return nil, fmt.Errorf("bloomkv: lock %s: %w", dir, err)
+	}
+	return l, nil
+}
+
+type nopCloser struct{}
+
+func (nopCloser) Close() error { return nil }

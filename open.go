@@ -3,6 +3,7 @@ package bloomkv
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"slices"
 	"sync"
@@ -36,13 +37,25 @@ func Open(dir string, opts *Options) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := prepareDir(o.FS, dir); err != nil {
+	recoverFn, lock := (*DB).recover, lockDir
+	if o.ReadOnly {
+		recoverFn, lock = (*DB).recoverReadOnly, lockDirShared
+	} else if err := prepareDir(o.FS, dir); err != nil {
 		return nil, err
 	}
-	lock, err := lockDir(o.FS, dir)
+	l, err := lock(o.FS, dir)
 	if err != nil {
 		return nil, err
 	}
+	db := newDB(dir, o, l)
+	if err := recoverFn(db); err != nil {
+		db.closeFiles()
+		return nil, err
+	}
+	return db, nil
+}
+
+func newDB(dir string, o Options, lock io.Closer) *DB {
 	db := &DB{
 		dir:      dir,
 		fs:       o.FS,
@@ -58,11 +71,7 @@ func Open(dir string, opts *Options) (*DB, error) {
 	}
 	db.cond = sync.NewCond(&db.mu)
 	db.commit.idle.L = &db.commit.mu
-	if err := db.recover(); err != nil {
-		db.closeFiles()
-		return nil, err
-	}
-	return db, nil
+	return db
 }
 
 // prepareDir checks, before anything is locked or created, that dir is a
@@ -118,6 +127,58 @@ func (db *DB) recover() error {
 	if err != nil {
 		return fmt.Errorf("bloomkv: %w", err)
 	}
+	if err := db.loadSegments(state); err != nil {
+		return err
+	}
+	replayed, err := db.replay(files.logs, state.FlushedSeq)
+	if err != nil {
+		return err
+	}
+	db.manifest.SkipTo(files.maxNum + 1)
+	if err := db.startFresh(replayed); err != nil {
+		return err
+	}
+	db.removeObsolete(files)
+	return nil
+}
+
+// recoverReadOnly is recover for Options.ReadOnly: the same checks of the
+// manifest against the files, the same replay, but into memory only.
+func (db *DB) recoverReadOnly() error {
+	entries, err := db.fs.List(db.dir)
+	if err != nil {
+		return fmt.Errorf("bloomkv: %w", err)
+	}
+	if !slices.Contains(entries, manifestName) {
+		return fmt.Errorf("%w: %s has no %s", ErrNotStore, db.dir, manifestName)
+	}
+	if db.manifest, err = manifest.OpenReadOnly(db.fs, db.path(manifestName)); err != nil {
+		if errors.Is(err, manifest.ErrLocked) {
+			return fmt.Errorf("%w: %w", ErrLocked, err)
+		}
+		return fmt.Errorf("bloomkv: open manifest: %w", err)
+	}
+	state := db.manifest.State()
+	files, err := classifyFiles(entries, state)
+	if err != nil {
+		return fmt.Errorf("bloomkv: %w", err)
+	}
+	if err := db.loadSegments(state); err != nil {
+		return err
+	}
+	if db.mem, err = db.replay(files.logs, state.FlushedSeq); err != nil {
+		return err
+	}
+	db.replayedLogs = files.logs
+	db.visibleSeq.Store(db.lastSeq)
+	db.mu.Lock()
+	db.publishLocked()
+	db.mu.Unlock()
+	return nil
+}
+
+// loadSegments opens the live segments and sets lastSeq from them.
+func (db *DB) loadSegments(state manifest.State) error {
 	for _, meta := range state.Segments {
 		s, err := db.loadSegment(meta)
 		if err != nil {
@@ -129,15 +190,6 @@ func (db *DB) recover() error {
 	for _, s := range db.segments {
 		db.lastSeq = max(db.lastSeq, s.meta.MaxSeq)
 	}
-	replayed, err := db.replay(files.logs, state.FlushedSeq)
-	if err != nil {
-		return err
-	}
-	db.manifest.SkipTo(files.maxNum + 1)
-	if err := db.startFresh(replayed); err != nil {
-		return err
-	}
-	db.removeObsolete(files)
 	return nil
 }
 

@@ -140,6 +140,9 @@ func (db *DB) Verify(ctx context.Context) (*VerifyReport, error) {
 func (db *DB) liveWALs() []uint64 {
 	db.mu.Lock()
 	defer db.mu.Unlock()
+	if db.opts.ReadOnly {
+		return db.replayedLogs // read-only: nothing new is written
+	}
 	nums := make([]uint64, 0, len(db.imm)+1)
 	for _, f := range db.imm {
 		nums = append(nums, f.logNum)
@@ -196,7 +199,10 @@ func (db *DB) verifyOpenDir(rs *readState, wals []uint64, rep *VerifyReport) err
 	for _, num := range wals {
 		known[walName(num)] = true
 	}
-	newest := wals[len(wals)-1]
+	var newest uint64
+	if len(wals) > 0 {
+		newest = wals[len(wals)-1]
+	}
 	for _, name := range names {
 		num, ext, ok := parseFileName(name)
 		switch {
@@ -231,9 +237,10 @@ func noteForeign(name string, rep *VerifyReport) {
 // not reference are notes: Open removes the store's own leftovers and
 // ignores foreign files.
 //
-// VerifyDir takes the store's lock without waiting, so it returns an
-// error matching ErrLocked if a DB (or another VerifyDir) has the store
-// open: a live DB may rewrite files under the check. It returns ErrNotStore
+// VerifyDir takes the store's lock, shared, without waiting, so it returns
+// an error matching ErrLocked if a writer has the store open: a live DB
+// may rewrite files under the check. Read-only DBs and other checks may
+// share the store with it. It returns ErrNotStore
 // if dir holds no manifest, ctx's error (with the report so far, nil if
 // it had not begun) when ctx is done. fsys nil means the operating system's file system.
 func VerifyDir(ctx context.Context, fsys vfs.FS, dir string) (*VerifyReport, error) {
@@ -243,15 +250,13 @@ func VerifyDir(ctx context.Context, fsys vfs.FS, dir string) (*VerifyReport, err
 	if fsys == nil {
 		fsys = vfs.Default
 	}
-	// Lock creates a missing LOCK file; without one no DB has the store
-	// open, and VerifyDir must not add a file.
-	if _, err := fsys.Stat(filepath.Join(dir, lockName)); err == nil {
-		l, err := lockDir(fsys, dir)
-		if err != nil {
-			return nil, err
-		}
-		defer l.Close()
+	// A shared lock, as a read-only Open takes: it excludes writers, not
+	// other readers, and creates no file.
+	l, err := lockDirShared(fsys, dir)
+	if err != nil {
+		return nil, err
 	}
+	defer l.Close()
 	st, err := manifest.ReadState(fsys, filepath.Join(dir, manifestName))
 	switch {
 	case errors.Is(err, fs.ErrNotExist):

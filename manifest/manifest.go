@@ -44,6 +44,10 @@ import (
 // process, or another Open in this one, has the manifest open.
 var ErrLocked = errors.New("manifest: locked by another opener")
 
+// ErrReadOnly is returned by Apply (and so NewFileNum) on a manifest
+// opened with OpenReadOnly.
+var ErrReadOnly = errors.New("manifest: opened read-only")
+
 // lockTimeout is how long Open waits for bbolt's file lock. A live DB holds
 // the lock for as long as it is open, so waiting longer rarely helps; a
 // short wait only smooths over a previous owner that is just closing.
@@ -56,7 +60,8 @@ type Manifest struct {
 	db   *bolt.DB
 	name string // base name, for errors
 
-	applyMu sync.Mutex // serializes Apply, so state changes only inside it
+	applyMu  sync.Mutex // serializes Apply, so state changes only inside it
+	readOnly bool       // opened by OpenReadOnly: Apply fails
 
 	mu      sync.Mutex // guards the fields below
 	state   State      // as committed; Segments is replaced, never modified
@@ -180,10 +185,22 @@ func Open(fsys vfs.FS, path string) (*Manifest, error) {
 }
 
 // ReadState reads the committed state of the manifest at path without
-// writing anything: bbolt opens it read-only, under a shared lock, so it
-// fails with ErrLocked while a DB has it open. It is for tools that
-// inspect a store that is not open (bloomkv verify).
+// writing anything (see OpenReadOnly). It is for tools that inspect a
+// store that is not open (bloomkv verify).
 func ReadState(fsys vfs.FS, path string) (State, error) {
+	m, err := OpenReadOnly(fsys, path)
+	if err != nil {
+		return State{}, err
+	}
+	defer m.Close()
+	return m.State(), nil
+}
+
+// OpenReadOnly opens the manifest at path for reading only: bbolt opens it
+// read-only, under a shared lock held until Close, so it fails with
+// ErrLocked while a writer has it open (and a writer fails while it is
+// open). Apply returns ErrReadOnly.
+func OpenReadOnly(fsys vfs.FS, path string) (*Manifest, error) {
 	opts := boltOptions(func(name string, flag int, perm os.FileMode) (*os.File, error) {
 		if err := vfs.Check(fsys, vfs.OpOpen, name); err != nil {
 			return nil, err
@@ -193,18 +210,20 @@ func ReadState(fsys vfs.FS, path string) (State, error) {
 	opts.ReadOnly = true
 	db, err := bolt.Open(path, 0o444, opts)
 	if err != nil {
-		return State{}, openError(path, err)
+		return nil, openError(path, err)
 	}
-	defer db.Close()
 	var st State
 	err = db.View(func(tx *bolt.Tx) (err error) {
 		st, err = load(tx, filepath.Base(path))
 		return err
 	})
 	if err != nil {
-		return State{}, fmt.Errorf("manifest: read: %w", err)
+		_ = db.Close()
+		return nil, fmt.Errorf("manifest: read: %w", err)
 	}
-	return st, nil
+	m := newManifest(fsys, db, path, st)
+	m.readOnly = true
+	return m, nil
 }
 
 // openExisting opens a file for bbolt without creating it. It rejects an
@@ -284,6 +303,9 @@ func (m *Manifest) SkipTo(n uint64) {
 // what reached the disk is unknown until the manifest is reopened; callers
 // should treat such an error as fatal.
 func (m *Manifest) Apply(e Edit) error {
+	if m.readOnly {
+		return fmt.Errorf("manifest: apply to %s: %w", m.name, ErrReadOnly)
+	}
 	m.applyMu.Lock()
 	defer m.applyMu.Unlock()
 

@@ -264,6 +264,14 @@ func (f *Faulty) Lock(name string) (io.Closer, error) {
 	return f.fs.Lock(name)
 }
 
+// LockShared implements FS, failing as the fault says (as OpLock).
+func (f *Faulty) LockShared(name string) (io.Closer, error) {
+	if err := f.Inject(OpLock, name); err != nil {
+		return nil, err
+	}
+	return f.fs.LockShared(name)
+}
+
 // Stat implements FS, failing as the fault says.
 func (f *Faulty) Stat(name string) (os.FileInfo, error) {
 	if err := f.Inject(OpStat, name); err != nil {

@@ -53,6 +53,11 @@ type FS interface {
 	// without waiting: ErrLocked if another holder has it. Closing the
 	// result releases it; so does the death of the process.
 	Lock(name string) (io.Closer, error)
+	// LockShared takes a shared lock on the existing file name without
+	// waiting and without creating it: any number of shared holders, but
+	// ErrLocked while an exclusive holder (Lock) has it, and Lock fails
+	// while a shared holder has it. Read-only opens use it.
+	LockShared(name string) (io.Closer, error)
 	Stat(name string) (os.FileInfo, error)
 }
 
@@ -99,7 +104,20 @@ func (osFS) Lock(name string) (io.Closer, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := lockFile(f); err != nil {
+	return flockOrClose(f, name, false)
+}
+
+func (osFS) LockShared(name string) (io.Closer, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	return flockOrClose(f, name, true)
+}
+
+// flockOrClose locks f, or closes it and says why not.
+func flockOrClose(f *os.File, name string, shared bool) (io.Closer, error) {
+	if err := lockFile(f, shared); err != nil {
 		f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
 			return nil, ErrLocked

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
@@ -367,4 +368,42 @@ func TestBootID(t *testing.T) {
 	if BootID(NewFaulty(Default)) != id {
 		t.Fatal("Faulty does not pass the boot ID through")
 	}
+}
+
+// TestLockShared: shared holders coexist; an exclusive holder excludes
+// them and they exclude it; a missing file is not created.
+func TestLockShared(t *testing.T) {
+	name := filepath.Join(t.TempDir(), "LOCK")
+	if _, err := Default.LockShared(name); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("LockShared of a missing file = %v", err)
+	}
+	if _, err := os.Stat(name); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatal("LockShared created the file")
+	}
+	ex, err := Default.Lock(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Default.LockShared(name); !errors.Is(err, ErrLocked) {
+		t.Fatalf("LockShared under an exclusive lock = %v", err)
+	}
+	ex.Close()
+	a, err := Default.LockShared(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Default.LockShared(name)
+	if err != nil {
+		t.Fatalf("second shared lock: %v", err)
+	}
+	if _, err := Default.Lock(name); !errors.Is(err, ErrLocked) {
+		t.Fatalf("Lock under shared locks = %v", err)
+	}
+	a.Close()
+	b.Close()
+	ex, err = Default.Lock(name)
+	if err != nil {
+		t.Fatalf("Lock after the shared holders left: %v", err)
+	}
+	ex.Close()
 }

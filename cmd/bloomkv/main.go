@@ -2,15 +2,14 @@
 //
 //	bloomkv verify [-json] DIR   check every checksum, key order, filter and
 //	                             the manifest against the files; changes nothing
-//	bloomkv stats DIR            open the store and print its statistics
+//	bloomkv stats DIR            open the store read-only and print its
+//	                             statistics; changes nothing
 //
 // verify exits 0 when the store is intact, 1 when it found problems and 2
-// when it could not check (usage, I/O error, the store is open elsewhere).
-// stats opens the store normally, so it runs recovery as Open does: it
-// replays the WALs into a new segment, cuts off a torn WAL tail and removes
-// files the manifest does not reference. Use verify first to look at a
-// store without changing it. Both fail (exit 2) while another process has
-// the store open.
+// when it could not check (usage, I/O error, the store is open for writing
+// elsewhere). stats opens the store with Options.ReadOnly: it replays the
+// WALs into memory only. Both share the store with other readers and fail
+// (exit 2) while a writer has it open.
 package main
 
 import (
@@ -22,7 +21,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 
 	"github.com/bloomkv/bloomkv"
 )
@@ -90,13 +88,8 @@ func stats(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, usage)
 		return 2
 	}
-	// Open would make a new store in a directory that holds none.
-	if _, err := os.Stat(filepath.Join(args[0], "MANIFEST")); err != nil {
-		fmt.Fprintf(stderr, "bloomkv stats: %s is not a bloomkv store: %v\n", args[0], err)
-		return 2
-	}
 	opts := bloomkv.DefaultOptions()
-	opts.DisableAutoCompaction = true // look, do not rearrange
+	opts.ReadOnly = true // look, change nothing
 	db, err := bloomkv.Open(args[0], opts)
 	if err != nil {
 		fmt.Fprintf(stderr, "bloomkv stats: %v\n", err)

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -135,9 +136,32 @@ func TestUsageAndErrors(t *testing.T) {
 
 func TestStatsCommand(t *testing.T) {
 	dir := makeStore(t)
+	before := treeHash(t, dir)
 	code, out, errs := runCmd("stats", dir)
 	var st bloomkv.Stats
 	if err := json.Unmarshal([]byte(out), &st); code != 0 || err != nil || st.Segments != 1 {
 		t.Fatalf("stats: exit %d, %v, %+v\n%s", code, err, st, errs)
 	}
+	if treeHash(t, dir) != before {
+		t.Fatal("stats changed the store")
+	}
+}
+
+// treeHash hashes the names and contents of dir's files.
+func treeHash(t *testing.T, dir string) string {
+	t.Helper()
+	h := sha256.New()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(h, "%s %d\n", e.Name(), len(b))
+		h.Write(b)
+	}
+	return fmt.Sprintf("%x", h.Sum(nil))
 }
