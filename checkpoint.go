@@ -1,0 +1,193 @@
+package bloomkv
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+
+	"github.com/bloomkv/bloomkv/manifest"
+	"github.com/bloomkv/bloomkv/vfs"
+)
+
+// ErrCheckpointExists is returned by Checkpoint when the destination holds
+// files: a checkpoint is made into a new or empty directory only.
+var ErrCheckpointExists = errors.New("bloomkv: checkpoint destination is not empty")
+
+// Checkpoint writes a consistent copy of the store into dir, a directory
+// that does not exist or is empty, while reads and writes go on. The copy
+// holds exactly the writes acknowledged before some moment during the call
+// (a prefix of every writer's history, batches whole) and opens as a store
+// of its own. Segments, which never change, are hard-linked where the file
+// system allows and copied otherwise; the WALs holding writes not yet in a
+// segment are copied up to that moment, and a new manifest describes the
+// copy. Everything is synced before Checkpoint returns.
+//
+// A failed Checkpoint may leave a partial copy in dir (never a store that
+// opens as complete: the manifest is written last); remove it.
+func (db *DB) Checkpoint(dir string) error {
+	if err := checkEmptyDest(db.fs, dir); err != nil {
+		return err
+	}
+	cp, err := db.captureCheckpoint()
+	if err != nil {
+		return err
+	}
+	defer cp.release()
+	if err := cp.write(db, dir); err != nil {
+		return fmt.Errorf("bloomkv: checkpoint: %w", err)
+	}
+	return nil
+}
+
+// checkEmptyDest creates dir, or accepts it if it exists and is empty.
+func checkEmptyDest(fsys vfs.FS, dir string) error {
+	entries, err := fsys.List(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		err = fsys.MkdirAll(dir)
+	case err == nil && len(entries) > 0:
+		return fmt.Errorf("%w: %s holds %s", ErrCheckpointExists, dir, entries[0])
+	}
+	if err != nil {
+		return fmt.Errorf("bloomkv: checkpoint: %w", err)
+	}
+	return nil
+}
+
+// checkpoint is what Checkpoint captured at its moment: the live segments
+// (referenced, so no compaction removes them), the complete WALs of frozen
+// memtables and the active WAL up to a length, each open so that a flush
+// removing them meanwhile does not matter.
+type checkpoint struct {
+	segments []*segHandle
+	logs     []cpLog
+	flushed  uint64 // every write up to here is in segments
+}
+
+type cpLog struct {
+	num  uint64
+	file vfs.File
+	size int64
+}
+
+// captureCheckpoint fixes the checkpoint's moment: no commit is in
+// progress, and the segments and memtables are read under db.mu, where a
+// flush moves a memtable into a segment in one step.
+func (db *DB) captureCheckpoint() (*checkpoint, error) {
+	cp := &checkpoint{}
+	var err error
+	db.commit.exclusive(db, func() {
+		db.mu.Lock()
+		defer db.mu.Unlock()
+		if db.closed {
+			err = ErrClosed
+			return
+		}
+		cp.segments = db.refSegmentsLocked(0, len(db.segments))
+		for _, s := range cp.segments {
+			// Flushes run in order, so every write up to the newest
+			// segment's last sequence number is in the segments, and
+			// every write in a WAL below is newer.
+			cp.flushed = max(cp.flushed, s.meta.MaxSeq)
+		}
+		err = db.captureLogsLocked(cp)
+	})
+	if err != nil {
+		cp.release()
+		return nil, err
+	}
+	return cp, nil
+}
+
+// captureLogsLocked opens the WALs the checkpoint needs: the frozen
+// memtables' and the active one (its length now), or, read-only, the
+// replayed ones.
+func (db *DB) captureLogsLocked(cp *checkpoint) error {
+	var nums []uint64
+	if db.opts.ReadOnly {
+		nums = db.replayedLogs
+	} else {
+		for _, f := range db.imm {
+			nums = append(nums, f.logNum)
+		}
+		nums = append(nums, db.logNum)
+	}
+	for i, num := range nums {
+		f, err := db.fs.Open(db.path(walName(num)))
+		if err != nil {
+			return err
+		}
+		size := int64(-1) // all of it
+		if i == len(nums)-1 && !db.opts.ReadOnly {
+			size = db.logw.Size()
+		}
+		cp.logs = append(cp.logs, cpLog{num: num, file: f, size: size})
+	}
+	return nil
+}
+
+func (cp *checkpoint) release() {
+	unrefAll(cp.segments)
+	for _, l := range cp.logs {
+		l.file.Close()
+	}
+}
+
+// write puts the captured files into dir, then the manifest, then syncs
+// the directory.
+func (cp *checkpoint) write(db *DB, dir string) error {
+	var adds []manifest.SegmentMeta
+	maxNum := uint64(0)
+	for _, s := range cp.segments {
+		if err := linkOrCopy(db.fs, s.path, pathIn(dir, s.name), s.file, -1); err != nil {
+			return err
+		}
+		adds = append(adds, s.meta)
+		maxNum = max(maxNum, s.meta.FileNum)
+	}
+	for _, l := range cp.logs {
+		name := walName(l.num)
+		if err := copyFile(db.fs, l.file, pathIn(dir, name), l.size); err != nil {
+			return err
+		}
+		maxNum = max(maxNum, l.num)
+	}
+	m, err := manifest.Create(db.fs, pathIn(dir, manifestName))
+	if err != nil {
+		return err
+	}
+	next, logNum := maxNum+1, cp.logs[0].num
+	err = m.Apply(manifest.Edit{Add: adds, FlushedSeq: &cp.flushed, LogNum: &logNum, NextFileNum: &next})
+	return errors.Join(err, m.Close(), db.fs.SyncDir(dir))
+}
+
+// linkOrCopy hard-links a segment into the checkpoint (segments never
+// change), or copies it from its open file where links are not possible.
+func linkOrCopy(fsys vfs.FS, src, dst string, f vfs.File, size int64) error {
+	if err := fsys.Link(src, dst); err == nil {
+		return nil
+	}
+	return copyFile(fsys, f, dst, size)
+}
+
+// copyFile copies the first size bytes of f (all of it if size < 0) to a
+// new file dst and syncs it.
+func copyFile(fsys vfs.FS, f vfs.File, dst string, size int64) error {
+	if size < 0 {
+		st, err := f.Stat()
+		if err != nil {
+			return err
+		}
+		size = st.Size()
+	}
+	out, err := fsys.Create(dst)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(out, io.NewSectionReader(f, 0, size))
+	if err == nil {
+		err = out.Sync()
+	}
+	return errors.Join(err, out.Close())
+}

@@ -1,0 +1,177 @@
+package bloomkv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+)
+
+// TestCheckpointUnderLoad takes checkpoints while writers, flushes and
+// compactions run. Each writer puts its keys w/0, w/1, ... in order, every
+// third write as a two-key batch with a mirror key. Every checkpoint must
+// open, pass VerifyDir, and hold for each writer exactly a prefix of its
+// acknowledged writes (no gap), with batches whole.
+func TestCheckpointUnderLoad(t *testing.T) {
+	const writers = 3
+	src := t.TempDir()
+	o := smallOptions()
+	o.MemtableSize = 8 << 10
+	o.CompactionConcurrency = 2
+	db := mustOpen(t, src, o)
+	var acked [writers]atomic.Int64 // writes acknowledged per writer
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				key := fmt.Appendf(nil, "%d/%06d", w, i)
+				var err error
+				if i%3 == 0 {
+					b := NewBatch()
+					b.Put(key, []byte(strconv.Itoa(i)))
+					b.Put(fmt.Appendf(nil, "m%d/%06d", w, i), []byte(strconv.Itoa(i)))
+					err = db.Write(b)
+				} else {
+					err = db.Put(key, []byte(strconv.Itoa(i)))
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				acked[w].Store(int64(i + 1))
+			}
+		})
+	}
+	wg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if err := db.Flush(); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	})
+	rounds := 6
+	if testing.Short() {
+		rounds = 3
+	}
+	var dirs []string
+	var floors [][writers]int64
+	for r := range rounds {
+		var floor [writers]int64 // acknowledged before the checkpoint began
+		for w := range writers {
+			floor[w] = acked[w].Load()
+		}
+		dir := filepath.Join(t.TempDir(), fmt.Sprint("cp", r))
+		mustDo(t, db.Checkpoint(dir))
+		dirs, floors = append(dirs, dir), append(floors, floor)
+	}
+	close(stop)
+	wg.Wait()
+	mustDo(t, db.Close())
+	for r, dir := range dirs {
+		checkCheckpoint(t, dir, floors[r])
+	}
+}
+
+// checkCheckpoint opens a checkpoint and checks the prefix property.
+func checkCheckpoint(t *testing.T, dir string, floor [3]int64) {
+	t.Helper()
+	rep, err := VerifyDir(context.Background(), nil, dir)
+	if err != nil || !rep.OK() {
+		t.Fatalf("%s: VerifyDir: %v\n%v", dir, err, rep)
+	}
+	cp := mustOpen(t, dir, smallOptions())
+	defer cp.Close()
+	for w := range 3 {
+		n := int64(0)
+		for ; ; n++ {
+			v, err := cp.Get(fmt.Appendf(nil, "%d/%06d", w, n))
+			if errors.Is(err, ErrNotFound) {
+				break
+			}
+			if err != nil || string(v) != strconv.Itoa(int(n)) {
+				t.Fatalf("%s: writer %d key %d: %q, %v", dir, w, n, v, err)
+			}
+			if n%3 == 0 { // the batch's mirror key is there too
+				if _, err := cp.Get(fmt.Appendf(nil, "m%d/%06d", w, n)); err != nil {
+					t.Fatalf("%s: writer %d batch %d torn: %v", dir, w, n, err)
+				}
+			}
+		}
+		if n < floor[w] {
+			t.Fatalf("%s: writer %d has %d writes, but %d were acknowledged before the checkpoint", dir, w, n, floor[w])
+		}
+		for k := n + 1; k < n+50; k++ { // nothing after the gap
+			if _, err := cp.Get(fmt.Appendf(nil, "%d/%06d", w, k)); !errors.Is(err, ErrNotFound) {
+				t.Fatalf("%s: writer %d: key %d present after missing key %d", dir, w, k, n)
+			}
+		}
+		if _, err := cp.Get(fmt.Appendf(nil, "m%d/%06d", w, (n+2)/3*3)); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("%s: writer %d: a batch's mirror key beyond the prefix", dir, w)
+		}
+	}
+}
+
+// TestCheckpointRefusesNonEmpty: a checkpoint into a directory holding
+// anything is refused and touches nothing; after Close, ErrClosed.
+func TestCheckpointRefusesNonEmpty(t *testing.T) {
+	db := mustOpen(t, t.TempDir(), smallOptions())
+	mustDo(t, db.Put([]byte("a"), []byte("1")))
+	dst := t.TempDir()
+	mustDo(t, os.WriteFile(filepath.Join(dst, "keep"), []byte("mine"), 0o644))
+	before := dirHash(t, dst)
+	if err := db.Checkpoint(dst); !errors.Is(err, ErrCheckpointExists) {
+		t.Fatalf("Checkpoint into a non-empty dir = %v", err)
+	}
+	if dirHash(t, dst) != before {
+		t.Fatal("the refused checkpoint changed the directory")
+	}
+	empty := t.TempDir()
+	mustDo(t, db.Checkpoint(empty))
+	mustDo(t, db.Close())
+	if err := db.Checkpoint(filepath.Join(t.TempDir(), "x")); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Checkpoint after Close = %v", err)
+	}
+	cp := mustOpen(t, empty, nil)
+	defer cp.Close()
+	if v, err := cp.Get([]byte("a")); err != nil || string(v) != "1" {
+		t.Fatalf("checkpoint of an unflushed write: %q, %v", v, err)
+	}
+}
+
+// TestCheckpointReadOnly checkpoints a store opened read-only, as
+// bloomkv checkpoint does, and leaves the source unchanged.
+func TestCheckpointReadOnly(t *testing.T) {
+	src := brickStore(t, 400)
+	db := mustOpen(t, src, smallOptions())
+	for i := 400; i < 450; i++ {
+		mustDo(t, db.Put(faultKey(i), faultValue(i)))
+	}
+	mustDo(t, db.Close())
+	before := dirHash(t, src)
+	ro, err := Open(src, readOnly(nil))
+	mustDo(t, err)
+	dst := filepath.Join(t.TempDir(), "cp")
+	mustDo(t, ro.Checkpoint(dst))
+	mustDo(t, ro.Close())
+	if dirHash(t, src) != before {
+		t.Fatal("checkpointing a read-only store changed it")
+	}
+	checkAll(t, dst, 450)
+}
