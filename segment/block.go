@@ -1,6 +1,8 @@
 package segment
 
 import (
+	"bytes"
+	"cmp"
 	"encoding/binary"
 	"fmt"
 
@@ -130,8 +132,10 @@ type blockIter struct {
 	nextOffset  int // offset of the entry after it
 	key         []byte
 	val         []byte
+	shared      int // leading bytes of key equal to the previous entry's key
 	valid       bool
 	internal    bool // keys are internal keys: at least 8 bytes
+	maxKey      int  // longer keys are corruption (FORMAT.md, "Limits a reader enforces")
 	err         error
 
 	// For error messages: which file and which block.
@@ -140,9 +144,16 @@ type blockIter struct {
 }
 
 // init points it at data (which must have passed checkBlock unless the
-// caller only wants corruption reported, as the fuzz test does).
+// caller only wants corruption reported, as the fuzz test does). Blocks of
+// internal keys (data and index blocks) allow keys of up to
+// maxInternalKeyLen bytes; the one other kind, the properties block, names
+// of up to maxPropertyNameLen.
 func (it *blockIter) init(data []byte, internal bool, file string, fileOff int64) error {
 	*it = blockIter{key: it.key[:0], data: data, internal: internal, file: file, fileOff: fileOff}
+	it.maxKey = maxPropertyNameLen
+	if internal {
+		it.maxKey = maxInternalKeyLen
+	}
 	restartsOff, n, reason := parseRestarts(data)
 	if reason != "" {
 		it.err = base.Corruptf(file, fileOff, "%s", reason)
@@ -212,8 +223,14 @@ func (it *blockIter) next() bool {
 	if shared > uint64(len(it.key)) {
 		return it.corrupt(it.offset, "shared prefix longer than previous key")
 	}
+	// Checked before the key is built: shared may repeat a long key at
+	// the cost of one uvarint, and callers do work per key byte.
+	if shared+unshared > uint64(it.maxKey) {
+		return it.corrupt(it.offset, fmt.Sprintf("key of %d bytes, more than the %d allowed", shared+unshared, it.maxKey))
+	}
 	keyEnd := h + int(unshared)
 	it.key = append(it.key[:shared], p[h:keyEnd]...)
+	it.shared = int(shared)
 	if it.internal && len(it.key) < base.TrailerLen {
 		return it.corrupt(it.offset, "internal key shorter than its trailer")
 	}
@@ -232,7 +249,7 @@ func (it *blockIter) keyAtRestart(i int) ([]byte, bool) {
 	}
 	p := it.data[off:it.restartsOff]
 	shared, unshared, _, h, ok := decodeHeader(p)
-	if !ok || shared != 0 || (it.internal && unshared < base.TrailerLen) {
+	if !ok || shared != 0 || (it.internal && unshared < base.TrailerLen) || unshared > uint64(it.maxKey) {
 		return nil, false
 	}
 	return p[h : h+int(unshared)], true
@@ -310,6 +327,23 @@ func (it *blockIter) prev() bool {
 		}
 	}
 	return it.corrupt(target, "entry not reachable from its restart point")
+}
+
+// compareAfterShared compares encoded internal keys a and b in
+// internal-key order, given that they agree on their first s bytes, as
+// consecutive keys of a block do (s is b's shared prefix). Skipping those
+// bytes makes the cost O(len(b)-s), the bytes b's entry actually stores,
+// rather than O(len(b)): a block can repeat a 64 KiB prefix at the cost
+// of one uvarint per entry. sameUser reports whether the user keys are
+// equal.
+func compareAfterShared(a, b []byte, s int) (c int, sameUser bool) {
+	ua, ta := splitInternalKey(a)
+	ub, tb := splitInternalKey(b)
+	s = min(s, len(ua), len(ub)) // s may reach into a trailer
+	if c := bytes.Compare(ua[s:], ub[s:]); c != 0 {
+		return c, false
+	}
+	return cmp.Compare(tb, ta), true // trailers order descending
 }
 
 // compareInternal compares an encoded internal key with (ukey, trailer)

@@ -24,6 +24,21 @@ const (
 	// largest key with its largest value (base.MaxEntrySize).
 	MaxEntrySize = base.MaxEntrySize
 
+	// MaxKeySize bounds the length of a user key; it is the store's limit
+	// (bloomkv.MaxKeySize has the same value). Readers reject longer keys
+	// in data and index blocks before building them: prefix compression
+	// lets an entry of a few bytes claim "the previous key plus one byte",
+	// so without a bound a small file can make a reader copy and compare
+	// keys of any length, once per entry.
+	MaxKeySize = 64 << 10
+
+	// maxInternalKeyLen is MaxKeySize plus the 8-byte trailer.
+	maxInternalKeyLen = MaxKeySize + base.TrailerLen
+
+	// maxPropertyNameLen bounds a property name. The known names have at
+	// most 13 bytes; 64 leaves room for names a later writer may add.
+	maxPropertyNameLen = 64
+
 	// maxTargetBlockSize caps WriterOptions.BlockSize so that, together
 	// with MaxEntrySize and the restart array, a block stays below
 	// MaxBlockSize.
@@ -57,6 +72,23 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 type blockHandle struct {
 	offset, length uint64
 }
+
+// maxSnappyLen is the most bytes a snappy block of stored bytes can
+// decode to. Snappy's densest element is a 3-byte copy tag that emits 64
+// bytes (tagCopy2 in golang/snappy's decoder; a 2-byte copy emits at most
+// 11, literals never expand), and at least one byte is the length header,
+// so stored*64/3 is an upper bound. A header claiming more is a lie that
+// must be caught before the claimed size is allocated.
+func maxSnappyLen(stored uint64) uint64 {
+	if stored >= MaxBlockSize {
+		return MaxBlockSize // avoids overflow; MaxBlockSize caps it anyway
+	}
+	return min(stored*64/3, MaxBlockSize)
+}
+
+// maxContentLen is the most bytes a block stored in stored bytes can hold
+// once decompressed, whether it is stored raw or with snappy.
+func maxContentLen(stored uint64) uint64 { return max(stored, maxSnappyLen(stored)) }
 
 // end is the file offset just past the block's trailer.
 func (h blockHandle) end() uint64 { return h.offset + h.length + blockTrailerLen }

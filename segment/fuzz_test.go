@@ -74,15 +74,37 @@ func FuzzOpen(f *testing.F) {
 		f.Add(s)
 	}
 	f.Add([]byte(magic))
+	// Small relatives of the hostile files (hostile_test.go), which lean
+	// on the limits of FORMAT.md, "Limits a reader enforces".
+	f.Add(hostileIndex(8, 1<<10, 1))
+	f.Add(hostileIndex(8, 40, 4))
+	f.Add(hostileProperties(8, 100))
+	f.Add(hostileFilter(1 << 40))
+	f.Add(longPrefixSegment(40, 100, true))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for _, d := range [][]byte{data, fixChecksums(data)} {
 			r, err := Open(bytes.NewReader(d), int64(len(d)), ReaderOptions{Cache: NewCache(1 << 16), Name: "fuzz.seg"})
 			requireCorrupt(t, err)
 			if err == nil {
+				checkIndexSize(t, r, len(d))
 				exercise(t, r)
 			}
 		}
 	})
+}
+
+// checkIndexSize checks the bound that keeps an opened index small: its
+// separators take at most maxSnappyLen of the file's size in all, however
+// the index block's prefix compression amplifies them.
+func checkIndexSize(t *testing.T, r *Reader, fileSize int) {
+	t.Helper()
+	total := uint64(0)
+	for _, e := range r.index {
+		total += uint64(len(e.userKey) + base.TrailerLen)
+	}
+	if limit := uint64(fileSize) * 64 / 3; total > limit {
+		t.Fatalf("index of %d separator bytes for a %d-byte file (limit %d)", total, fileSize, limit)
+	}
 }
 
 // FuzzBlock feeds arbitrary bytes to the block decoder, validated or not:
@@ -110,7 +132,11 @@ func FuzzBlock(f *testing.F) {
 			}
 			n := 0
 			for ok := it.first(); ok; ok = it.next() {
-				n++
+				// Entries take at least 3 bytes, keys at most maxKey:
+				// the decoder's work is bounded by the block's bytes.
+				if n++; 3*n > len(data) || len(it.key) > it.maxKey {
+					t.Fatalf("entry %d with a %d-byte key in a %d-byte block", n, len(it.key), len(data))
+				}
 			}
 			for ok := it.last(); ok; ok = it.prev() {
 				n--

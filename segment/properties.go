@@ -3,6 +3,7 @@ package segment
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"math"
 
 	"github.com/bloomkv/bloomkv/internal/base"
@@ -81,6 +82,8 @@ func encodeProperties(bw *blockWriter, p *Properties) []byte {
 // decodeProperties parses a properties block. Names must strictly
 // increase, which also rules out duplicates; unknown names are skipped so
 // that a later writer may add properties without a new format version.
+// The block iterator rejects names over maxPropertyNameLen bytes, so the
+// work per entry is small however many entries the block holds.
 func decodeProperties(block []byte, file string, off int64) (Properties, error) {
 	var p Properties
 	var it blockIter
@@ -94,7 +97,7 @@ func decodeProperties(block []byte, file string, off int64) (Properties, error) 
 			return p, base.Corruptf(file, off, "properties out of order at %q", it.key)
 		}
 		prev = append(prev[:0], it.key...)
-		isKnown, reason := p.set(string(it.key), it.val)
+		isKnown, reason := p.set(it.key, it.val)
 		if reason != "" {
 			return p, base.Corruptf(file, off, "property %q: %s", it.key, reason)
 		}
@@ -115,19 +118,24 @@ func decodeProperties(block []byte, file string, off int64) (Properties, error) 
 }
 
 // set stores one property. It reports whether the name is known, and a
-// reason if the value is malformed.
-func (p *Properties) set(name string, val []byte) (known bool, reason string) {
-	switch name {
-	case propLargest:
-		p.Largest = bytes.Clone(val)
-		return true, ""
-	case propSmallest:
-		p.Smallest = bytes.Clone(val)
+// reason if the value is malformed. (switch string(name) compares without
+// converting, so skipping an unknown name allocates nothing.)
+func (p *Properties) set(name, val []byte) (known bool, reason string) {
+	switch string(name) {
+	case propLargest, propSmallest:
+		if len(val) > MaxKeySize {
+			return true, fmt.Sprintf("key of %d bytes, more than the %d allowed", len(val), MaxKeySize)
+		}
+		if string(name) == propLargest {
+			p.Largest = bytes.Clone(val)
+		} else {
+			p.Smallest = bytes.Clone(val)
+		}
 		return true, ""
 	}
 	x, n := binary.Uvarint(val)
 	ok := n > 0 && n == len(val)
-	switch name {
+	switch string(name) {
 	case propDataBlocks:
 		ok = ok && x <= math.MaxInt32
 		p.DataBlocks = int(x)

@@ -154,7 +154,8 @@ func (r *Reader) readFooter(size int64) error {
 // readStored reads the block at h, verifies its checksum and returns its
 // contents, decompressed if need be. Handles were checked against the file
 // size, which bounds len(buf); a snappy length is checked against
-// MaxBlockSize before anything is allocated for it.
+// MaxBlockSize and against what the stored bytes can decode to
+// (maxSnappyLen) before anything is allocated for it.
 func (r *Reader) readStored(h blockHandle) ([]byte, error) {
 	b, _, err := r.readBlock(h, nil)
 	return b, err
@@ -182,8 +183,12 @@ func (r *Reader) readBlock(h blockHandle, ra *readahead) (block []byte, src bloc
 		return stored, src, nil
 	case compressionSnappy:
 		dlen, err := snappy.DecodedLen(stored)
-		if err != nil || dlen > MaxBlockSize {
-			return nil, src, r.corrupt(h.offset, "bad snappy block length %d (%v)", dlen, err)
+		if err != nil {
+			return nil, src, r.corrupt(h.offset, "snappy block length: %v", err)
+		}
+		if limit := maxSnappyLen(h.length); uint64(dlen) > limit {
+			return nil, src, r.corrupt(h.offset, "snappy block of %d bytes claims to decode to %d, more than the %d it can",
+				h.length, dlen, limit)
 		}
 		var dst []byte
 		if ra != nil && ra.reuseDecoded {
@@ -259,9 +264,9 @@ func (r *Reader) readProperties() error {
 	return nil
 }
 
-// readIndex decodes the index block into memory. Separators must strictly
-// increase and the data blocks must tile [0, DataSize) in order, which
-// bounds every data block's length by the file size.
+// readIndex decodes the index block into memory, in two passes over the
+// block: checkIndex validates it and measures it, then loadIndex copies
+// the separators into allocations of exactly the right size.
 func (r *Reader) readIndex() error {
 	h := r.footer.index
 	b, err := r.readStored(h)
@@ -271,42 +276,82 @@ func (r *Reader) readIndex() error {
 	if reason := checkBlock(b); reason != "" {
 		return r.corrupt(h.offset, "index block: %s", reason)
 	}
+	n, keyBytes, err := r.checkIndex(b)
+	if err != nil {
+		return err
+	}
+	return r.loadIndex(b, n, keyBytes)
+}
+
+// checkIndex validates the index block b and returns its number of
+// entries and the total length of their separators' user keys.
+// Separators must strictly increase and the data blocks must tile [0,
+// DataSize) in order, which bounds every data block's length by the file
+// size.
+//
+// The index is kept whole, so its size must be bounded by the file's too.
+// A separator is at most its block's last key, which that block stores in
+// full (its keys are built from its own bytes alone), so it cannot be
+// longer than the block's contents: maxContentLen of the block's stored
+// length. Summed over the blocks, the separators take at most about 21
+// times the data size (snappy's best ratio), however long the index's
+// prefix compression claims they are.
+func (r *Reader) checkIndex(b []byte) (n int, keyBytes uint64, err error) {
+	h := r.footer.index
+	var it blockIter
+	if err := it.init(b, true, r.opts.Name, int64(h.offset)); err != nil {
+		return 0, 0, err
+	}
+	var prev []byte   // the previous separator
+	next := uint64(0) // where the next data block must start
+	for ok := it.first(); ok; ok = it.next() {
+		dh, ok := decodeHandle(it.val)
+		if !ok || dh.offset != next || dh.length > r.props.DataSize || dh.end() > r.props.DataSize {
+			return 0, 0, r.corrupt(h.offset, "index entry %d: bad block handle", n)
+		}
+		if limit := maxContentLen(dh.length); uint64(len(it.key)) > limit {
+			return 0, 0, r.corrupt(h.offset, "index entry %d: separator of %d bytes, but its %d-byte data block holds at most %d",
+				n, len(it.key), dh.length, limit)
+		}
+		if n > 0 {
+			if c, _ := compareAfterShared(prev, it.key, it.shared); c >= 0 {
+				return 0, 0, r.corrupt(h.offset, "index separators out of order at entry %d", n)
+			}
+		}
+		prev = append(prev[:it.shared], it.key[it.shared:]...) // they agree on it.shared bytes
+		next = dh.end()
+		keyBytes += uint64(len(it.key) - base.TrailerLen)
+		n++
+	}
+	if it.err != nil {
+		return 0, 0, it.err
+	}
+	if next != r.props.DataSize || n != r.props.DataBlocks {
+		return 0, 0, r.corrupt(h.offset, "index describes %d blocks ending at %d; properties say %d ending at %d",
+			n, next, r.props.DataBlocks, r.props.DataSize)
+	}
+	return n, keyBytes, nil
+}
+
+// loadIndex copies the n entries of the index block b, which checkIndex
+// accepted, into r.index; their user keys, keyBytes in all, share one
+// allocation.
+func (r *Reader) loadIndex(b []byte, n int, keyBytes uint64) error {
+	h := r.footer.index
 	var it blockIter
 	if err := it.init(b, true, r.opts.Name, int64(h.offset)); err != nil {
 		return err
 	}
-	var arena []byte // all separator user keys, one allocation
-	var ends []int
-	var prev []byte   // previous separator
-	next := uint64(0) // where the next data block must start
+	arena := make([]byte, 0, keyBytes)
+	r.index = make([]indexEntry, 0, n)
 	for ok := it.first(); ok; ok = it.next() {
 		ukey, trailer := splitInternalKey(it.key)
-		if len(ends) > 0 && compareInternal(prev, ukey, trailer) >= 0 {
-			return r.corrupt(h.offset, "index separators out of order at entry %d", len(ends))
-		}
-		prev = append(prev[:0], it.key...)
-		dh, ok := decodeHandle(it.val)
-		if !ok || dh.offset != next || dh.length > r.props.DataSize || dh.end() > r.props.DataSize {
-			return r.corrupt(h.offset, "index entry %d: bad block handle", len(ends))
-		}
-		next = dh.end()
+		dh, _ := decodeHandle(it.val)
+		start := len(arena)
 		arena = append(arena, ukey...)
-		ends = append(ends, len(arena))
-		r.index = append(r.index, indexEntry{trailer: trailer, h: dh})
+		r.index = append(r.index, indexEntry{userKey: arena[start:len(arena):len(arena)], trailer: trailer, h: dh})
 	}
-	if it.err != nil {
-		return it.err
-	}
-	if next != r.props.DataSize || len(r.index) != r.props.DataBlocks {
-		return r.corrupt(h.offset, "index describes %d blocks ending at %d; properties say %d ending at %d",
-			len(r.index), next, r.props.DataBlocks, r.props.DataSize)
-	}
-	start := 0
-	for i, end := range ends {
-		r.index[i].userKey = arena[start:end:end]
-		start = end
-	}
-	return nil
+	return it.err
 }
 
 // readFilter loads the filter block and cross-checks its geometry with the

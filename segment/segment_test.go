@@ -435,6 +435,7 @@ func TestWriterRejects(t *testing.T) {
 		{"seq too large", entry{key: []byte("a"), seq: 1}, entry{key: []byte("b"), seq: base.MaxSeq + 1}},
 		{"bad kind", entry{key: []byte("a"), seq: 1}, entry{key: []byte("b"), seq: 1, kind: 7}},
 		{"huge entry", entry{key: []byte("a"), seq: 1}, entry{key: []byte("b"), seq: 1, value: make([]byte, MaxEntrySize)}},
+		{"huge key", entry{key: []byte("a"), seq: 1}, entry{key: bytes.Repeat([]byte("b"), MaxKeySize+1), seq: 1}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -120,6 +120,8 @@ func (w *Writer) checkAdd(key []byte, seq uint64, kind base.Kind, value []byte) 
 		return fmt.Errorf("segment: sequence number %d exceeds 56 bits", seq)
 	case kind != base.KindPut && kind != base.KindDelete:
 		return fmt.Errorf("segment: invalid kind %v", kind)
+	case len(key) > MaxKeySize:
+		return fmt.Errorf("segment: key of %d bytes exceeds the maximum of %d", len(key), MaxKeySize)
 	case len(key)+len(value) > MaxEntrySize:
 		return fmt.Errorf("segment: entry of %d bytes exceeds the maximum of %d", len(key)+len(value), MaxEntrySize)
 	}

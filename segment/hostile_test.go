@@ -1,0 +1,445 @@
+package segment
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"hash/crc32"
+	"os"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/bloomkv/bloomkv/bloom"
+	"github.com/bloomkv/bloomkv/internal/base"
+	"github.com/golang/snappy"
+)
+
+// Hostile segments: files crafted so that small length fields claim huge
+// keys or blocks. Prefix compression is the amplifier: an entry of a few
+// bytes can say "the previous key's first 4 MiB, plus one byte", so a
+// reader that materializes or copies whole keys does work proportional to
+// the claimed sizes, not to the bytes in the file. FORMAT.md, "Limits a
+// reader enforces", lists what stops each of these.
+
+// appendRawEntry appends a block entry with an explicit shared length, as
+// a hostile writer may choose it (blockWriter always shares the longest
+// common prefix and starts restart points with whole keys).
+func appendRawEntry(b []byte, shared int, delta, value []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(shared))
+	b = binary.AppendUvarint(b, uint64(len(delta)))
+	b = binary.AppendUvarint(b, uint64(len(value)))
+	b = append(b, delta...)
+	return append(b, value...)
+}
+
+// finishRawBlock appends a restart array with the single restart point 0:
+// nothing bounds how many entries follow it.
+func finishRawBlock(b []byte) []byte {
+	b = binary.LittleEndian.AppendUint32(b, 0)
+	return binary.LittleEndian.AppendUint32(b, 1)
+}
+
+// rawSegment assembles a segment from block contents, with valid
+// checksums everywhere, so that only the reader's limits can object.
+type rawSegment struct {
+	data     []byte      // the data region, trailers included
+	blocks   int         // data blocks in it
+	filter   []byte      // filter block contents; nil for none
+	props    Properties  // sizes and block count are filled in by assemble
+	extra    [][2][]byte // more properties, after props (see rawProperties)
+	index    []byte      // index block contents
+	compress bool        // store the properties and index blocks with snappy
+}
+
+func (s rawSegment) assemble() []byte {
+	file := bytes.Clone(s.data)
+	typ := byte(compressionNone)
+	encode := func(b []byte) []byte { return b }
+	if s.compress {
+		typ = compressionSnappy
+		encode = func(b []byte) []byte { return snappy.Encode(nil, b) }
+	}
+	ft := footer{version: FormatVersion}
+	add := func(contents []byte, typ byte) blockHandle {
+		h := blockHandle{uint64(len(file)), uint64(len(contents))}
+		file = append(file, storedBlock(contents, typ)...)
+		return h
+	}
+	p := s.props
+	p.DataBlocks, p.DataSize = s.blocks, uint64(len(s.data))
+	if s.filter != nil {
+		ft.filter = add(s.filter, compressionNone)
+		p.FilterSize = ft.filter.length
+	}
+	index := encode(s.index)
+	p.IndexSize = uint64(len(index))
+	ft.properties = add(encode(rawProperties(&p, s.extra)), typ)
+	ft.index = add(index, typ)
+	return append(file, ft.encode()...)
+}
+
+// rawProperties encodes p followed by extra entries, each given as (delta,
+// value) and sharing all of the previous name: extra names grow by their
+// delta, so each is larger than the one before.
+func rawProperties(p *Properties, extra [][2][]byte) []byte {
+	var it blockIter
+	if err := it.init(bytes.Clone(encodeProperties(&blockWriter{restartInterval: 16}, p)), false, "", 0); err != nil {
+		panic(err)
+	}
+	var b []byte
+	nameLen := 0
+	for ok := it.first(); ok; ok = it.next() {
+		b = appendRawEntry(b, 0, it.key, it.val)
+		nameLen = len(it.key)
+	}
+	for i, e := range extra {
+		shared := nameLen
+		if i == 0 {
+			shared = 0 // the first extra name starts afresh (with "z", above "tombstones")
+		}
+		b = appendRawEntry(b, shared, e[0], e[1])
+		nameLen = shared + len(e[0])
+	}
+	return finishRawBlock(b)
+}
+
+// zeroDataBlocks returns n stored data blocks of blockLen zero bytes
+// each: Open never reads them, and their handles tile the data region as
+// the index requires.
+func zeroDataBlocks(n, blockLen int) []byte {
+	var data []byte
+	for range n {
+		data = append(data, storedBlock(make([]byte, blockLen), compressionNone)...)
+	}
+	return data
+}
+
+// hostileIndex is a segment whose index has seps separators of keyLen
+// bytes of 'a' plus a 2-byte counter, for data blocks of blockLen bytes:
+// the first stores its key whole (and snappy squeezes it 21-fold), every
+// later one shares all but the counter.
+func hostileIndex(seps, keyLen, blockLen int) []byte {
+	stride := blockLen + blockTrailerLen
+	trailer := binary.LittleEndian.AppendUint64(nil, base.MakeTrailer(1, base.KindPut))
+	var index []byte
+	for j := range seps {
+		delta := append([]byte{byte(j >> 8), byte(j)}, trailer...)
+		shared := keyLen
+		if j == 0 {
+			delta = append(bytes.Repeat([]byte("a"), keyLen), delta...)
+			shared = 0
+		}
+		index = appendRawEntry(index, shared, delta, appendHandle(nil, blockHandle{uint64(j * stride), uint64(blockLen)}))
+	}
+	return rawSegment{
+		data:     zeroDataBlocks(seps, blockLen),
+		blocks:   seps,
+		props:    Properties{Entries: uint64(seps), DistinctKeys: uint64(seps)},
+		index:    finishRawBlock(index),
+		compress: true,
+	}.assemble()
+}
+
+// hostileProperties is a segment whose properties block adds n unknown
+// properties after the real ones: the first named nameLen bytes of 'z',
+// each later one its predecessor plus one byte.
+func hostileProperties(n, nameLen int) []byte {
+	extra := make([][2][]byte, n)
+	extra[0][0] = bytes.Repeat([]byte("z"), nameLen)
+	for i := 1; i < n; i++ {
+		extra[i][0] = []byte{1}
+	}
+	return rawSegment{index: finishRawBlock(nil), extra: extra, compress: true}.assemble()
+}
+
+// hostileFilter is an empty segment whose filter block claims bits bits
+// but holds a 64-byte bit array, with the properties agreeing.
+func hostileFilter(bits uint64) []byte {
+	enc, err := bloom.NewBitsPerKey(1, 10).MarshalBinary()
+	if err != nil {
+		panic(err)
+	}
+	g := bloom.NewBitsPerKey(1, 10).Geometry()
+	binary.LittleEndian.PutUint64(enc[8:], bits)
+	end := len(enc) - 4
+	binary.LittleEndian.PutUint32(enc[end:], crc32.Checksum(enc[:end], castagnoli))
+	p := Properties{FilterBits: bits, FilterK: uint8(g.K), FilterLayout: uint8(g.Layout)}
+	return rawSegment{filter: enc, props: p, index: finishRawBlock(nil)}.assemble()
+}
+
+// hostileSnappyFilter is an empty segment whose filter block is a snappy
+// block of a few bytes that claims to decode to MaxBlockSize bytes.
+func hostileSnappyFilter() []byte {
+	file := rawSegment{filter: []byte("placeholder"), index: finishRawBlock(nil)}.assemble()
+	// Replace the filter block by a snappy one of the same length (11
+	// bytes: a 4-byte length header and 7 bytes of body), keeping every
+	// handle and size valid.
+	stored := append(binary.AppendUvarint(nil, MaxBlockSize), "\x00abcdef"...)
+	f := file[len(file)-footerLen:]
+	off := binary.LittleEndian.Uint64(f)
+	copy(file[off:], storedBlock(stored, compressionSnappy))
+	return file
+}
+
+type hostileCase struct {
+	name  string
+	file  func() []byte
+	opens bool // within every limit: Open must succeed, cheaply
+}
+
+// hostileCases are the files of the "never bricked" issue (item 5), and
+// relatives that get past the first limit to reach the next.
+var hostileCases = []hostileCase{
+	{"index 1024 separators of 1 MiB", func() []byte { return hostileIndex(1024, 1<<20, 1) }, false},
+	{"index 2048 separators of 2 MiB", func() []byte { return hostileIndex(2048, 2<<20, 1) }, false},
+	// Keys within MaxKeySize, but longer than their 1-byte data blocks
+	// could hold: without that limit, 4096 x 60 KiB = 240 MiB of index.
+	{"index 4096 separators of 60 KiB", func() []byte { return hostileIndex(4096, 60<<10, 1) }, false},
+	// The worst a file of about 1 MB can do within the limits: 2,000
+	// separators of 8,533 bytes, as long as 400 stored bytes can decode
+	// to, cost 17 MB of index.
+	{"index 2000 separators of 8533 bytes", func() []byte { return hostileIndex(2000, 400*64/3-10, 400) }, true},
+	{"properties 200000 names of 4 MiB", func() []byte { return hostileProperties(200_000, 4<<20) }, false},
+	{"filter of 2^40 bits", func() []byte { return hostileFilter(1 << 40) }, false},
+	{"filter of 2^38 bits", func() []byte { return hostileFilter(1 << 38) }, false},
+	{"snappy filter claiming 64 MiB", hostileSnappyFilter, false},
+}
+
+// measure runs f and returns how long it took and how many bytes it
+// allocated (runtime.MemStats.TotalAlloc, which counts every allocation,
+// freed or not).
+func measure(f func()) (time.Duration, uint64) {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	start := time.Now()
+	f()
+	elapsed := time.Since(start)
+	runtime.ReadMemStats(&after)
+	return elapsed, after.TotalAlloc - before.TotalAlloc
+}
+
+// TestHostileSegments opens each hostile file: it must be rejected as
+// corrupt (or, within the limits, opened), quickly and with little memory.
+// The bounds are generous so that a loaded CI machine (or -race) does not
+// flake; a reader without the limits takes seconds to minutes and
+// gigabytes.
+func TestHostileSegments(t *testing.T) {
+	for _, tc := range hostileCases {
+		t.Run(tc.name, func(t *testing.T) {
+			file := tc.file()
+			var err error
+			elapsed, alloc := measure(func() {
+				_, err = Open(bytes.NewReader(file), int64(len(file)), ReaderOptions{Name: corruptName})
+			})
+			t.Logf("%d-byte file: %v in %v, %d bytes allocated", len(file), err, elapsed, alloc)
+			var ce *base.CorruptError
+			switch {
+			case tc.opens && err != nil:
+				t.Fatalf("Open = %v, want success", err)
+			case !tc.opens && (!errors.As(err, &ce) || !errors.Is(err, base.ErrCorrupt) || ce.File != corruptName):
+				t.Fatalf("Open = %v, want a corruption error naming %s", err, corruptName)
+			}
+			if elapsed > 2*time.Second {
+				t.Errorf("Open took %v", elapsed)
+			}
+			if limit := uint64(200 << 20); alloc > limit {
+				t.Errorf("Open allocated %d bytes, more than %d", alloc, limit)
+			}
+		})
+	}
+}
+
+// TestHostileMeasure reports time and peak memory of opening one hostile
+// file, for comparing readers; run it alone, under /usr/bin/time -v, with
+// BLOOMKV_HOSTILE set to the case's name.
+func TestHostileMeasure(t *testing.T) {
+	name := os.Getenv("BLOOMKV_HOSTILE")
+	if name == "" {
+		t.Skip("BLOOMKV_HOSTILE not set")
+	}
+	for _, tc := range hostileCases {
+		if tc.name != name {
+			continue
+		}
+		file := tc.file()
+		var err error
+		elapsed, alloc := measure(func() {
+			_, err = Open(bytes.NewReader(file), int64(len(file)), ReaderOptions{Name: corruptName})
+		})
+		t.Logf("%s: %d-byte file: Open = %v in %v, %d bytes allocated", name, len(file), err, elapsed, alloc)
+		return
+	}
+	t.Fatalf("no case %q", name)
+}
+
+// longPrefixSegment is a valid segment of one data block of n entries,
+// whose user keys are prefixLen bytes of 'k' and a 4-byte counter: every
+// entry after the first shares the prefix and stores 17 bytes. With
+// filter, it has a filter with every bit set (so it passes any key), and
+// Verify must hash every key.
+func longPrefixSegment(n, prefixLen int, filter bool) []byte {
+	prefix := bytes.Repeat([]byte("k"), prefixLen)
+	userKey := func(j int) []byte { return binary.BigEndian.AppendUint32(bytes.Clone(prefix), uint32(j)) }
+	trailer := binary.LittleEndian.AppendUint64(nil, base.MakeTrailer(1, base.KindPut))
+	var block []byte
+	for j := range n {
+		delta := append(binary.BigEndian.AppendUint32(nil, uint32(j)), trailer...)
+		shared := prefixLen
+		if j == 0 {
+			delta, shared = append(bytes.Clone(prefix), delta...), 0
+		}
+		block = appendRawEntry(block, shared, delta, nil)
+	}
+	last := append(userKey(n-1), trailer...)
+	s := rawSegment{
+		data:   storedBlock(finishRawBlock(block), compressionNone),
+		blocks: 1,
+		props: Properties{Entries: uint64(n), DistinctKeys: uint64(n), MinSeq: 1, MaxSeq: 1,
+			Smallest: userKey(0), Largest: userKey(n - 1)},
+		index: finishRawBlock(appendRawEntry(nil, 0, last, appendHandle(nil, blockHandle{0, uint64(len(block) + 8)}))),
+	}
+	if filter {
+		f := bloom.NewBitsPerKey(1, 10)
+		enc, err := f.MarshalBinary()
+		if err != nil {
+			panic(err)
+		}
+		end := len(enc) - 4
+		for i := 32; i < end; i++ { // the bit array (bloom/FORMAT.md)
+			enc[i] = 0xff
+		}
+		binary.LittleEndian.PutUint32(enc[end:], crc32.Checksum(enc[:end], castagnoli))
+		g := f.Geometry()
+		s.filter = enc
+		s.props.FilterBits, s.props.FilterK, s.props.FilterLayout = g.Bits, uint8(g.K), uint8(g.Layout)
+	}
+	return s.assemble()
+}
+
+// TestVerifyLongSharedPrefixes verifies a valid block whose 400,000
+// entries each repeat a 60 KiB prefix: Verify's work must follow the 7 MB
+// the block stores, not the 24 GB of keys it describes.
+func TestVerifyLongSharedPrefixes(t *testing.T) {
+	file := longPrefixSegment(400_000, 60<<10, false)
+	r := openSegment(t, file, ReaderOptions{Name: corruptName})
+	var err error
+	elapsed, alloc := measure(func() { err = r.Verify() })
+	t.Logf("%d-byte file: Verify = %v in %v, %d bytes allocated", len(file), err, elapsed, alloc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	limit := 3 * time.Second // a reader that copies whole keys takes 6 s here
+	if raceEnabled {
+		limit *= 10
+	}
+	if elapsed > limit || alloc > 200<<20 {
+		t.Errorf("Verify took %v and allocated %d bytes", elapsed, alloc)
+	}
+}
+
+// cancelAfter is a context that reports cancellation from its calls-th
+// call of Err on: a deterministic stand-in for a cancel arriving mid-block.
+type cancelAfter struct {
+	context.Context
+	calls int
+}
+
+func (c *cancelAfter) Err() error {
+	if c.calls--; c.calls <= 0 {
+		return context.Canceled
+	}
+	return nil
+}
+
+// TestVerifyCancelWithinBlock checks that VerifyContext looks at its
+// context inside a block, not only between blocks.
+func TestVerifyCancelWithinBlock(t *testing.T) {
+	file := longPrefixSegment(3*verifyCheckEvery, 100, false)
+	r := openSegment(t, file, ReaderOptions{Name: corruptName})
+	if r.Blocks() != 1 {
+		t.Fatalf("%d blocks, want 1", r.Blocks())
+	}
+	ctx := &cancelAfter{Context: context.Background(), calls: 2} // the check before block 0 passes
+	if blocks, err := r.VerifyContext(ctx); blocks != 0 || err != context.Canceled {
+		t.Fatalf("VerifyContext = %d, %v; want 0, context.Canceled", blocks, err)
+	}
+	if blocks, err := r.VerifyContext(context.Background()); blocks != 1 || err != nil {
+		t.Fatalf("VerifyContext = %d, %v; want 1, nil", blocks, err)
+	}
+}
+
+// TestVerifyCancelPrompt cancels the verification of one block that takes
+// seconds (400,000 distinct 60 KiB keys to hash for the filter check): it
+// must stop within a fraction of a second of the deadline.
+func TestVerifyCancelPrompt(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a 7 MB segment")
+	}
+	file := longPrefixSegment(400_000, 60<<10, true)
+	r := openSegment(t, file, ReaderOptions{Name: corruptName})
+	const deadline = 50 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	start := time.Now()
+	blocks, err := r.VerifyContext(ctx)
+	elapsed := time.Since(start)
+	t.Logf("VerifyContext = %d, %v after %v", blocks, err, elapsed)
+	if blocks != 0 || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("VerifyContext = %d, %v; want 0, context.DeadlineExceeded", blocks, err)
+	}
+	if elapsed > deadline+time.Second {
+		t.Errorf("VerifyContext returned %v after a %v deadline", elapsed, deadline)
+	}
+}
+
+// TestDataKeyTooLong plants a key one byte over MaxKeySize in a data block
+// behind a short separator, so that Open succeeds: Get, iteration and
+// Verify must all report corruption.
+func TestDataKeyTooLong(t *testing.T) {
+	key := append(bytes.Repeat([]byte("k"), MaxKeySize+1), make([]byte, base.TrailerLen)...)
+	binary.LittleEndian.PutUint64(key[MaxKeySize+1:], base.MakeTrailer(1, base.KindPut))
+	block := finishRawBlock(appendRawEntry(nil, 0, key, nil))
+	sep := appendInternalKey(nil, []byte("l"), base.MakeTrailer(1, base.KindPut))
+	file := rawSegment{
+		data:   storedBlock(block, compressionNone),
+		blocks: 1,
+		props:  Properties{Entries: 1, DistinctKeys: 1, MinSeq: 1, MaxSeq: 1, Smallest: []byte("k"), Largest: []byte("k")},
+		index:  finishRawBlock(appendRawEntry(nil, 0, sep, appendHandle(nil, blockHandle{0, uint64(len(block))}))),
+	}.assemble()
+	r := openSegment(t, file, ReaderOptions{Name: corruptName})
+	if _, _, _, err := r.Get([]byte("k"), base.MaxSeq); !errors.Is(err, base.ErrCorrupt) {
+		t.Errorf("Get = %v, want ErrCorrupt", err)
+	}
+	it := r.NewIter(false)
+	it.First()
+	if err := it.Close(); !errors.Is(err, base.ErrCorrupt) {
+		t.Errorf("iteration = %v, want ErrCorrupt", err)
+	}
+	if err := r.Verify(); !errors.Is(err, base.ErrCorrupt) {
+		t.Errorf("Verify = %v, want ErrCorrupt", err)
+	}
+}
+
+// TestMaxKeySizeRoundTrip writes keys of exactly MaxKeySize, compressed
+// (so separators are far longer than their blocks' stored bytes), and
+// reads them back: the limits must not reject what the writer writes.
+func TestMaxKeySizeRoundTrip(t *testing.T) {
+	var es []entry
+	for i := range 8 {
+		key := bytes.Repeat([]byte{'a' + byte(i)}, MaxKeySize)
+		es = append(es, entry{key: key, seq: uint64(i + 1), kind: base.KindPut, value: []byte("v")})
+	}
+	for _, compress := range []bool{false, true} {
+		data, _ := writeSegment(t, es, WriterOptions{BlockSize: 1, Compression: compress, BitsPerKey: 10})
+		r := openSegment(t, data, ReaderOptions{Name: corruptName})
+		for _, e := range es {
+			checkGet(t, r, es, e.key, base.MaxSeq)
+		}
+		if err := r.Verify(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
