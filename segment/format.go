@@ -24,13 +24,11 @@ const (
 	// largest key with its largest value (base.MaxEntrySize).
 	MaxEntrySize = base.MaxEntrySize
 
-	// MaxKeySize bounds the length of a user key; it is the store's limit
-	// (bloomkv.MaxKeySize has the same value). Readers reject longer keys
-	// in data and index blocks before building them: prefix compression
-	// lets an entry of a few bytes claim "the previous key plus one byte",
-	// so without a bound a small file can make a reader copy and compare
-	// keys of any length, once per entry.
-	MaxKeySize = 64 << 10
+	// MaxKeySize bounds the length of a user key: the store's limit
+	// (base.MaxKeySize). Readers reject longer keys before building them,
+	// so prefix compression cannot make a few stored bytes stand for a
+	// huge key.
+	MaxKeySize = base.MaxKeySize
 
 	// maxInternalKeyLen is MaxKeySize plus the 8-byte trailer.
 	maxInternalKeyLen = MaxKeySize + base.TrailerLen
