@@ -25,9 +25,11 @@ const (
 	MaxEntrySize = base.MaxEntrySize
 
 	// MaxKeySize bounds the length of a user key: the store's limit
-	// (base.MaxKeySize). Readers reject longer keys before building them,
-	// so prefix compression cannot make a few stored bytes stand for a
-	// huge key.
+	// (base.MaxKeySize). Readers reject longer keys in data and index
+	// blocks before building them: prefix compression lets an entry of a
+	// few bytes claim "the previous key plus one byte", so without a bound
+	// a small file can make a reader copy and compare keys of any length,
+	// once per entry.
 	MaxKeySize = base.MaxKeySize
 
 	// maxInternalKeyLen is MaxKeySize plus the 8-byte trailer.
