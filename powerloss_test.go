@@ -207,8 +207,11 @@ func plApply(st map[string]string, g, n int) {
 
 // plCheck reopens the store in dir on the OS file system and checks it
 // against the histories; it returns the problem found, "" if none.
-func plCheck(dir string, sync bool, logs [plWriters]*plWriterLog) string {
-	o := plOptions(sync, nil)
+// The store is reopened through booted, the PowerLoss after its Restore:
+// it reports a new boot ID, as a machine does after a power cut, which is
+// what lets recovery treat damage beyond the last sync as a power cut's.
+func plCheck(dir string, booted vfs.FS, sync bool, logs [plWriters]*plWriterLog) string {
+	o := plOptions(sync, booted)
 	o.DisableAutoCompaction = true // the check only reads: spare the fsyncs
 	db, err := Open(dir, o)
 	if err != nil {
@@ -343,7 +346,7 @@ func plRun(t *testing.T, seed uint64, sync bool, cutAt int) plCut {
 		c.problem = fmt.Sprintf("VerifyDir made %d mutating operations", n)
 		return c
 	}
-	c.problem = plCheck(dir, sync, logs)
+	c.problem = plCheck(dir, p, sync, logs)
 	return c
 }
 

@@ -2,6 +2,7 @@ package vfs
 
 import (
 	"cmp"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -657,6 +658,26 @@ func (p *PowerLoss) Lock(name string) (io.Closer, error) {
 		p.setCurLocked(d, base, p.newInode(plLoaded))
 	}
 	return l, nil
+}
+
+// LockShared implements FS.
+func (p *PowerLoss) LockShared(name string) (io.Closer, error) {
+	if p.dead.Load() {
+		return nil, cutError(OpLock, name)
+	}
+	return p.fs.LockShared(name)
+}
+
+// BootID implements BootIDer: every Restore is a reboot, so the ID
+// changes with each one (the machine's own ID, altered by the number of
+// restores). Recovery then knows that unsynced writes may be lost.
+func (p *PowerLoss) BootID() [16]byte {
+	id := BootID(p.fs)
+	if g := p.gen.Load(); g > 0 {
+		x := binary.LittleEndian.Uint64(id[8:]) ^ (g * 0x9E3779B97F4A7C15)
+		binary.LittleEndian.PutUint64(id[8:], x)
+	}
+	return id
 }
 
 // Stat implements FS.
