@@ -29,6 +29,7 @@ type commitQueue struct {
 
 type commitReq struct {
 	b    *Batch
+	sync bool // fsync before acknowledging, whatever Options.Sync says
 	err  error
 	done chan struct{}
 }
@@ -37,9 +38,9 @@ var reqPool = sync.Pool{New: func() any { return &commitReq{done: make(chan stru
 
 // submit commits b and returns when it is durable (as Options.Sync says)
 // and visible to readers.
-func (q *commitQueue) submit(db *DB, b *Batch) error {
+func (q *commitQueue) submit(db *DB, b *Batch, sync bool) error {
 	r := reqPool.Get().(*commitReq)
-	r.b, r.err = b, nil
+	r.b, r.sync, r.err = b, sync, nil
 	q.mu.Lock()
 	q.pending = append(q.pending, r)
 	if !q.leading {
@@ -108,13 +109,17 @@ func (db *DB) commitGroup(group []*commitReq) {
 func (db *DB) writeGroup(group []*commitReq, logw *wal.Writer, mem *memtable.Memtable) error {
 	payloads := db.commit.payloads[:0]
 	seq := db.lastSeq + 1
+	sync := db.opts.Sync
 	for _, r := range group {
 		payloads = append(payloads, r.b.setSeq(seq))
 		seq += uint64(r.b.count)
+		sync = sync || r.sync
 	}
 	n, err := logw.WriteRecords(payloads...)
 	db.commit.payloads = payloads
-	if err == nil && db.opts.Sync {
+	if err == nil && sync {
+		// One fsync for the whole group: a writer that asked for it
+		// makes every batch before it in the WAL durable too.
 		err = logw.Sync()
 	}
 	db.stats.walBytes.Add(uint64(n))

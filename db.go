@@ -392,18 +392,31 @@ func (db *DB) Delete(key []byte) error {
 }
 
 // Write applies the batch atomically. The batch may be reused once Write
-// returns.
-func (db *DB) Write(b *Batch) error {
+// returns. It is durable as Options.Sync says: against a process crash
+// always, against power loss only with Sync (or see WriteSync).
+func (db *DB) Write(b *Batch) error { return db.write(b, false) }
+
+// WriteSync is Write that also makes the batch, and every write
+// acknowledged before it, survive power loss before it returns, whatever
+// Options.Sync says: for the few writes that must be durable (a raft log
+// append, a commit record) in a store that does not fsync every write.
+// Concurrent writers share the fsync (group commit).
+func (db *DB) WriteSync(b *Batch) error { return db.write(b, true) }
+
+func (db *DB) write(b *Batch, sync bool) error {
 	if b.err != nil {
 		return b.err
 	}
 	if b.count == 0 {
+		if sync {
+			return db.Sync()
+		}
 		if db.isClosed.Load() {
 			return ErrClosed
 		}
 		return nil
 	}
-	return db.commit.submit(db, b)
+	return db.commit.submit(db, b, sync)
 }
 
 var batchPool = sync.Pool{New: func() any { return NewBatch() }}

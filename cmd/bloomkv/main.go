@@ -4,6 +4,9 @@
 //	                             the manifest against the files; changes nothing
 //	bloomkv stats DIR            open the store read-only and print its
 //	                             statistics; changes nothing
+//	bloomkv checkpoint SRC DST   write a consistent copy of the store SRC
+//	                             into DST (new or empty); SRC is opened
+//	                             read-only and not changed
 //
 // verify exits 0 when the store is intact, 1 when it found problems and 2
 // when it could not check (usage, I/O error, the store is open for writing
@@ -34,6 +37,7 @@ func main() {
 const usage = `usage:
   bloomkv verify [-json] DIR
   bloomkv stats DIR
+  bloomkv checkpoint SRC DST
 `
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -46,6 +50,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return verify(ctx, args[1:], stdout, stderr)
 	case "stats":
 		return stats(args[1:], stdout, stderr)
+	case "checkpoint":
+		return checkpoint(args[1:], stderr)
 	}
 	fmt.Fprintf(stderr, "bloomkv: unknown command %q\n%s", args[0], usage)
 	return 2
@@ -101,6 +107,26 @@ func stats(args []string, stdout, stderr io.Writer) int {
 	err = errors.Join(enc.Encode(st), db.Close())
 	if err != nil {
 		fmt.Fprintf(stderr, "bloomkv stats: %v\n", err)
+		return 2
+	}
+	return 0
+}
+
+// checkpoint copies a store that no writer has open: a read-only open
+// shares it with other readers and changes nothing in it.
+func checkpoint(args []string, stderr io.Writer) int {
+	if len(args) != 2 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	opts := bloomkv.DefaultOptions()
+	opts.ReadOnly = true
+	db, err := bloomkv.Open(args[0], opts)
+	if err == nil {
+		err = errors.Join(db.Checkpoint(args[1]), db.Close())
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "bloomkv checkpoint: %v\n", err)
 		return 2
 	}
 	return 0

@@ -165,3 +165,21 @@ func treeHash(t *testing.T, dir string) string {
 	}
 	return fmt.Sprintf("%x", h.Sum(nil))
 }
+
+func TestCheckpointCommand(t *testing.T) {
+	src := makeStore(t)
+	before := treeHash(t, src)
+	dst := filepath.Join(t.TempDir(), "copy")
+	if code, _, errs := runCmd("checkpoint", src, dst); code != 0 {
+		t.Fatalf("checkpoint: exit %d\n%s", code, errs)
+	}
+	if treeHash(t, src) != before {
+		t.Fatal("checkpoint changed the source")
+	}
+	if code, out, _ := runCmd("verify", dst); code != 0 {
+		t.Fatalf("verify of the copy: exit %d\n%s", code, out)
+	}
+	if code, _, _ := runCmd("checkpoint", src, dst); code != 2 {
+		t.Fatalf("checkpoint into a non-empty directory: exit %d, want 2", code)
+	}
+}
