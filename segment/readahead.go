@@ -5,9 +5,10 @@ package segment
 // forward through consecutive blocks: after raMinRun such reads it reads a
 // window of whole blocks at once, the window doubling from raInitial to
 // raMax, as Pebble's and RocksDB's iterator readahead do. A short range
-// scan never reaches raMinRun, so it reads no more than it uses. Mapped
-// files need none of this: page faults on a mapping trigger the kernel's
-// own readahead.
+// scan never reaches raMinRun, so it reads no more than it uses. A mapped
+// file is advised for random access (a point read faults in only the pages
+// of its block), so for it the same run detection asks the kernel to read
+// the window ahead (MADV_WILLNEED) instead of reading it into a buffer.
 //
 // It also holds the iterator's decompression buffer: an iterator that does
 // not fill the cache decodes every compressed block into the same memory
@@ -50,6 +51,13 @@ func (ra *readahead) get(r *Reader, off, size uint64) ([]byte, error) {
 	}
 	ra.window = min(max(2*ra.window, raInitial), raMax)
 	n := min(max(uint64(ra.window), size), max(r.dataEnd(), end)-off)
+	if m := r.opts.Mapped; m != nil {
+		// The window's pages, read ahead by the kernel; the blocks in it
+		// are then served from the mapping without a fault on the device.
+		ra.off, ra.buf = off, m[off:off+n:off+n]
+		adviseWillNeed(m, off, n)
+		return ra.buf[:size:size], nil
+	}
 	if uint64(cap(ra.buf)) < n {
 		ra.buf = make([]byte, n)
 	}

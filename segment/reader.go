@@ -229,6 +229,9 @@ func (r *Reader) storedBytes(h blockHandle, ra *readahead) ([]byte, blockSource,
 		if c := r.opts.Counters; c != nil {
 			c.BytesRead.Add(size)
 		}
+		if ra != nil {
+			ra.get(r, h.offset, size) // read-ahead advice only
+		}
 		end := h.offset + size
 		return m[h.offset:end:end], srcMapped, nil
 	}
