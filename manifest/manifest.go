@@ -168,7 +168,7 @@ func Open(fsys vfs.FS, path string) (*Manifest, error) {
 		if err := vfs.Check(fsys, vfs.OpOpen, name); err != nil {
 			return nil, err
 		}
-		return openExisting(name, flag, perm)
+		return openChecked(name, flag, perm) // validates before bbolt maps the file: check.go
 	}))
 	if err != nil {
 		return nil, openError(path, err)
@@ -205,7 +205,7 @@ func OpenReadOnly(fsys vfs.FS, path string) (*Manifest, error) {
 		if err := vfs.Check(fsys, vfs.OpOpen, name); err != nil {
 			return nil, err
 		}
-		return openExisting(name, flag, perm)
+		return openChecked(name, flag, perm) // validates before bbolt maps the file: check.go
 	})
 	opts.ReadOnly = true
 	db, err := bolt.Open(path, 0o444, opts)
