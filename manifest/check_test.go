@@ -61,8 +61,8 @@ func smallEdits() []Edit {
 	return []Edit{
 		{Add: []SegmentMeta{seg(1, 1, 10)}, FlushedSeq: ptr(10), LogNum: ptr(2)},
 		{Add: []SegmentMeta{seg(3, 11, 20)}, FlushedSeq: ptr(20), LogNum: ptr(4)},
-		{Add: []SegmentMeta{seg(5, 1, 20)}, Remove: []uint64{1, 3}, NextFileNum: ptr(6)},
-		{Add: []SegmentMeta{seg(6, 21, 30)}, FlushedSeq: ptr(30), LogNum: ptr(7), NextFileNum: ptr(8)},
+		{Add: []SegmentMeta{seg(5, 1, 20)}, Remove: []uint64{1, 3}},
+		{Add: []SegmentMeta{seg(6, 21, 30)}, FlushedSeq: ptr(30), LogNum: ptr(7)},
 	}
 }
 

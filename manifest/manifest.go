@@ -147,16 +147,12 @@ func IsCreateLeftover(fsys vfs.FS, path string) bool {
 	switch {
 	case n == 0:
 		return true
-	case n < len(head) || binary.LittleEndian.Uint32(head[16:]) != boltMagic:
+	case n < len(head) || binary.LittleEndian.Uint32(head[pageHeaderSize:]) != boltMagic: // the first meta page's magic
 		return false
 	}
 	st, err := ReadState(fsys, path)
 	return err != nil || len(st.Segments) == 0
 }
-
-// boltMagic is the magic number of a bbolt meta page, at byte 16 of the
-// file (after the 16-byte page header).
-const boltMagic = 0xED0CDAED
 
 // Open opens the existing manifest at path in fsys. It returns an error matching
 // ErrLocked if the manifest is open elsewhere, and a *base.CorruptError
