@@ -23,11 +23,15 @@ type goleveldbEngine struct {
 	wo   *opt.WriteOptions
 }
 
-func openGoleveldb(dir string) (Engine, error) {
-	opts := &opt.Options{
+func goleveldbOptions() *opt.Options {
+	return &opt.Options{
 		Filter:             filter.NewBloomFilter(BitsPerKey),
 		BlockCacheCapacity: BlockCacheSize,
 	}
+}
+
+func openGoleveldb(dir string) (Engine, error) {
+	opts := goleveldbOptions()
 	db, err := leveldb.OpenFile(dir, opts)
 	if err != nil {
 		return nil, err

@@ -26,6 +26,15 @@ type pebbleEngine struct {
 }
 
 func openPebble(dir string) (Engine, error) {
+	db, err := openPebbleDB(dir)
+	if err != nil {
+		return nil, err
+	}
+	return &pebbleEngine{db: db}, nil
+}
+
+// openPebbleDB opens a Pebble DB with the adapter's settings.
+func openPebbleDB(dir string) (*pebble.DB, error) {
 	cache := pebble.NewCache(BlockCacheSize)
 	defer cache.Unref() // the DB holds its own reference
 	opts := &pebble.Options{
@@ -38,11 +47,7 @@ func openPebble(dir string) (Engine, error) {
 		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(BitsPerKey)
 		opts.Levels[i].FilterType = pebble.TableFilter
 	}
-	db, err := pebble.Open(dir, opts)
-	if err != nil {
-		return nil, err
-	}
-	return &pebbleEngine{db: db}, nil
+	return pebble.Open(dir, opts)
 }
 
 // wholeKeyComparer is Pebble's default bytewise comparer with Split made

@@ -59,9 +59,35 @@ type Result struct {
 	// passes and checks included: what scans add to a run.
 	ScanSeconds float64 `json:"scan_seconds,omitempty"`
 
+	// Memory of the process (Linux; 0 elsewhere), in bytes. PeakRSS is
+	// VmHWM at the end of the run; RSSAnon and RSSFile are RssAnon and
+	// RssFile with the store still open after the last read phase;
+	// RSSAnonMax the largest RssAnon of the samples taken after fill,
+	// after Compact and after the reads; HarnessAnon the RssAnon before
+	// the store was first opened (the workload's keys, values and order:
+	// the harness's share, in every engine's numbers alike).
+	PeakRSS     int64 `json:"rss_peak_bytes,omitempty"`
+	RSSAnon     int64 `json:"rss_anon_bytes,omitempty"`
+	RSSAnonMax  int64 `json:"rss_anon_max_bytes,omitempty"`
+	RSSFile     int64 `json:"rss_file_bytes,omitempty"`
+	HarnessAnon int64 `json:"harness_anon_bytes,omitempty"`
+
 	CompactSeconds float64 `json:"compact_seconds"`
 	DiskBytes      int64   `json:"disk_bytes"` // store directory after Compact
 	Layout         string  `json:"layout"`     // Engine.Layout after reopening
+}
+
+// sampleMem records the process's memory: RSSAnonMax always, the end
+// values if last.
+func (r *Result) sampleMem(last bool) {
+	m, err := readMemStatus()
+	if err != nil {
+		return
+	}
+	r.RSSAnonMax = max(r.RSSAnonMax, m.Anon)
+	if last {
+		r.PeakRSS, r.RSSAnon, r.RSSFile = m.PeakRSS, m.Anon, m.File
+	}
 }
 
 // BestGetMiss returns the faster get-miss path and its name ("get" or
@@ -95,6 +121,9 @@ func Run(spec Spec, cfg Config) (res Result, err error) {
 	defer func() { err = errors.Join(err, os.RemoveAll(dir)) }()
 
 	res = Result{Engine: spec.Name, N: cfg.N, ValueSize: cfg.ValueSize, Ops: cfg.Ops, Seed: cfg.Seed}
+	if m, err := readMemStatus(); err == nil {
+		res.HarnessAnon = m.Anon
+	}
 	if err := w.build(spec, dir, &res); err != nil {
 		return res, fmt.Errorf("%s: %w", spec.Name, err)
 	}
@@ -154,6 +183,7 @@ func (w *workload) build(spec Spec, dir string, res *Result) error {
 		}
 	}
 	res.Fill = rate(len(w.present), time.Since(start))
+	res.sampleMem(false)
 
 	start = time.Now()
 	if err := e.Compact(); err != nil {
@@ -161,6 +191,7 @@ func (w *workload) build(spec Spec, dir string, res *Result) error {
 		return fmt.Errorf("compact: %w", err)
 	}
 	res.CompactSeconds = time.Since(start).Seconds()
+	res.sampleMem(false)
 	if err := e.Close(); err != nil {
 		return fmt.Errorf("close: %w", err)
 	}
@@ -179,7 +210,10 @@ func (w *workload) read(spec Spec, dir string, res *Result) (err error) {
 	if err != nil {
 		return fmt.Errorf("reopen: %w", err)
 	}
-	defer func() { err = errors.Join(err, e.Close()) }()
+	defer func() {
+		res.sampleMem(true) // store still open, after every read phase
+		err = errors.Join(err, e.Close())
+	}()
 	res.Layout = e.Layout()
 
 	// An untimed tenth of each phase first: the first lookups load index
@@ -295,9 +329,14 @@ type getFunc func(dst, key []byte) ([]byte, bool, error)
 // getHits looks up ops present keys in random order (cycling through the
 // permutation if ops > N), checks each value, and returns ops per second.
 func (w *workload) getHits(get getFunc, ops int) (float64, error) {
+	return w.getHitsFrom(get, 0, ops)
+}
+
+// getHitsFrom is getHits starting at position from of the order.
+func (w *workload) getHitsFrom(get getFunc, from, ops int) (float64, error) {
 	var buf []byte
 	start := time.Now()
-	for j := range ops {
+	for j := from; j < from+ops; j++ {
 		i := int(w.order[j%len(w.order)])
 		v, found, err := get(buf[:0], w.present[i])
 		if err != nil {
@@ -317,10 +356,16 @@ func (w *workload) getHits(get getFunc, ops int) (float64, error) {
 // getMisses looks up ops absent keys (cycling through them if ops > N),
 // checks that none is found, and returns ops per second.
 func (w *workload) getMisses(get getFunc, ops int) (float64, error) {
+	return w.getMissesFrom(get, 0, ops)
+}
+
+// getMissesFrom is getMisses starting at absent key from (wrapping round).
+func (w *workload) getMissesFrom(get getFunc, from, ops int) (float64, error) {
 	var buf []byte
+	from = ((from % len(w.absent)) + len(w.absent)) % len(w.absent)
 	start := time.Now()
 	for j := range ops {
-		i := j % len(w.absent)
+		i := (from + j) % len(w.absent)
 		v, found, err := get(buf[:0], w.absent[i])
 		if err != nil {
 			return 0, fmt.Errorf("get absent key %d: %w", i, err)

@@ -3,6 +3,8 @@
 //
 //	enginebench -engine pebble        # one engine, one JSON line on stdout
 //	enginebench -all                  # every engine, then a Markdown table
+//	enginebench -all -sync-scaling    # fsync'd Puts from 1, 4, 16 goroutines
+//	enginebench -all -cold            # Gets after evicting the store from the page cache
 //
 // With -all the command re-executes its own binary once per engine, one
 // after the other, so that no engine runs in a process whose heap, caches
@@ -30,30 +32,70 @@ import (
 
 func main() {
 	cfg := engines.DefaultConfig()
+	syncCfg := engines.DefaultSyncConfig()
+	coldCfg := engines.DefaultColdConfig()
 	engine := flag.String("engine", "", "run this engine only and print its result as JSON")
 	all := flag.Bool("all", false, "run every engine, each in its own process, and print a Markdown table")
-	flag.IntVar(&cfg.N, "n", cfg.N, "keys to write")
+	syncScaling := flag.Bool("sync-scaling", false, "run the sync-write scaling workload instead: fsync'd Puts from 1, 4, 16 goroutines")
+	cold := flag.Bool("cold", false, "run the cold-read workload instead: Gets after evicting the store from the page cache")
+	flag.IntVar(&cfg.N, "n", cfg.N, "keys to write (default and -cold)")
 	flag.IntVar(&cfg.ValueSize, "value-size", cfg.ValueSize, "bytes per value")
 	flag.IntVar(&cfg.Ops, "ops", cfg.Ops, "lookups per get phase")
 	flag.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of keys, values and lookup order")
 	flag.StringVar(&cfg.Dir, "dir", "", "parent directory of the stores (default: the system temp directory)")
+	writers := flag.String("sync-writers", "1,4,16", "-sync-scaling: writer goroutine counts, comma-separated")
+	flag.IntVar(&syncCfg.Ops, "sync-ops", syncCfg.Ops, "-sync-scaling: at most this many Puts per cell")
+	flag.DurationVar(&syncCfg.Duration, "sync-duration", syncCfg.Duration, "-sync-scaling: at most this long per cell")
+	flag.IntVar(&coldCfg.Ops, "cold-ops", coldCfg.Ops, "-cold: Gets per phase")
+	flag.IntVar(&coldCfg.Warm, "cold-warm", coldCfg.Warm, "-cold: untimed misses before the eviction")
 	flag.Parse()
 
 	var err error
+	syncCfg.ValueSize, syncCfg.Seed, syncCfg.Dir = cfg.ValueSize, cfg.Seed, cfg.Dir
+	coldCfg.N, coldCfg.ValueSize, coldCfg.Seed, coldCfg.Dir = cfg.N, cfg.ValueSize, cfg.Seed, cfg.Dir
+	if syncCfg.Writers, err = parseInts(*writers); err != nil {
+		fmt.Fprintln(os.Stderr, "enginebench: -sync-writers:", err)
+		os.Exit(2)
+	}
 	switch {
-	case *all == (*engine != ""):
-		fmt.Fprintln(os.Stderr, "enginebench: give exactly one of -engine NAME and -all")
+	case *all == (*engine != "") || (*syncScaling && *cold):
+		fmt.Fprintln(os.Stderr, "enginebench: give exactly one of -engine NAME and -all, and at most one of -sync-scaling and -cold")
 		flag.Usage()
 		os.Exit(2)
+	case *all && *syncScaling:
+		err = runAllSync(os.Stdout, os.Stderr, syncCfg)
+	case *all && *cold:
+		err = runAllCold(os.Stdout, os.Stderr, coldCfg)
 	case *all:
 		err = runAll(os.Stdout, os.Stderr, cfg)
+	case *syncScaling:
+		err = runOneSync(os.Stdout, *engine, syncCfg)
+	case *cold:
+		err = runOneCold(os.Stdout, *engine, coldCfg)
 	default:
 		err = runOne(os.Stdout, *engine, cfg)
+	}
+	if errors.Is(err, engines.ErrNoDeviceCounters) {
+		fmt.Fprintln(os.Stderr, "enginebench: skipping the cold workload:", err)
+		os.Exit(0)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "enginebench:", err)
 		os.Exit(1)
 	}
+}
+
+// parseInts parses "1,4,16".
+func parseInts(s string) ([]int, error) {
+	var out []int
+	for f := range strings.SplitSeq(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("%q is not a positive count", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }
 
 // runOne runs the engine called name in this process and writes its
@@ -100,46 +142,163 @@ func isDir(path string) bool {
 // their JSON lines to progress, and writes the table to w. An engine that
 // fails is reported and left out; the others still run.
 func runAll(w, progress io.Writer, cfg engines.Config) error {
-	exe, err := os.Executable()
-	if err != nil {
-		return err
+	var names []string
+	for _, s := range engines.Specs() {
+		names = append(names, s.Name)
 	}
-	var (
-		results []engines.Result
-		errs    []error
-	)
-	for _, spec := range engines.Specs() {
-		fmt.Fprintf(progress, "running %s...\n", spec.Name)
-		res, err := runChild(exe, spec.Name, cfg, progress)
-		if err != nil {
-			fmt.Fprintf(progress, "%s failed: %v\n", spec.Name, err)
-			errs = append(errs, fmt.Errorf("%s: %w", spec.Name, err))
-			continue
-		}
-		results = append(results, res)
-	}
+	results, err := runChildren[engines.Result](names, progress, func(name string) []string {
+		return append([]string{"-engine", name}, configArgs(cfg)...)
+	})
 	writeTable(w, results)
-	return errors.Join(errs...)
+	return err
 }
 
-// runChild runs exe -engine name with cfg's flags and decodes its Result.
-// The child's stderr goes to progress.
-func runChild(exe, name string, cfg engines.Config, progress io.Writer) (engines.Result, error) {
-	cmd := exec.Command(exe, "-engine", name,
+// configArgs are the flags that give a child cfg.
+func configArgs(cfg engines.Config) []string {
+	return []string{
 		"-n", strconv.Itoa(cfg.N),
 		"-value-size", strconv.Itoa(cfg.ValueSize),
 		"-ops", strconv.Itoa(cfg.Ops),
 		"-seed", strconv.FormatUint(cfg.Seed, 10),
-		"-dir", cfg.Dir)
+		"-dir", cfg.Dir,
+	}
+}
+
+// runOneSync runs the sync-write scaling workload on the store called
+// name and writes its SyncResult as one JSON line.
+func runOneSync(w io.Writer, name string, cfg engines.SyncConfig) error {
+	spec, err := engines.LookupSync(name)
+	if err != nil {
+		return err
+	}
+	res, err := engines.RunSync(spec, cfg)
+	if err != nil {
+		return err
+	}
+	res.Version = moduleVersion(spec.Module)
+	return json.NewEncoder(w).Encode(res)
+}
+
+// runAllSync runs the sync-write scaling workload on every store, each in
+// a child process, and writes its table.
+func runAllSync(w, progress io.Writer, cfg engines.SyncConfig) error {
+	var names []string
+	for _, s := range engines.SyncSpecs() {
+		names = append(names, s.Name)
+	}
+	results, err := runChildren[engines.SyncResult](names, progress, func(name string) []string {
+		return append([]string{"-sync-scaling", "-engine", name}, syncArgs(cfg)...)
+	})
+	writeSyncTable(w, results)
+	return err
+}
+
+func syncArgs(cfg engines.SyncConfig) []string {
+	ws := make([]string, len(cfg.Writers))
+	for i, n := range cfg.Writers {
+		ws[i] = strconv.Itoa(n)
+	}
+	return []string{
+		"-sync-writers", strings.Join(ws, ","),
+		"-sync-ops", strconv.Itoa(cfg.Ops),
+		"-sync-duration", cfg.Duration.String(),
+		"-value-size", strconv.Itoa(cfg.ValueSize),
+		"-seed", strconv.FormatUint(cfg.Seed, 10),
+		"-dir", cfg.Dir,
+	}
+}
+
+// runOneCold runs the cold-read workload on the store called name and
+// writes one JSON line per read variant.
+func runOneCold(w io.Writer, name string, cfg engines.ColdConfig) error {
+	spec, err := engines.LookupCold(name)
+	if err != nil {
+		return err
+	}
+	results, err := engines.RunCold(spec, cfg)
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(w)
+	for _, r := range results {
+		r.Version = moduleVersion(spec.Build.Module)
+		if err := enc.Encode(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// runAllCold runs the cold-read workload on every store, each in a child
+// process, and writes its table. Without /proc/self/io it says so and
+// runs nothing.
+func runAllCold(w, progress io.Writer, cfg engines.ColdConfig) error {
+	if err := engines.CheckDeviceCounters(); err != nil {
+		return err
+	}
+	var names []string
+	for _, s := range engines.ColdSpecs() {
+		names = append(names, s.Build.Name)
+	}
+	results, err := runChildren[engines.ColdResult](names, progress, func(name string) []string {
+		return []string{"-cold", "-engine", name,
+			"-n", strconv.Itoa(cfg.N),
+			"-value-size", strconv.Itoa(cfg.ValueSize),
+			"-cold-ops", strconv.Itoa(cfg.Ops),
+			"-cold-warm", strconv.Itoa(cfg.Warm),
+			"-seed", strconv.FormatUint(cfg.Seed, 10),
+			"-dir", cfg.Dir}
+	})
+	writeColdTable(w, results)
+	return err
+}
+
+// runChildren runs this binary once per name with args(name), one after
+// the other, and decodes the JSON lines each prints. A child that fails is
+// reported to progress and left out; the others still run.
+func runChildren[R any](names []string, progress io.Writer, args func(name string) []string) ([]R, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	var (
+		results []R
+		errs    []error
+	)
+	for _, name := range names {
+		fmt.Fprintf(progress, "running %s...\n", name)
+		rs, err := runChild[R](exe, args(name), progress)
+		if err != nil {
+			fmt.Fprintf(progress, "%s failed: %v\n", name, err)
+			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+			continue
+		}
+		results = append(results, rs...)
+	}
+	return results, errors.Join(errs...)
+}
+
+// runChild runs exe with args and decodes the JSON lines it prints. The
+// child's stderr goes to progress.
+func runChild[R any](exe string, args []string, progress io.Writer) ([]R, error) {
+	cmd := exec.Command(exe, args...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, progress
 	if err := cmd.Run(); err != nil {
-		return engines.Result{}, err
+		return nil, err
 	}
 	progress.Write(out.Bytes())
-	var res engines.Result
-	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
-		return engines.Result{}, fmt.Errorf("decoding %q: %w", out.Bytes(), err)
+	var results []R
+	dec := json.NewDecoder(&out)
+	for dec.More() {
+		var r R
+		if err := dec.Decode(&r); err != nil {
+			return nil, fmt.Errorf("decoding %q: %w", out.Bytes(), err)
+		}
+		results = append(results, r)
 	}
-	return res, nil
+	if len(results) == 0 {
+		return nil, errors.New("no result printed")
+	}
+	return results, nil
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/bloomkv/bloomkv/bench/engines"
 )
@@ -52,7 +53,8 @@ func TestWriteTable(t *testing.T) {
 		{Engine: "bloomkv", Version: "local", Fill: 1000, GetHit: 2000, GetMiss: 4000, ScanFull: 8000, ScanFullMB: 0.9,
 			Scan100: 100, Scan100Keys: 10000, ScanSeconds: 1.25, DiskBytes: 3 << 20, Layout: "1 segment"},
 		{Engine: "pebble", Version: "v2", Fill: 500, GetHit: 3000, GetMiss: 1000, GetMissIter: 2000, ScanFull: 6000, ScanFullMB: 0.7,
-			Scan100: 200, Scan100Keys: 20000, ScanSeconds: 2, Layout: "L6"},
+			Scan100: 200, Scan100Keys: 20000, ScanSeconds: 2, Layout: "L6",
+			PeakRSS: 300 << 20, RSSAnon: 200 << 20, RSSAnonMax: 250 << 20, RSSFile: 10 << 20, HarnessAnon: 90 << 20},
 	}
 	var out bytes.Buffer
 	writeTable(&out, results)
@@ -63,6 +65,8 @@ func TestWriteTable(t *testing.T) {
 		"| pebble | 6,000 | 1 | 0.75 | 200 | 20,000 | 2.00 | 2.0 |",
 		"pebble get-miss: DB.Get 1,000 ops/s, iterator (UseL6Filters + SeekPrefixGE) 2,000 ops/s",
 		"* pebble: L6",
+		"| bloomkv | - | - | - | - | - |", // no memory measured
+		"| pebble | 300 | 200 | 250 | 10 | 90 |",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, out.String())
@@ -85,5 +89,53 @@ func TestOpsCell(t *testing.T) {
 		if got := opsCell(tt.in); got != tt.want {
 			t.Errorf("opsCell(%v) = %q, want %q", tt.in, got, tt.want)
 		}
+	}
+}
+
+// TestRunAllSync runs -all -sync-scaling end to end with a few Puts per
+// cell: one child per store, one table row each.
+func TestRunAllSync(t *testing.T) {
+	t.Setenv(asMainEnv, "1")
+	cfg := engines.SyncConfig{Writers: []int{1, 2}, Ops: 20, Duration: 10 * time.Second, ValueSize: 50, Seed: 5, Dir: t.TempDir()}
+	var out, progress bytes.Buffer
+	if err := runAllSync(&out, &progress, cfg); err != nil {
+		t.Fatalf("runAllSync: %v\nprogress:\n%s", err, progress.String())
+	}
+	table := out.String()
+	for _, spec := range engines.SyncSpecs() {
+		if !strings.Contains(table, "| "+spec.Name+" | ") {
+			t.Errorf("no row for %s in\n%s", spec.Name, table)
+		}
+	}
+	if !strings.Contains(table, "| 1 writer ops/s | 2 writer ops/s | 2/1 |") {
+		t.Errorf("header:\n%s", table)
+	}
+	if entries, _ := os.ReadDir(cfg.Dir); len(entries) != 0 {
+		t.Errorf("%d store directories left behind", len(entries))
+	}
+}
+
+// TestRunAllCold runs -all -cold end to end with a small store: one row
+// per read variant in each phase's table.
+func TestRunAllCold(t *testing.T) {
+	if err := engines.CheckDeviceCounters(); err != nil {
+		t.Skip(err)
+	}
+	t.Setenv(asMainEnv, "1")
+	cfg := engines.ColdConfig{N: 2000, ValueSize: 50, Ops: 200, Warm: 20, Seed: 5, Dir: t.TempDir()}
+	var out, progress bytes.Buffer
+	if err := runAllCold(&out, &progress, cfg); err != nil {
+		t.Fatalf("runAllCold: %v\nprogress:\n%s", err, progress.String())
+	}
+	table := out.String()
+	for _, spec := range engines.ColdSpecs() {
+		for _, v := range spec.Variants {
+			if strings.Count(table, "| "+v.Name+" | ") != 2 {
+				t.Errorf("want a hit and a miss row for %s in\n%s", v.Name, table)
+			}
+		}
+	}
+	if !strings.Contains(table, "0 pages of any store file resident") {
+		t.Errorf("eviction not confirmed:\n%s", table)
 	}
 }

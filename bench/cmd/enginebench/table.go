@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 
 	"github.com/bloomkv/bloomkv/bench/engines"
 )
@@ -25,6 +26,8 @@ func writeTable(w io.Writer, results []engines.Result) {
 			r.N, r.ValueSize, r.Ops, max(r.Ops/25, 1), r.Seed)
 	}
 	writePointTable(w, results, ref)
+	fmt.Fprintln(w)
+	writeMemTable(w, results)
 	fmt.Fprintln(w)
 	writeScanTable(w, results, ref)
 	fmt.Fprintln(w)
@@ -63,6 +66,29 @@ func writePointTable(w io.Writer, results []engines.Result, ref engines.Result) 
 	}
 }
 
+// writeMemTable writes each engine's process memory (omitted where none
+// was measured).
+func writeMemTable(w io.Writer, results []engines.Result) {
+	fmt.Fprintln(w, "| engine | peak RSS MiB | anon MiB | anon max MiB | file-backed MiB | harness anon MiB |")
+	fmt.Fprintln(w, "|---|--:|--:|--:|--:|--:|")
+	for _, r := range results {
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s |\n", r.Engine,
+			mib(r.PeakRSS), mib(r.RSSAnon), mib(r.RSSAnonMax), mib(r.RSSFile), mib(r.HarnessAnon))
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "peak RSS = VmHWM of the engine's process; anon = RssAnon with the store open after the reads; "+
+		"anon max = the largest RssAnon sampled after fill, Compact and the reads; file-backed = RssFile then "+
+		"(mapped files); harness anon = RssAnon before the store was opened (keys, values, order), part of every number.")
+}
+
+// mib formats bytes as MiB, "-" for 0 (not measured).
+func mib(b int64) string {
+	if b == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f", float64(b)/(1<<20))
+}
+
 // writeScanTable writes the scan columns and the time the scan phase took.
 func writeScanTable(w io.Writer, results []engines.Result, ref engines.Result) {
 	fmt.Fprintln(w, "| engine | scan-full keys/s | MB/s | × | scan-100 scans/s | keys/s | × | scan phase s |")
@@ -95,4 +121,107 @@ func ratio(v, ref float64) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.2f", v/ref)
+}
+
+// writeSyncTable writes the sync-write scaling results: ops/s per writer
+// count, the scaling factor, Put latencies and device bytes per Put.
+func writeSyncTable(w io.Writer, results []engines.SyncResult) {
+	if len(results) == 0 {
+		return
+	}
+	r0 := results[0]
+	fmt.Fprintf(w, "Durable Puts (fsync per acknowledged write), 16-byte random keys, %d-byte values, "+
+		"at most %d Puts or %gs per cell, a fresh store per cell, seed %d\n\n", r0.ValueSize, r0.MaxOps, r0.MaxSecs, r0.Seed)
+	var ws []int
+	for _, c := range r0.Cells {
+		ws = append(ws, c.Writers)
+	}
+	head, rule := "| engine | version |", "|---|---|"
+	for _, n := range ws {
+		head += fmt.Sprintf(" %d writer ops/s |", n)
+		rule += "--:|"
+	}
+	head += fmt.Sprintf(" %d/%d |", ws[len(ws)-1], ws[0])
+	rule += "--:|"
+	head += " p50 µs | p99 µs | device KiB written/Put |"
+	rule += "--:|--:|--:|"
+	fmt.Fprintln(w, head)
+	fmt.Fprintln(w, rule)
+	for _, r := range results {
+		row := fmt.Sprintf("| %s | %s |", r.Engine, r.Version)
+		var p50, p99, wb []string
+		for _, c := range r.Cells {
+			row += " " + opsCell(c.OpsPerSec) + " |"
+			p50 = append(p50, fmt.Sprintf("%.0f", c.P50Micros))
+			p99 = append(p99, fmt.Sprintf("%.0f", c.P99Micros))
+			wb = append(wb, fmt.Sprintf("%.1f", c.WriteBytesPerPut/1024))
+		}
+		row += fmt.Sprintf(" %.2f | %s | %s | %s |", r.Scaling, join(p50), join(p99), join(wb))
+		fmt.Fprintln(w, row)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "p50, p99 and device KiB written per Put are given per cell, %s writers.\n", join(intStrings(ws)))
+	fmt.Fprintln(w)
+	for _, r := range results {
+		fmt.Fprintf(w, "* %s: %s\n", r.Engine, r.Settings)
+	}
+}
+
+func join(s []string) string { return strings.Join(s, " / ") }
+
+func intStrings(ns []int) []string {
+	out := make([]string, len(ns))
+	for i, n := range ns {
+		out[i] = strconv.Itoa(n)
+	}
+	return out
+}
+
+// writeColdTable writes the cold-read results: per variant and phase,
+// ops/s, device bytes and major faults per Get, and what the Gets left in
+// the page cache.
+func writeColdTable(w io.Writer, results []engines.ColdResult) {
+	if len(results) == 0 {
+		return
+	}
+	r0 := results[0]
+	fmt.Fprintf(w, "Cold reads: N = %d keys (16 bytes), %d-byte values, compacted; per phase the store is opened, "+
+		"%d untimed misses, every file evicted from the page cache with the store open, then %d Gets timed; seed %d\n\n",
+		r0.N, r0.ValueSize, r0.Warm, r0.Ops, r0.Seed)
+	var notEvicted []string
+	for _, hit := range []bool{true, false} {
+		name := "get-miss"
+		if hit {
+			name = "get-hit"
+		}
+		f := r0.Hit.First
+		fmt.Fprintf(w, "%s | all %d Gets: ops/s | KiB read/Get | maj faults/Get | first %d Gets: ops/s | KiB read/Get | maj faults/Get | cached MiB after |\n", name, r0.Ops, f)
+		fmt.Fprintln(w, "|---|--:|--:|--:|--:|--:|--:|--:|")
+		for _, r := range results {
+			p := r.Miss
+			if hit {
+				p = r.Hit
+			}
+			fmt.Fprintf(w, "| %s | %s | %.1f | %.4f | %s | %.1f | %.4f | %.1f |\n", r.Engine,
+				opsCell(p.OpsPerSec), p.ReadBytesPerGet/1024, p.MajFaultsPerGet,
+				opsCell(p.FirstOpsPerSec), p.FirstReadBytesPerGet/1024, p.FirstMajFaultsPerGet,
+				float64(p.CachedAfter)/(1<<20))
+			if hit && r.Hit.ResidentAfterEvict+r.Miss.ResidentAfterEvict > 0 {
+				notEvicted = append(notEvicted, fmt.Sprintf("%s (%d, %d pages)", r.Engine, r.Hit.ResidentAfterEvict, r.Miss.ResidentAfterEvict))
+			}
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintln(w, "KiB read/Get = /proc/self/io read_bytes delta over the timed Gets ÷ Gets (read-ahead included); "+
+		"maj faults/Get = getrusage ru_majflt delta ÷ Gets; cached MiB after = the store's pages in the page cache after the Gets (mincore).")
+	if len(notEvicted) > 0 {
+		fmt.Fprintf(w, "Pages still resident right after eviction (hit, miss): %s.\n", strings.Join(notEvicted, ", "))
+	} else {
+		fmt.Fprintln(w, "Eviction checked with mincore: 0 pages of any store file resident before every timed loop.")
+	}
+	fmt.Fprintln(w)
+	for _, r := range results {
+		fmt.Fprintf(w, "* %s: %s; %s; disk %.1f MiB; device read_ahead_kb %d\n", r.Engine, r.Settings, r.Layout,
+			float64(r.DiskBytes)/(1<<20), r.ReadAheadKB)
+	}
 }

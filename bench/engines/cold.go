@@ -1,0 +1,286 @@
+package engines
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/bloomkv/bloomkv"
+
+	"github.com/bloomkv/bloomkv/bench/filters"
+)
+
+// ColdConfig is the cold-read workload: a compacted store of N keys, then,
+// per read variant and per phase (get-hit, get-miss), the store is opened,
+// Warm untimed misses load what each store loads lazily (index and filter
+// blocks), every file of the store is evicted from the page cache with the
+// store still open (evictDir), and Ops Gets are timed while the process's
+// device reads (/proc/self/io read_bytes) and major faults are counted.
+type ColdConfig struct {
+	N         int
+	ValueSize int
+	Ops       int // Gets per phase
+	Warm      int // untimed misses before the eviction
+	Seed      uint64
+	Dir       string // parent of the store; "" means os.TempDir()
+}
+
+// DefaultColdConfig: 10^6 keys, 100-byte values, 2·10^4 Gets per phase
+// after 1000 warm-up misses.
+func DefaultColdConfig() ColdConfig {
+	return ColdConfig{N: 1_000_000, ValueSize: 100, Ops: 20_000, Warm: 1000, Seed: filters.Seed}
+}
+
+// ColdVariant is one way of reading a store built by its ColdSpec.
+type ColdVariant struct {
+	Name     string
+	Settings string
+	Open     func(dir string) (Engine, error)
+	// Iter reads through the engine's IterGetter instead of Get.
+	Iter bool
+}
+
+// ColdSpec is a store of the cold workload: built (filled and compacted)
+// once with Build, then read by each of its variants.
+type ColdSpec struct {
+	Build    Spec
+	Variants []ColdVariant
+}
+
+// ColdSpecs returns the stores of the cold workload, bloomkv first.
+func ColdSpecs() []ColdSpec {
+	specs := Specs()
+	byName := map[string]Spec{}
+	for _, s := range specs {
+		byName[s.Name] = s
+	}
+	return []ColdSpec{
+		{byName["bloomkv"], []ColdVariant{
+			{"bloomkv", "DefaultOptions: segments mmap'd; filter read from the mapping, index decoded to the heap", openBloomkv, false},
+			{"bloomkv-madv-random", "DefaultOptions, then the harness calls madvise(MADV_RANDOM) on the segment mappings (no read-around on a fault)", openBloomkvMadvRandom, false},
+			{"bloomkv-nommap", "DisableMmap: true: pread per block; filter and index on the heap", openBloomkvNoMmap, false},
+		}},
+		{byName["pebble"], []ColdVariant{
+			{"pebble", "DB.Get (does not consult L6 filters)", openPebble, false},
+			{"pebble-l6filters", "iterator with UseL6Filters, SeekPrefixGE", openPebble, true},
+		}},
+		{byName["goleveldb"], []ColdVariant{{"goleveldb", "Bloom filter 10 bits/key, Get", openGoleveldb, false}}},
+		{byName["badger"], []ColdVariant{{"badger", "default (tables mmap'd), txn.Get", openBadger, false}}},
+		{byName["bbolt"], []ColdVariant{{"bbolt", "mmap (bbolt sets MADV_RANDOM), one View per Get", openBbolt, false}}},
+	}
+}
+
+// LookupCold returns the ColdSpec whose store is called name.
+func LookupCold(name string) (ColdSpec, error) {
+	for _, s := range ColdSpecs() {
+		if s.Build.Name == name {
+			return s, nil
+		}
+	}
+	return ColdSpec{}, fmt.Errorf("unknown engine %q", name)
+}
+
+// openBloomkvMadvRandom opens bloomkv with DefaultOptions and advises
+// MADV_RANDOM on its segment mappings from outside (bloomkv has no such
+// option): what a madvise in bloomkv's mapSegment would do.
+func openBloomkvMadvRandom(dir string) (Engine, error) {
+	e, err := openBloomkv(dir)
+	if err != nil {
+		return nil, err
+	}
+	n, err := adviseMappings(dir, madvRandom)
+	if err == nil && n == 0 {
+		err = errors.New("no segment mapping found to advise")
+	}
+	if err != nil {
+		return nil, errors.Join(err, e.Close())
+	}
+	return e, nil
+}
+
+func openBloomkvNoMmap(dir string) (Engine, error) {
+	o := bloomkv.DefaultOptions()
+	o.DisableMmap = true
+	db, err := bloomkv.Open(dir, o)
+	if err != nil {
+		return nil, err
+	}
+	return &bloomkvEngine{db}, nil
+}
+
+// ColdPhase is what one phase (get-hit or get-miss) measured.
+type ColdPhase struct {
+	OpsPerSec float64 `json:"ops_per_sec"`
+	// Per Get, over the timed loop: bytes read from the device
+	// (read_bytes delta), major and minor page faults.
+	ReadBytesPerGet float64 `json:"read_bytes_per_get"`
+	MajFaultsPerGet float64 `json:"maj_faults_per_get"`
+	MinFaultsPerGet float64 `json:"min_faults_per_get"`
+	// ResidentAfterEvict is the store's pages still in the page cache
+	// right after the eviction (mincore; should be 0), CachedAfter the
+	// bytes of the store in the page cache after the loop: everything
+	// the Gets pulled in, read-ahead included.
+	ResidentAfterEvict int64 `json:"resident_pages_after_evict"`
+	// The same for the first First Gets of the loop alone (Ops/20), while
+	// the page cache holds almost nothing of the store: the cost of a Get
+	// that finds nothing cached, before read-ahead of earlier Gets helps.
+	First                int     `json:"first"`
+	FirstOpsPerSec       float64 `json:"first_ops_per_sec"`
+	FirstReadBytesPerGet float64 `json:"first_read_bytes_per_get"`
+	FirstMajFaultsPerGet float64 `json:"first_maj_faults_per_get"`
+	CachedAfter          int64   `json:"cached_bytes_after"`
+}
+
+// ColdResult is one read variant of one store, one JSON line in
+// enginebench -cold.
+type ColdResult struct {
+	Workload  string `json:"workload"` // "cold"
+	Engine    string `json:"engine"`   // the variant
+	Store     string `json:"store"`    // the store (Spec.Name)
+	Version   string `json:"version,omitempty"`
+	Settings  string `json:"settings"`
+	N         int    `json:"n"`
+	ValueSize int    `json:"value_size"`
+	Ops       int    `json:"ops"`
+	Warm      int    `json:"warm"`
+	Seed      uint64 `json:"seed"`
+	DiskBytes int64  `json:"disk_bytes"`
+	Layout    string `json:"layout"`
+
+	// ReadAheadKB is read_ahead_kb of the device holding the store (-1:
+	// unknown): the most a fault on a mapping reads around the page it
+	// needs, and the largest read-ahead window of read(2).
+	ReadAheadKB int `json:"read_ahead_kb"`
+
+	Hit  ColdPhase `json:"get_hit"`
+	Miss ColdPhase `json:"get_miss"`
+}
+
+// RunCold builds spec's store under cfg.Dir and runs every variant's cold
+// phases on it; the directory is removed afterwards. Without
+// /proc/self/io it returns an error matching ErrNoDeviceCounters before
+// building anything.
+func RunCold(spec ColdSpec, cfg ColdConfig) (results []ColdResult, err error) {
+	if cfg.N < 1 || cfg.ValueSize < 1 || cfg.Ops < 1 || cfg.Warm < 0 {
+		return nil, errors.New("engines: cold workload needs positive N, ValueSize, Ops")
+	}
+	if _, err := readIOCounters(); err != nil {
+		return nil, err
+	}
+	w := newWorkload(Config{N: cfg.N, ValueSize: cfg.ValueSize, Ops: cfg.Ops, Seed: cfg.Seed})
+	dir, err := os.MkdirTemp(cfg.Dir, "enginebench-cold-"+spec.Build.Name+"-")
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, os.RemoveAll(dir)) }()
+	var built Result
+	if err := w.build(spec.Build, dir, &built); err != nil {
+		return nil, fmt.Errorf("%s: %w", spec.Build.Name, err)
+	}
+	for _, v := range spec.Variants {
+		res := ColdResult{Workload: "cold", Engine: v.Name, Store: spec.Build.Name, Settings: v.Settings,
+			N: cfg.N, ValueSize: cfg.ValueSize, Ops: cfg.Ops, Warm: cfg.Warm, Seed: cfg.Seed, DiskBytes: built.DiskBytes,
+			ReadAheadKB: readAheadKB(dir)}
+		for _, hit := range []bool{true, false} {
+			ph, layout, err := w.coldPhase(v, dir, cfg, hit)
+			if err != nil {
+				return results, fmt.Errorf("%s: %w", v.Name, err)
+			}
+			res.Layout = layout
+			if hit {
+				res.Hit = ph
+			} else {
+				res.Miss = ph
+			}
+		}
+		results = append(results, res)
+	}
+	return results, nil
+}
+
+// ErrNoDeviceCounters matches RunCold's error where /proc/self/io is
+// unavailable.
+var ErrNoDeviceCounters = errNoProcIO
+
+// coldPhase opens the store with v, warms it, evicts its files and times
+// cfg.Ops hits (hit) or misses.
+func (w *workload) coldPhase(v ColdVariant, dir string, cfg ColdConfig, hit bool) (ph ColdPhase, layout string, err error) {
+	e, err := v.Open(dir)
+	if err != nil {
+		return ph, "", fmt.Errorf("open: %w", err)
+	}
+	defer func() { err = errors.Join(err, e.Close()) }()
+	layout = e.Layout()
+	get := e.Get
+	if v.Iter {
+		ig, ok := e.(IterGetter)
+		if !ok {
+			return ph, layout, errors.New("no IterGetter")
+		}
+		get = ig.GetIter
+	}
+	// Warm-up misses from the far end of the absent keys, disjoint from
+	// the timed ones while Warm + Ops <= N.
+	if _, err := w.getMissesFrom(get, len(w.absent)-cfg.Warm, cfg.Warm); err != nil {
+		return ph, layout, fmt.Errorf("warm-up: %w", err)
+	}
+	if ph.ResidentAfterEvict, err = evictDir(dir); err != nil {
+		return ph, layout, fmt.Errorf("evict: %w", err)
+	}
+	// The timed loop in two parts: the first coldFirst(Ops) Gets, while
+	// the page cache holds (almost) nothing of the store, then the rest.
+	first := coldFirst(cfg.Ops)
+	gets := func(from, ops int) error {
+		var err error
+		if hit {
+			_, err = w.getHitsFrom(get, from, ops)
+		} else {
+			_, err = w.getMissesFrom(get, from, ops)
+		}
+		return err
+	}
+	io0, err := readIOCounters()
+	if err != nil {
+		return ph, layout, err
+	}
+	start := time.Now()
+	if err := gets(0, first); err != nil {
+		return ph, layout, err
+	}
+	ioFirst, err := readIOCounters()
+	if err != nil {
+		return ph, layout, err
+	}
+	dFirst := time.Since(start)
+	if err := gets(first, cfg.Ops-first); err != nil {
+		return ph, layout, err
+	}
+	d := time.Since(start)
+	io1, err := readIOCounters()
+	if err != nil {
+		return ph, layout, err
+	}
+	ops := float64(cfg.Ops)
+	ph.OpsPerSec = rate(cfg.Ops, d)
+	ph.ReadBytesPerGet = float64(io1.ReadBytes-io0.ReadBytes) / ops
+	ph.MajFaultsPerGet = float64(io1.MajFaults-io0.MajFaults) / ops
+	ph.MinFaultsPerGet = float64(io1.MinFaults-io0.MinFaults) / ops
+	ph.First = first
+	ph.FirstOpsPerSec = rate(first, dFirst)
+	ph.FirstReadBytesPerGet = float64(ioFirst.ReadBytes-io0.ReadBytes) / float64(first)
+	ph.FirstMajFaultsPerGet = float64(ioFirst.MajFaults-io0.MajFaults) / float64(first)
+	pages, err := residentDir(dir)
+	ph.CachedAfter = pages * int64(os.Getpagesize())
+	return ph, layout, err
+}
+
+// CheckDeviceCounters returns an error matching ErrNoDeviceCounters where
+// the cold workload cannot count device reads.
+func CheckDeviceCounters() error {
+	_, err := readIOCounters()
+	return err
+}
+
+// coldFirst is how many of ops Gets form the cold loop's first part.
+func coldFirst(ops int) int { return max(ops/20, 1) }

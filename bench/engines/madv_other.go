@@ -1,0 +1,5 @@
+//go:build !linux
+
+package engines
+
+const madvRandom = 1
