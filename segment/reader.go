@@ -368,9 +368,16 @@ func (r *Reader) readFilter() error {
 		}
 		return nil
 	}
-	b, err := r.readStored(h)
+	b, src, err := r.readBlock(h, nil)
 	if err != nil {
 		return err
+	}
+	if src == srcMapped {
+		// The filter is consulted on every Get, hit or miss: kept in the
+		// mapping, it would be evicted with the file's pages and a cold
+		// absent-key Get would fault it back in from the device, the very
+		// read the filter exists to avoid. On the heap it stays.
+		b = bytes.Clone(b)
 	}
 	f, err := bloom.Decode(b)
 	if err != nil {
