@@ -384,3 +384,24 @@ func checkPosition(t *testing.T, it *Iter, ok bool, model []entry, i int, what s
 	}
 	return true
 }
+
+// TestKeyPrefixOrder: whenever two keys' prefixes differ, they order the
+// keys as bytes.Compare does. Short keys over a tiny alphabet with zero
+// bytes are where zero padding could go wrong.
+func TestKeyPrefixOrder(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 9))
+	key := func() []byte {
+		k := make([]byte, rng.IntN(12))
+		for i := range k {
+			k[i] = []byte{0, 1, 0xff}[rng.IntN(3)]
+		}
+		return k
+	}
+	for range 200_000 {
+		a, b := key(), key()
+		pa, pb := keyPrefix(a), keyPrefix(b)
+		if pa != pb && cmp.Compare(pa, pb) != bytes.Compare(a, b) {
+			t.Fatalf("%x vs %x: prefixes %x, %x order them wrongly", a, b, pa, pb)
+		}
+	}
+}

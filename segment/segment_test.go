@@ -595,3 +595,55 @@ func TestConcurrentReaders(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestCompressionSkipsIncompressibleRuns: after a run of incompressible
+// blocks the writer stops trying snappy on most blocks, but data that
+// compresses again is compressed again within skipProbe blocks, and every
+// block reads back.
+func TestCompressionSkipsIncompressibleRuns(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 5))
+	const perHalf = 4000 // about 100 blocks of 4 KiB each
+	var es []entry
+	for i := range 2 * perHalf {
+		v := make([]byte, 100)
+		if i < perHalf {
+			for j := range v {
+				v[j] = byte(rng.UintN(256))
+			}
+		} else {
+			copy(v, bytes.Repeat([]byte("compressible "), 8))
+		}
+		es = append(es, entry{key: fmt.Appendf(nil, "k%06d", i), seq: uint64(i + 1), kind: base.KindPut, value: v})
+	}
+	var buf bytes.Buffer
+	w := NewWriter(&buf, WriterOptions{BlockSize: 4096, Compression: true})
+	compressedAt := -1
+	for i, e := range es {
+		mustAdd(t, w, e)
+		if i >= perHalf && compressedAt < 0 && w.incompressible == 0 && w.props.DataBlocks > 0 {
+			compressedAt = w.props.DataBlocks
+		}
+	}
+	props, err := w.Finish()
+	if err != nil {
+		t.Fatal(err)
+	}
+	half := props.DataBlocks / 2
+	if compressedAt < 0 || compressedAt > half+skipProbe+1 {
+		t.Fatalf("compression resumed at block %d of %d, want within %d blocks of %d", compressedAt, props.DataBlocks, skipProbe, half)
+	}
+	r := openSegment(t, buf.Bytes(), ReaderOptions{})
+	for _, e := range es {
+		v, _, ok, err := r.Get(e.key, base.MaxSeq)
+		if err != nil || !ok || !bytes.Equal(v, e.value) {
+			t.Fatalf("Get(%q) = %v, %v, %v", e.key, ok, err, len(v))
+		}
+	}
+}
+
+func mustAdd(t *testing.T, w *Writer, e entry) {
+	t.Helper()
+	if err := w.Add(e.key, e.seq, e.kind, e.value); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -44,12 +44,15 @@ type Writer struct {
 	w    io.Writer
 	opts WriterOptions
 
-	out     []byte // encoded bytes not yet written to w
-	offset  uint64 // file offset of the next byte appended to out
-	data    blockWriter
-	index   blockWriter
-	snappy  []byte // compression output buffer, reused
-	scratch []byte // index entry values, reused
+	out    []byte // encoded bytes not yet written to w
+	offset uint64 // file offset of the next byte appended to out
+	data   blockWriter
+	index  blockWriter
+	snappy []byte // compression output buffer, reused
+	// incompressible counts the blocks in a row snappy did not shrink
+	// enough (or was not tried on): see maybeCompress.
+	incompressible int
+	scratch        []byte // index entry values, reused
 
 	lastKey  []byte // internal key of the last Add
 	ikey     []byte // internal key being added; swapped with lastKey
@@ -206,16 +209,33 @@ func (w *Writer) writeBlock(raw []byte, compress bool) (blockHandle, error) {
 // maybeCompress returns the snappy encoding of raw if it saves at least
 // 1/8 (otherwise decompressing would cost more than the bytes it saves).
 // The result is valid until the next call.
+//
+// Data that does not compress (random or already compressed values) tends
+// to come in runs, and snappy spends as long failing on a block as
+// succeeding: after skipAfter incompressible blocks in a row, only every
+// skipProbe-th block is tried, and the first that compresses ends the run.
 func (w *Writer) maybeCompress(raw []byte, compress bool) ([]byte, byte) {
 	if !compress || len(raw) > MaxBlockSize {
 		return raw, compressionNone
 	}
+	if w.incompressible >= skipAfter && w.incompressible%skipProbe != 0 {
+		w.incompressible++
+		return raw, compressionNone
+	}
 	w.snappy = snappy.Encode(w.snappy[:cap(w.snappy)], raw)
 	if len(w.snappy) < len(raw)-len(raw)/8 {
+		w.incompressible = 0
 		return w.snappy, compressionSnappy
 	}
+	w.incompressible++
 	return raw, compressionNone
 }
+
+// The compression-skipping run lengths of maybeCompress.
+const (
+	skipAfter = 8
+	skipProbe = 16
+)
 
 // emit appends a stored block and its trailer to the output.
 func (w *Writer) emit(payload []byte, typ byte) (blockHandle, error) {
