@@ -14,6 +14,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"syscall"
 	"testing"
 	"time"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/bloomkv/bloomkv/internal/base"
 	"github.com/bloomkv/bloomkv/vfs"
+	"github.com/bloomkv/bloomkv/wal"
 )
 
 // brickStore writes keys 0..n-1 over several flushes and closes the store.
@@ -576,4 +578,67 @@ func rootPage(b []byte) int {
 	// Meta: page header (16), magic, version, page size, flags (16), then
 	// the root bucket's page id.
 	return int(binary.LittleEndian.Uint64(b[meta+32:])) * ps
+}
+
+// TestWALBeyondItsMapping: the WAL appends through a preallocated mapping
+// (Linux); a group larger than what is left of it goes through pwrite, and
+// so does everything after. Every write reads back after a reopen, and the
+// closed WAL has no zero tail.
+func TestWALBeyondItsMapping(t *testing.T) {
+	dir := t.TempDir()
+	o := smallOptions()
+	o.MemtableSize = 16 << 10 // a mapping of about 84 KiB
+	db := mustOpen(t, dir, o)
+	put := func(i int) { mustDo(t, db.Put(faultKey(i), faultValue(i))) }
+	for i := range 20 {
+		put(i)
+	}
+	if runtime.GOOS == "linux" { // the mapped path is in use: the file is preallocated
+		st, err := os.Stat(filepath.Join(dir, walName(db.logNum)))
+		mustDo(t, err)
+		if st.Size() <= db.logw.Size() {
+			t.Fatalf("WAL is %d bytes for %d written: not preallocated and mapped", st.Size(), db.logw.Size())
+		}
+	}
+	b := NewBatch()
+	big := bytes.Repeat([]byte("v"), 256<<10)
+	b.Put([]byte("big1"), big)
+	b.Put([]byte("big2"), big)
+	mustDo(t, db.Write(b))
+	for i := 20; i < 40; i++ {
+		put(i)
+	}
+	mustDo(t, db.Close())
+	for _, name := range globNames(t, dir, "*"+walExt) {
+		rep := &VerifyReport{}
+		f, err := os.Open(filepath.Join(dir, name))
+		mustDo(t, err)
+		mustDo(t, scanWAL(context.Background(), f, name, false, wal.RecoverOptions{}, rep))
+		f.Close()
+		if len(rep.Problems) > 0 || len(rep.Notes) > 0 {
+			t.Fatalf("%s after Close: %v", name, rep)
+		}
+	}
+	db = mustOpen(t, dir, o)
+	defer db.Close()
+	for i := range 40 {
+		if v, err := db.Get(faultKey(i)); err != nil || !bytes.Equal(v, faultValue(i)) {
+			t.Fatalf("key %d: %q, %v", i, v, err)
+		}
+	}
+	for _, k := range []string{"big1", "big2"} {
+		if v, err := db.Get([]byte(k)); err != nil || !bytes.Equal(v, big) {
+			t.Fatalf("%s: %d bytes, %v", k, len(v), err)
+		}
+	}
+}
+
+func globNames(t *testing.T, dir, pattern string) []string {
+	t.Helper()
+	paths, err := filepath.Glob(filepath.Join(dir, pattern))
+	mustDo(t, err)
+	for i, p := range paths {
+		paths[i] = filepath.Base(p)
+	}
+	return paths
 }

@@ -242,6 +242,7 @@ func (db *DB) createWAL(num uint64, prevSynced bool) (*wal.Writer, error) {
 		db.removeFile(name)
 		return nil, fmt.Errorf("create WAL %s: %w", name, err)
 	}
+	db.mapWAL(f, w)
 	return w, nil
 }
 

@@ -29,7 +29,9 @@
 // # Guarantees
 //
 // Every method is safe for concurrent use. A write that returned nil
-// survives a crash of the process. With Options.Sync it also survives a
+// survives a crash of the process: it is in the kernel's page cache (the
+// WAL is appended through a shared mapping of a preallocated file, or with
+// write(2)) before Write returns. With Options.Sync it also survives a
 // crash of the machine (power loss): each commit is fsynced before it
 // returns; concurrent writers share one write and one fsync (group
 // commit). Without Sync, a power loss can lose the writes of the last
@@ -125,10 +127,12 @@ type Options struct {
 	BlockCacheSize int64
 	// DisableCompression stores blocks without snappy.
 	DisableCompression bool
-	// DisableMmap reads segments with pread instead of mapping them. A
-	// mapping makes reads of uncompressed blocks free of system calls and
-	// copies, but a device error on a mapped page kills the process
-	// (SIGBUS) instead of returning an error.
+	// DisableMmap reads segments with pread instead of mapping them, and
+	// appends to the WAL with write(2) instead of copying into a shared
+	// mapping of its preallocated file (Linux). A mapping makes reads of
+	// uncompressed blocks and group commits free of system calls, but a
+	// device error on a mapped page kills the process (SIGBUS) instead of
+	// returning an error.
 	DisableMmap bool
 	// FilterBudget caps the memory held by the filters of all segments, in
 	// bytes; 0 means no cap. Over the cap, filters are halved (folded,

@@ -11,9 +11,11 @@
 //
 // A crash can leave the last write half done (a "torn tail"). Such a tail
 // was never acknowledged to a caller, because the DB acknowledges a commit
-// only after the write and its sync returned, so Recover silently cuts it
-// off. Damage anywhere else means acknowledged data was lost and is
-// reported as a *base.CorruptError.
+// only once its records are in the kernel (and, with Options.Sync, on the
+// device), so Recover ignores it. A power cut can also lose bytes written
+// after the last fsync, in any order; mark records (see Mark) let Recover
+// tell that from damage to durable data, which is reported as a
+// *base.CorruptError.
 package wal
 
 import (

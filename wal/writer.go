@@ -1,6 +1,7 @@
 package wal
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -35,6 +36,33 @@ type Writer struct {
 	marks  bool     // write a mark before a write that follows a sync
 	synced int64    // bytes fsynced
 	marked int64    // the Synced of the last mark written
+
+	mapped  []byte // see UseMapping
+	writeAt func([]byte, int64) (int, error)
+	release func(size int64) error
+}
+
+// Mapping lets a Writer append by copying into a shared, writable mapping
+// of its file instead of calling write(2) for every group commit: a copy
+// into a shared mapping is in the page cache at once, so it survives a
+// crash of the process just as a write(2) does, and Sync (fsync) makes it
+// durable the same way. The file must already be allocated on disk for the
+// whole mapping (fallocate), so that a page fault can never find the
+// device full (which would be SIGBUS, not an error).
+type Mapping struct {
+	// Bytes is the mapping of the file from offset 0.
+	Bytes []byte
+	// WriteAt writes past the mapping (a group that does not fit): from
+	// then on the Writer appends through it.
+	WriteAt func(b []byte, off int64) (int, error)
+	// Release is called by Close with the log's size: it unmaps and trims
+	// the file to that size.
+	Release func(size int64) error
+}
+
+// UseMapping makes later writes go through m (see Mapping).
+func (w *Writer) UseMapping(m Mapping) {
+	w.mapped, w.writeAt, w.release = m.Bytes, m.WriteAt, m.Release
 }
 
 // NewWriter starts a log on f, which must be empty, by writing the file
@@ -112,7 +140,18 @@ func (w *Writer) WriteRecords(payloads ...[]byte) (int64, error) {
 // write issues one Write call, tracking the file size and breaking the
 // Writer on failure.
 func (w *Writer) write(b []byte) (int64, error) {
-	n, err := w.f.Write(b)
+	if w.size+int64(len(b)) <= int64(len(w.mapped)) {
+		copy(w.mapped[w.size:], b)
+		w.size += int64(len(b))
+		return int64(len(b)), nil
+	}
+	var n int
+	var err error
+	if w.writeAt != nil {
+		n, err = w.writeAt(b, w.size)
+	} else {
+		n, err = w.f.Write(b)
+	}
 	w.size += int64(n)
 	if err == nil && n < len(b) {
 		err = io.ErrShortWrite
@@ -154,7 +193,12 @@ func (w *Writer) Close() error {
 	if w.err == nil {
 		w.err = fmt.Errorf("wal: %s: %w", w.name, os.ErrClosed)
 	}
-	if err := f.Close(); err != nil {
+	var err error
+	if w.release != nil {
+		err = w.release(w.size)
+		w.mapped, w.release = nil, nil
+	}
+	if err := errors.Join(err, f.Close()); err != nil {
 		return fmt.Errorf("wal: close %s: %w", w.name, err)
 	}
 	return nil

@@ -1,0 +1,56 @@
+//go:build linux
+
+package bloomkv
+
+import (
+	"io"
+	"os"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/bloomkv/bloomkv/vfs"
+	"github.com/bloomkv/bloomkv/wal"
+)
+
+// mapWAL makes w append to its file f through a shared mapping of a
+// preallocated region (wal.Mapping): a group commit then costs a memory
+// copy instead of a write(2), and an acknowledged write is in the page
+// cache, so it survives a crash of the process as before. It does nothing,
+// and w keeps writing with write(2), where that cannot be done safely: on a
+// file system that is not the operating system's (a vfs wrapper could not
+// see the writes), with DisableMmap, or where the file cannot be
+// preallocated — fallocate is what makes a page fault unable to find the
+// device full, which on a mapping would be SIGBUS instead of an error.
+func (db *DB) mapWAL(f vfs.File, w *wal.Writer) {
+	if db.fs != vfs.Default || db.opts.DisableMmap {
+		return
+	}
+	fd, ok := vfs.Fd(f)
+	wa, ok2 := f.(io.WriterAt)
+	if !ok || !ok2 {
+		return
+	}
+	// Room for a full memtable's records with their headers and marks.
+	page := int64(os.Getpagesize())
+	size := (int64(db.opts.MemtableSize)*5/4 + 64<<10 + page - 1) &^ (page - 1)
+	if err := unix.Fallocate(int(fd), 0, 0, size); err != nil {
+		return
+	}
+	m, err := unix.Mmap(int(fd), 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		unix.Ftruncate(int(fd), w.Size())
+		return
+	}
+	w.UseMapping(wal.Mapping{
+		Bytes:   m,
+		WriteAt: wa.WriteAt,
+		Release: func(size int64) error {
+			// Trimmed to the records, so a closed log has no zero tail.
+			err := unix.Munmap(m)
+			if st, serr := f.Stat(); serr == nil && st.Size() > size {
+				err = unix.Ftruncate(int(fd), size)
+			}
+			return err
+		},
+	})
+}
