@@ -3,6 +3,7 @@ package datastore
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/bloomkv/bloomkv"
 	ds "github.com/ipfs/go-datastore"
@@ -28,7 +29,25 @@ var maxChunk = bloomkv.MaxBatchSize - 1<<20
 type batch struct {
 	d    *Datastore
 	full []*bloomkv.Batch // chunks that reached maxChunk, oldest first
-	cur  *bloomkv.Batch
+	cur  *bloomkv.Batch   // nil until the first write, and after Commit
+}
+
+// batchPool recycles the buffers of committed batches: callers make a new
+// ds.Batch for every group of writes, and growing a fresh buffer to the
+// size of each group was most of a batch's allocations.
+var batchPool = sync.Pool{New: func() any { return bloomkv.NewBatch() }}
+
+// maxPooled is the largest buffer kept for reuse; bigger ones would pin
+// their memory in the pool after a one-off import.
+const maxPooled = 4 << 20
+
+func getBatch() *bloomkv.Batch { return batchPool.Get().(*bloomkv.Batch) }
+
+func putBatch(b *bloomkv.Batch) {
+	if b.Size() <= maxPooled {
+		b.Reset()
+		batchPool.Put(b)
+	}
 }
 
 // Put adds a put of key → value; value is copied. A key or value over
@@ -56,17 +75,24 @@ func (b *batch) Delete(_ context.Context, key ds.Key) error {
 
 // room starts a new chunk if n more bytes (plus the few of an operation's
 // header) would take the current one past maxChunk.
+// It also takes the first chunk from the pool.
 func (b *batch) room(n int) {
 	const opOverhead = 1 + 2*10 // kind and two uvarint lengths
-	if b.cur.Len() > 0 && b.cur.Size()+n+opOverhead > maxChunk {
+	switch {
+	case b.cur == nil:
+		b.cur = getBatch()
+	case b.cur.Len() > 0 && b.cur.Size()+n+opOverhead > maxChunk:
 		b.full = append(b.full, b.cur)
-		b.cur = bloomkv.NewBatch()
+		b.cur = getBatch()
 	}
 }
 
 // Commit writes the batch to the store and empties it.
 func (b *batch) Commit(context.Context) error {
 	defer b.reset()
+	if b.cur == nil {
+		return nil
+	}
 	for i, c := range append(b.full, b.cur) {
 		if err := b.d.db.Write(c); err != nil {
 			if i > 0 {
@@ -78,9 +104,15 @@ func (b *batch) Commit(context.Context) error {
 	return nil
 }
 
+// reset returns the chunks to the pool: DB.Write is done with them.
 func (b *batch) reset() {
-	b.full = nil
-	b.cur.Reset()
+	for _, c := range b.full {
+		putBatch(c)
+	}
+	if b.cur != nil {
+		putBatch(b.cur)
+	}
+	b.full, b.cur = nil, nil
 }
 
 // checkSizes applies bloomkv's limits up front, so that the Put or Delete

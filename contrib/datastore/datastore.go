@@ -238,10 +238,13 @@ func (d *Datastore) Check(ctx context.Context) error {
 	return nil
 }
 
-// Batch returns a new batch. Its writes are applied by Commit as one
-// bloomkv batch, atomically, up to bloomkv.MaxBatchSize; see batch.
+// Batch returns a new, empty batch. Commit applies its writes as one
+// bloomkv batch, atomically even across a crash, up to
+// bloomkv.MaxBatchSize (256 MiB) of encoded writes; a larger batch is
+// split into several, written in order (go-datastore promises no
+// atomicity for batches). A batch may be reused after Commit.
 func (d *Datastore) Batch(context.Context) (ds.Batch, error) {
-	return &batch{d: d, cur: bloomkv.NewBatch()}, nil
+	return &batch{d: d}, nil
 }
 
 // Close closes the store if New opened it (a Datastore from Wrap leaves

@@ -16,8 +16,8 @@ import (
 )
 
 var (
-	modelSeeds = flag.Int("model.seeds", 4, "seeds per configuration of TestModel")
-	modelOps   = flag.Int("model.ops", 1500, "operations per seed of TestModel")
+	modelSeeds = flag.Int("model.seeds", 0, "seeds per configuration of TestModel (default 4, 2 under the race detector)")
+	modelOps   = flag.Int("model.ops", 1500, "operations per seed of TestModel (a fifth with -short)")
 )
 
 // TestModel runs random puts, deletes, batches (committed and dropped),
@@ -29,12 +29,20 @@ var (
 // KeysOnly and ReturnsSizes, and are read in the three ways Results
 // offers, sometimes closed early.
 func TestModel(t *testing.T) {
-	ops := *modelOps
+	ops, seeds := *modelOps, *modelSeeds
 	if testing.Short() {
 		ops /= 5
 	}
+	if seeds <= 0 {
+		// Under the race detector the tiny configuration's compactions
+		// take most of a minute per seed.
+		seeds = 4
+		if raceEnabled {
+			seeds = 2
+		}
+	}
 	for _, c := range configs {
-		for seed := range uint64(*modelSeeds) {
+		for seed := range uint64(seeds) {
 			t.Run(fmt.Sprintf("%s/seed=%d", c.name, seed), func(t *testing.T) {
 				m := &model{
 					t:    t,

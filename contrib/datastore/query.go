@@ -117,10 +117,6 @@ func (s *stream) next() (dsq.Result, bool) {
 	if s.done {
 		return dsq.Result{}, false
 	}
-	if s.limit == 0 {
-		s.close()
-		return dsq.Result{}, false
-	}
 	for {
 		if err := s.ctx.Err(); err != nil {
 			s.close()
@@ -147,6 +143,11 @@ func (s *stream) next() (dsq.Result, bool) {
 		}
 		if s.limit > 0 {
 			s.limit--
+			if s.limit == 0 {
+				// The entry owns its memory: release the iterator's
+				// files now rather than when the consumer comes back.
+				s.close()
+			}
 		}
 		return dsq.Result{Entry: e}, true
 	}
