@@ -172,16 +172,9 @@ func (d *Datastore) Delete(_ context.Context, key ds.Key) error {
 
 // Sync makes every write that returned before it durable against power
 // loss. The prefix is ignored: bloomkv has one log for all keys, so the
-// whole store is made durable.
-//
-// With Options.Sync each write was fsynced before it returned, and Sync
-// does nothing. Without it, bloomkv has no call that only fsyncs the
-// write-ahead log, so Sync calls DB.Flush: the memtable is written to a
-// new segment, fsynced and recorded in the manifest. That is durable but
-// heavy — a Sync after every few writes makes many small segments for
-// compaction to merge — so a program that syncs often should open the
-// store with Options.Sync instead. A Sync with nothing written since the
-// last one costs almost nothing.
+// whole store is made durable, with one fsync of its write-ahead log
+// (DB.Sync), shared with concurrent writers. With Options.Sync each write
+// was fsynced before it returned, and Sync does nothing.
 func (d *Datastore) Sync(ctx context.Context, _ ds.Key) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -189,7 +182,7 @@ func (d *Datastore) Sync(ctx context.Context, _ ds.Key) error {
 	if d.syncWrites {
 		return nil
 	}
-	if err := d.db.Flush(); err != nil {
+	if err := d.db.Sync(); err != nil {
 		return fmt.Errorf("bloomkv datastore: sync: %w", err)
 	}
 	return nil
