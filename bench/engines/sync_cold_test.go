@@ -65,7 +65,10 @@ func TestColdSmoke(t *testing.T) {
 			for _, r := range results {
 				t.Logf("%+v", r)
 				for _, p := range []ColdPhase{r.Hit, r.Miss} {
-					if p.ResidentAfterEvict != 0 {
+					// A page or two can stay (a store writing a file of its
+					// own meanwhile, a page still dirty): eviction is
+					// advice. The tables report the count; more is a bug.
+					if p.ResidentAfterEvict > 4 {
 						t.Errorf("%s: %d pages resident after eviction", r.Engine, p.ResidentAfterEvict)
 					}
 					if p.OpsPerSec <= 0 || p.First != coldFirst(cfg.Ops) {
