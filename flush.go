@@ -232,6 +232,9 @@ func (db *DB) openSegment(f vfs.File, meta manifest.SegmentMeta) (*segHandle, er
 		}
 		ro.Mapped = m
 	}
+	if ro.Mapped == nil {
+		adviseRandom(f)
+	}
 	r, err := segment.Open(f, meta.Size, ro)
 	if err != nil {
 		if ro.Mapped != nil {
