@@ -57,9 +57,8 @@ func ColdSpecs() []ColdSpec {
 	}
 	return []ColdSpec{
 		{byName["bloomkv"], []ColdVariant{
-			{"bloomkv", "DefaultOptions: segments mmap'd; filter read from the mapping, index decoded to the heap", openBloomkv, false},
-			{"bloomkv-madv-random", "DefaultOptions, then the harness calls madvise(MADV_RANDOM) on the segment mappings (no read-around on a fault)", openBloomkvMadvRandom, false},
-			{"bloomkv-nommap", "DisableMmap: true: pread per block; filter and index on the heap", openBloomkvNoMmap, false},
+			{"bloomkv", "DefaultOptions: segments mmap'd with MADV_RANDOM; filter and index on the heap", openBloomkv, false},
+			{"bloomkv-nommap", "DisableMmap: true: pread per block (FADV_RANDOM); filter and index on the heap", openBloomkvNoMmap, false},
 		}},
 		{byName["pebble"], []ColdVariant{
 			{"pebble", "DB.Get (does not consult L6 filters)", openPebble, false},
@@ -79,24 +78,6 @@ func LookupCold(name string) (ColdSpec, error) {
 		}
 	}
 	return ColdSpec{}, fmt.Errorf("unknown engine %q", name)
-}
-
-// openBloomkvMadvRandom opens bloomkv with DefaultOptions and advises
-// MADV_RANDOM on its segment mappings from outside (bloomkv has no such
-// option): what a madvise in bloomkv's mapSegment would do.
-func openBloomkvMadvRandom(dir string) (Engine, error) {
-	e, err := openBloomkv(dir)
-	if err != nil {
-		return nil, err
-	}
-	n, err := adviseMappings(dir, madvRandom)
-	if err == nil && n == 0 {
-		err = errors.New("no segment mapping found to advise")
-	}
-	if err != nil {
-		return nil, errors.Join(err, e.Close())
-	}
-	return e, nil
 }
 
 func openBloomkvNoMmap(dir string) (Engine, error) {
