@@ -37,6 +37,8 @@ type config struct {
 	Baseline       string
 	JSON           string
 	Plot           string
+	Report         string // -report DIR: an HTML page with plots
+	ReportPeers    string // -report-peers FILE: enginebench JSON lines for the page
 	Quiet          bool
 }
 
@@ -150,6 +152,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&cfg.Baseline, "baseline", "", "also run the workloads on `STORE` (only bbolt)")
 	fs.StringVar(&cfg.JSON, "json", "", "write one JSON object per workload and FPR row to `FILE` (JSON Lines); \"-\" writes them to stdout instead of the text report")
 	fs.StringVar(&cfg.Plot, "plot", "", "write the FPR sweep as a plot to `FILE` (.svg, .png or .pdf)")
+	fs.StringVar(&cfg.Report, "report", "", "write `DIR`/index.html: the text report and SVG plots (disk reads avoided warm and cold, block reads against segments, write amplification, FPR sweep)")
+	fs.StringVar(&cfg.ReportPeers, "report-peers", "", "with -report: plot other stores' throughput relative to bloomkv from `FILE`, the JSON lines of bench/'s enginebench -all")
 	fs.BoolVar(&cfg.Quiet, "quiet", false, "no progress bars (they are off anyway when stderr is not a terminal)")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
@@ -180,6 +184,7 @@ func (c config) validate() error {
 	check(c.FillReportKeys >= 0 && c.FillReportKeys <= 1<<30, "-fill-report-keys %d: want 0..2^30", c.FillReportKeys)
 	check(c.FPRKeys >= 1 && c.FPRProbes >= 1, "-fpr-keys and -fpr-probes must be positive")
 	check(c.Baseline == "" || c.Baseline == "bbolt", "-baseline %q: only bbolt is supported", c.Baseline)
+	check(c.ReportPeers == "" || c.Report != "", "-report-peers needs -report")
 	check(!c.DropCache || dropCacheSupported, "-drop-cache is supported on Linux only, not %s", runtime.GOOS)
 	return errors.Join(errs...)
 }

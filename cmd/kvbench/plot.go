@@ -16,6 +16,21 @@ func writePlot(file string, rows []fprRow) error {
 	if len(rows) == 0 {
 		return fmt.Errorf("plot: no rows")
 	}
+	p, err := fprPlot(rows)
+	if err != nil {
+		return fmt.Errorf("plot: %w", err)
+	}
+	if err := p.Save(8*vg.Inch, 5*vg.Inch, file); err != nil {
+		return fmt.Errorf("plot: %w", err)
+	}
+	return nil
+}
+
+// fprPlot draws the FPR sweep (nil without rows).
+func fprPlot(rows []fprRow) (*plot.Plot, error) {
+	if len(rows) == 0 {
+		return nil, nil
+	}
 	p := plot.New()
 	p.Title.Text = fmt.Sprintf("Bloom filter FPR: %s keys, %s absent probes",
 		fmtInt(int64(rows[0].Keys)), fmtInt(int64(rows[0].Probes)))
@@ -39,7 +54,7 @@ func writePlot(file string, rows []fprRow) error {
 		}
 		line, err := plotter.NewLine(theory)
 		if err != nil {
-			return fmt.Errorf("plot: %w", err)
+			return nil, err
 		}
 		line.Color = plotutil.Color(i)
 		line.Dashes = plotutil.Dashes(i)
@@ -50,15 +65,12 @@ func writePlot(file string, rows []fprRow) error {
 		}
 		points, err := plotter.NewScatter(measured)
 		if err != nil {
-			return fmt.Errorf("plot: %w", err)
+			return nil, err
 		}
 		points.Color = plotutil.Color(i)
 		points.Shape = plotutil.Shape(i)
 		p.Add(points)
 		p.Legend.Add(layout+" measured", points)
 	}
-	if err := p.Save(8*vg.Inch, 5*vg.Inch, file); err != nil {
-		return fmt.Errorf("plot: %w", err)
-	}
-	return nil
+	return p, nil
 }

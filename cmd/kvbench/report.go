@@ -12,6 +12,7 @@ import (
 type reporter struct {
 	text io.Writer
 	json *json.Encoder // nil without -json
+	html *htmlReport   // nil without -report
 }
 
 func (r *reporter) printf(format string, args ...any) { fmt.Fprintf(r.text, format, args...) }
@@ -21,6 +22,9 @@ func (r *reporter) section(title string) { r.printf("\n== %s ==\n", title) }
 
 // record writes v as one JSON line, if -json was given.
 func (r *reporter) record(v any) error {
+	if r.html != nil {
+		r.html.collect(v)
+	}
 	if r.json == nil {
 		return nil
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -47,6 +48,11 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) (err error) 
 		return err
 	}
 	defer func() { err = errors.Join(err, closeJSON()) }()
+	var text bytes.Buffer // the text report, for -report's page
+	if cfg.Report != "" {
+		b.rep.html = &htmlReport{}
+		b.rep.text = io.MultiWriter(b.rep.text, &text)
+	}
 
 	if b.work, err = os.MkdirTemp(cfg.Dir, "kvbench-"); err != nil {
 		return fmt.Errorf("work directory: %w", err)
@@ -63,6 +69,13 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) (err error) 
 		}
 	}
 	b.rep.printf("\ntotal time %s\n", time.Since(start).Round(time.Millisecond))
+	if b.rep.html != nil {
+		path, err := b.rep.html.write(cfg.Report, cfg.ReportPeers, text.String())
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "report written to %s\n", path)
+	}
 	return nil
 }
 

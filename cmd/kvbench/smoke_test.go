@@ -143,3 +143,44 @@ func str(v any) string {
 	s, _ := v.(string)
 	return s
 }
+
+// TestHTMLReport runs the tiny benchmark with -report and a peers file and
+// checks that the page holds the text report and every plot, as inline
+// SVG, with nothing it links to.
+func TestHTMLReport(t *testing.T) {
+	cfg := tinyConfig(t)
+	cfg.Report = filepath.Join(t.TempDir(), "report")
+	peers := filepath.Join(t.TempDir(), "peers.jsonl")
+	lines := `{"engine":"bloomkv","fill_ops_per_sec":200000,"get_hit_ops_per_sec":500000,"get_miss_ops_per_sec":9000000}
+{"engine":"pebble","fill_ops_per_sec":150000,"get_hit_ops_per_sec":200000,"get_miss_ops_per_sec":1500000}
+| a Markdown table line that is not JSON |
+`
+	if err := os.WriteFile(peers, []byte(lines), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg.ReportPeers = peers
+	var stdout, stderr bytes.Buffer
+	if err := run(context.Background(), cfg, &stdout, &stderr); err != nil {
+		t.Fatalf("run: %v\n%s", err, stderr.String())
+	}
+	page, err := os.ReadFile(filepath.Join(cfg.Report, "index.html"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	html := string(page)
+	want := []string{"Disk reads avoided", "Absent-key block reads against segments", "Fill report: write amplification", "FPR sweep", "Against other stores", "== Workloads"}
+	if !dropCacheSupported {
+		want = want[1:]
+	}
+	for _, w := range want {
+		if !strings.Contains(html, w) {
+			t.Errorf("the page lacks %q", w)
+		}
+	}
+	if n := strings.Count(html, "<svg"); n < len(want)-1 {
+		t.Errorf("%d inline SVGs, want %d", n, len(want)-1)
+	}
+	if strings.Contains(html, "src=") || strings.Contains(html, "href=") {
+		t.Error("the page links to something: it must be self-contained")
+	}
+}

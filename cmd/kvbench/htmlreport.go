@@ -1,0 +1,321 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+)
+
+// htmlReport collects what a run measured for -report DIR: one
+// self-contained HTML page with the plots as inline SVG.
+type htmlReport struct {
+	results []result
+	fill    []fillPoint
+	fpr     []fprRow
+}
+
+// collect keeps the records the page plots; called for every record.
+func (h *htmlReport) collect(v any) {
+	switch x := v.(type) {
+	case *result:
+		h.results = append(h.results, *x)
+	case fillPoint:
+		h.fill = append(h.fill, x)
+	case *fprRow:
+		h.fpr = append(h.fpr, *x)
+	}
+}
+
+// figure is one plot of the page.
+type figure struct {
+	Title, Caption string
+	SVG            template.HTML
+}
+
+// write renders the page into dir/index.html. peers, if set, is a file of
+// enginebench JSON lines (bench/: go run ./cmd/enginebench -all) whose
+// throughput is plotted relative to bloomkv.
+func (h *htmlReport) write(dir, peers, header string) (string, error) {
+	var figs []figure
+	add := func(title, caption string, mk func() (*plot.Plot, error)) error {
+		p, err := mk()
+		if err != nil {
+			return err
+		}
+		if p == nil {
+			return nil
+		}
+		svg, err := renderSVG(p)
+		if err != nil {
+			return err
+		}
+		figs = append(figs, figure{title, caption, template.HTML(svg)})
+		return nil
+	}
+	errs := []error{
+		add("Disk reads avoided", "Data blocks read per Get and bytes read from the block device per Get (read_bytes), with and without filters; warm rows have the page cache as the previous phase left it, cold rows follow an eviction of the store's files.", h.avoidedPlot),
+		add("Absent-key block reads against segments", "During the fill report: data blocks touched per absent-key Get against the number of segments, measured and predicted (the sum of the probed filters' FPRs).", h.blocksBySegmentsPlot),
+		add("Fill report: write amplification", "Bytes written per user byte over the fill, with and without the WAL.", h.fillPlot),
+		add("FPR sweep", "Measured false-positive rate against theory for both filter layouts.", func() (*plot.Plot, error) { return fprPlot(h.fpr) }),
+	}
+	if peers != "" {
+		errs = append(errs, add("Against other stores", "Throughput relative to bloomkv (1.0) in one enginebench run: fill, get-hit, get-miss.",
+			func() (*plot.Plot, error) { return peerPlot(peers) }))
+	}
+	for _, err := range errs {
+		if err != nil {
+			return "", fmt.Errorf("report: %w", err)
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("report: %w", err)
+	}
+	var page bytes.Buffer
+	err := pageTemplate.Execute(&page, struct {
+		Header  string
+		When    string
+		Figures []figure
+	}{header, time.Now().UTC().Format(time.RFC3339), figs})
+	if err != nil {
+		return "", fmt.Errorf("report: %w", err)
+	}
+	path := filepath.Join(dir, "index.html")
+	return path, os.WriteFile(path, page.Bytes(), 0o644)
+}
+
+var pageTemplate = template.Must(template.New("page").Parse(`<!doctype html>
+<html><head><meta charset="utf-8"><title>kvbench report</title>
+<style>body{font-family:sans-serif;max-width:60em;margin:2em auto;color:#222}
+figure{margin:2em 0}figcaption{color:#555;font-size:.9em}pre{background:#f6f6f6;padding:1em;overflow:auto}</style>
+</head><body><h1>kvbench report</h1><p>{{.When}}</p><pre>{{.Header}}</pre>
+{{range .Figures}}<figure><h2>{{.Title}}</h2>{{.SVG}}<figcaption>{{.Caption}}</figcaption></figure>
+{{end}}</body></html>
+`))
+
+func renderSVG(p *plot.Plot) (string, error) {
+	w, err := p.WriterTo(8*vg.Inch, 4.5*vg.Inch, "svg")
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	if _, err := w.WriteTo(&b); err != nil {
+		return "", err
+	}
+	svg := b.String()
+	if i := strings.Index(svg, "<svg"); i > 0 { // drop the XML prolog: the SVG is inline
+		svg = svg[i:]
+	}
+	return svg, nil
+}
+
+// avoidedPlot draws the disk-reads-avoided rows as grouped bars.
+func (h *htmlReport) avoidedPlot() (*plot.Plot, error) {
+	type pair struct{ with, without *result }
+	var labels []string
+	var pairs []pair
+	find := func(section, workload, variant string) *result {
+		for i := range h.results {
+			r := &h.results[i]
+			if r.Section == section && r.Workload == workload && r.Variant == variant {
+				return r
+			}
+		}
+		return nil
+	}
+	for _, c := range []struct{ label, section, workload, with, without string }{
+		{"get-miss warm", "disk-reads-avoided", "get-miss", "filters", "no filters"},
+		{"get-miss cold", "disk-reads-avoided-cold", "get-miss", "filters, cold", "no filters, cold"},
+		{"get-hit cold", "disk-reads-avoided-cold", "get-hit", "filters, cold", "no filters, cold"},
+	} {
+		w, wo := find(c.section, c.workload, c.with), find(c.section, c.workload, c.without)
+		if w != nil && wo != nil {
+			labels, pairs = append(labels, c.label), append(pairs, pair{w, wo})
+		}
+	}
+	if len(pairs) == 0 {
+		return nil, nil
+	}
+	p := plot.New()
+	p.Title.Text = "Per Get: data blocks read, and KiB read from the device"
+	p.Y.Label.Text = "per Get"
+	p.Legend.Top = true
+	series := []struct {
+		name string
+		val  func(r *result) float64
+	}{
+		{"blocks, filters", func(r *result) float64 { return r.readIO().blockReads }},
+		{"blocks, no filters", func(r *result) float64 { return r.readIO().blockReads }},
+		{"device KiB, filters", func(r *result) float64 { return nanZero(r.readIO().readBytes) / 1024 }},
+		{"device KiB, no filters", func(r *result) float64 { return nanZero(r.readIO().readBytes) / 1024 }},
+	}
+	w := vg.Points(14)
+	for i, s := range series {
+		vals := make(plotter.Values, len(pairs))
+		for j, pr := range pairs {
+			r := pr.with
+			if i%2 == 1 {
+				r = pr.without
+			}
+			vals[j] = s.val(r)
+		}
+		bars, err := plotter.NewBarChart(vals, w)
+		if err != nil {
+			return nil, err
+		}
+		bars.Color = plotutil.Color(i)
+		bars.Offset = vg.Length(i-2)*w + w/2
+		p.Add(bars)
+		p.Legend.Add(s.name, bars)
+	}
+	p.NominalX(labels...)
+	return p, nil
+}
+
+func nanZero(v float64) float64 {
+	if v != v {
+		return 0
+	}
+	return v
+}
+
+// blocksBySegmentsPlot draws the fill report's absent-Get block reads
+// against the segment count, measured and predicted.
+func (h *htmlReport) blocksBySegmentsPlot() (*plot.Plot, error) {
+	if len(h.fill) == 0 {
+		return nil, nil
+	}
+	p := plot.New()
+	p.Title.Text = "Absent-key Get: data blocks touched against segments"
+	p.X.Label.Text = "segments"
+	p.Y.Label.Text = "blocks per absent Get"
+	p.Legend.Top = true
+	var measured, predicted plotter.XYs
+	for _, f := range h.fill {
+		measured = append(measured, plotter.XY{X: float64(f.Segments), Y: f.Blocks})
+		predicted = append(predicted, plotter.XY{X: float64(f.Segments), Y: f.Predicted})
+	}
+	return p, addPoints(p, []string{"measured", "predicted (Σ FPR)"}, measured, predicted)
+}
+
+// fillPlot draws write amplification over the fill report.
+func (h *htmlReport) fillPlot() (*plot.Plot, error) {
+	if len(h.fill) == 0 {
+		return nil, nil
+	}
+	p := plot.New()
+	p.Title.Text = "Write amplification over a random fill"
+	p.X.Label.Text = "keys written"
+	p.Y.Label.Text = "bytes written per user byte"
+	p.Legend.Top = true
+	var wa, waNoWAL plotter.XYs
+	for _, f := range h.fill {
+		wa = append(wa, plotter.XY{X: float64(f.Keys), Y: f.WriteAmp})
+		waNoWAL = append(waNoWAL, plotter.XY{X: float64(f.Keys), Y: f.WriteAmpNoWAL})
+	}
+	return p, addLines(p, []string{"with WAL", "without WAL"}, wa, waNoWAL)
+}
+
+func addPoints(p *plot.Plot, names []string, series ...plotter.XYs) error {
+	for i, s := range series {
+		sc, err := plotter.NewScatter(s)
+		if err != nil {
+			return err
+		}
+		sc.Color, sc.Shape = plotutil.Color(i), plotutil.Shape(i)
+		p.Add(sc)
+		p.Legend.Add(names[i], sc)
+	}
+	return nil
+}
+
+func addLines(p *plot.Plot, names []string, series ...plotter.XYs) error {
+	for i, s := range series {
+		l, err := plotter.NewLine(s)
+		if err != nil {
+			return err
+		}
+		l.Color, l.Dashes = plotutil.Color(i), plotutil.Dashes(i)
+		p.Add(l)
+		p.Legend.Add(names[i], l)
+	}
+	return nil
+}
+
+// peerPlot reads enginebench JSON lines and draws each engine's throughput
+// relative to bloomkv's.
+func peerPlot(file string) (*plot.Plot, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	type row struct {
+		Engine  string  `json:"engine"`
+		Fill    float64 `json:"fill_ops_per_sec"`
+		GetHit  float64 `json:"get_hit_ops_per_sec"`
+		GetMiss float64 `json:"get_miss_ops_per_sec"`
+	}
+	var rows []row
+	var base *row
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var r row
+		if json.Unmarshal(sc.Bytes(), &r) != nil || r.Engine == "" || r.Fill == 0 {
+			continue // other workloads' lines, the table
+		}
+		rows = append(rows, r)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	for i := range rows {
+		if rows[i].Engine == "bloomkv" {
+			base = &rows[i]
+		}
+	}
+	if base == nil {
+		return nil, fmt.Errorf("%s: no bloomkv line with fill, get-hit and get-miss", file)
+	}
+	p := plot.New()
+	p.Title.Text = "Throughput relative to bloomkv"
+	p.Y.Label.Text = "× bloomkv"
+	p.Legend.Top = true
+	w := vg.Points(12)
+	var names []string
+	for _, r := range rows {
+		names = append(names, r.Engine)
+	}
+	for i, m := range []struct {
+		name string
+		val  func(row) float64
+	}{{"fill", func(r row) float64 { return r.Fill }}, {"get-hit", func(r row) float64 { return r.GetHit }}, {"get-miss", func(r row) float64 { return r.GetMiss }}} {
+		vals := make(plotter.Values, len(rows))
+		for j, r := range rows {
+			if b := m.val(*base); b > 0 {
+				vals[j] = m.val(r) / b
+			}
+		}
+		bars, err := plotter.NewBarChart(vals, w)
+		if err != nil {
+			return nil, err
+		}
+		bars.Color = plotutil.Color(i)
+		bars.Offset = vg.Length(i-1) * w
+		p.Add(bars)
+		p.Legend.Add(m.name, bars)
+	}
+	p.NominalX(names...)
+	return p, nil
+}
