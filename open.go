@@ -115,22 +115,7 @@ func checkNewStore(fsys vfs.FS, dir string, entries []string) error {
 // recover loads the manifest, checks it against the files, opens the live
 // segments, replays the WALs and starts a new WAL; see Open.
 func (db *DB) recover() error {
-	entries, err := db.fs.List(db.dir)
-	if err != nil {
-		return fmt.Errorf("bloomkv: %w", err)
-	}
-	if db.manifest, err = db.openManifest(entries); err != nil {
-		return err
-	}
-	state := db.manifest.State()
-	files, err := classifyFiles(entries, state)
-	if err != nil {
-		return fmt.Errorf("bloomkv: %w", err)
-	}
-	if err := db.loadSegments(state); err != nil {
-		return err
-	}
-	replayed, err := db.replay(files.logs, state.FlushedSeq)
+	files, replayed, err := db.load(db.openManifest)
 	if err != nil {
 		return err
 	}
@@ -145,36 +130,54 @@ func (db *DB) recover() error {
 // recoverReadOnly is recover for Options.ReadOnly: the same checks of the
 // manifest against the files, the same replay, but into memory only.
 func (db *DB) recoverReadOnly() error {
-	entries, err := db.fs.List(db.dir)
+	files, replayed, err := db.load(db.openManifestReadOnly)
 	if err != nil {
-		return fmt.Errorf("bloomkv: %w", err)
-	}
-	if !slices.Contains(entries, manifestName) {
-		return fmt.Errorf("%w: %s has no %s", ErrNotStore, db.dir, manifestName)
-	}
-	if db.manifest, err = manifest.OpenReadOnly(db.fs, db.path(manifestName)); err != nil {
-		if errors.Is(err, manifest.ErrLocked) {
-			return fmt.Errorf("%w: %w", ErrLocked, err)
-		}
-		return fmt.Errorf("bloomkv: open manifest: %w", err)
-	}
-	state := db.manifest.State()
-	files, err := classifyFiles(entries, state)
-	if err != nil {
-		return fmt.Errorf("bloomkv: %w", err)
-	}
-	if err := db.loadSegments(state); err != nil {
 		return err
 	}
-	if db.mem, err = db.replay(files.logs, state.FlushedSeq); err != nil {
-		return err
-	}
-	db.replayedLogs = files.logs
+	db.mem, db.replayedLogs = replayed, files.logs
 	db.visibleSeq.Store(db.lastSeq)
 	db.mu.Lock()
 	db.publishLocked()
 	db.mu.Unlock()
 	return nil
+}
+
+// load is what both recoveries share, and it only reads: open the manifest
+// (with openManifest), check the directory's files against it, open the
+// live segments and replay the WALs into a memtable.
+func (db *DB) load(openManifest func([]string) (*manifest.Manifest, error)) (storeFiles, *memtable.Memtable, error) {
+	entries, err := db.fs.List(db.dir)
+	if err != nil {
+		return storeFiles{}, nil, fmt.Errorf("bloomkv: %w", err)
+	}
+	if db.manifest, err = openManifest(entries); err != nil {
+		return storeFiles{}, nil, err
+	}
+	state := db.manifest.State()
+	files, err := classifyFiles(entries, state)
+	if err != nil {
+		return storeFiles{}, nil, fmt.Errorf("bloomkv: %w", err)
+	}
+	if err := db.loadSegments(state); err != nil {
+		return storeFiles{}, nil, err
+	}
+	replayed, err := db.replay(files.logs, state.FlushedSeq)
+	return files, replayed, err
+}
+
+// openManifestReadOnly opens an existing manifest for reading only.
+func (db *DB) openManifestReadOnly(entries []string) (*manifest.Manifest, error) {
+	if !slices.Contains(entries, manifestName) {
+		return nil, fmt.Errorf("%w: %s has no %s", ErrNotStore, db.dir, manifestName)
+	}
+	m, err := manifest.OpenReadOnly(db.fs, db.path(manifestName))
+	switch {
+	case errors.Is(err, manifest.ErrLocked):
+		return nil, fmt.Errorf("%w: %w", ErrLocked, err)
+	case err != nil:
+		return nil, fmt.Errorf("bloomkv: open manifest: %w", err)
+	}
+	return m, nil
 }
 
 // loadSegments opens the live segments and sets lastSeq from them.

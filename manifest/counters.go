@@ -30,15 +30,9 @@ func encodeCounters(c counters) []byte {
 // decodeCounters parses encodeCounters' output, returning the offset of the
 // first bad byte with any error.
 func decodeCounters(b []byte) (counters, int, error) {
-	if len(b) < 1+crcLen {
-		return counters{}, 0, fmt.Errorf("%d bytes is too short", len(b))
-	}
-	if b[0] != countersVersion {
-		return counters{}, 0, fmt.Errorf("unknown version %d", b[0])
-	}
-	body := b[:len(b)-crcLen]
-	if got, want := crc32.Checksum(body, castagnoli), binary.LittleEndian.Uint32(b[len(body):]); got != want {
-		return counters{}, len(body), fmt.Errorf("checksum %#08x, want %#08x", got, want)
+	body, off, err := openRecord(b, countersVersion)
+	if err != nil {
+		return counters{}, off, err
 	}
 	d := decoder{b: body, off: 1}
 	c := counters{NextFileNum: d.uvarint(), FlushedSeq: d.uvarint(), LogNum: d.uvarint()}

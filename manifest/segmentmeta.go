@@ -127,17 +127,9 @@ func DecodeSegmentMeta(b []byte) (SegmentMeta, error) {
 // error and the offset where it was detected so each caller can report it
 // against the right file.
 func decodeSegmentMeta(b []byte) (SegmentMeta, int, error) {
-	if len(b) < 1+crcLen {
-		return SegmentMeta{}, 0, fmt.Errorf("%d bytes is too short", len(b))
-	}
-	// The version comes first so that a later version may change
-	// everything after it, the trailer included.
-	if b[0] != segmentMetaVersion {
-		return SegmentMeta{}, 0, fmt.Errorf("unknown version %d", b[0])
-	}
-	body := b[:len(b)-crcLen]
-	if got, want := crc32.Checksum(body, castagnoli), binary.LittleEndian.Uint32(b[len(body):]); got != want {
-		return SegmentMeta{}, len(body), fmt.Errorf("checksum %#08x, want %#08x", got, want)
+	body, off, err := openRecord(b, segmentMetaVersion)
+	if err != nil {
+		return SegmentMeta{}, off, err
 	}
 	d := decoder{b: body, off: 1}
 	s := d.fields()
@@ -151,6 +143,25 @@ func decodeSegmentMeta(b []byte) (SegmentMeta, int, error) {
 		return SegmentMeta{}, d.off, d.err
 	}
 	return s, 0, nil
+}
+
+// openRecord checks the frame every record of the manifest shares — a
+// version byte, the fields, a CRC-32C of both — and returns the record
+// without its CRC, or the offset of what is wrong.
+func openRecord(b []byte, version byte) (body []byte, off int, err error) {
+	if len(b) < 1+crcLen {
+		return nil, 0, fmt.Errorf("%d bytes is too short", len(b))
+	}
+	// The version comes first so that a later version may change
+	// everything after it, the trailer included.
+	if b[0] != version {
+		return nil, 0, fmt.Errorf("unknown version %d", b[0])
+	}
+	body = b[:len(b)-crcLen]
+	if got, want := crc32.Checksum(body, castagnoli), binary.LittleEndian.Uint32(b[len(body):]); got != want {
+		return nil, len(body), fmt.Errorf("checksum %#08x, want %#08x", got, want)
+	}
+	return body, 0, nil
 }
 
 // fields reads the fields after the version byte in encoding order. After
