@@ -69,6 +69,7 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) (err error) 
 		}
 	}
 	b.rep.printf("\ntotal time %s\n", time.Since(start).Round(time.Millisecond))
+	b.printMemory()
 	if b.rep.html != nil {
 		path, err := b.rep.html.write(cfg.Report, cfg.ReportPeers, text.String())
 		if err != nil {
@@ -401,4 +402,21 @@ func (b *bench) printCompactions() {
 			fmt.Sprintf("%.3f%%", 100*c.MeasuredFPR), c.Duration.Round(time.Millisecond).String())
 	}
 	t.write(b.rep.text)
+}
+
+// printMemory states the process's memory honestly: RSS counts the pages
+// of mapped segments and WAL, which are the kernel's page cache (shared,
+// reclaimable); the anonymous part is what the process itself holds.
+func (b *bench) printMemory() {
+	m, ok := readMemStatus()
+	if !ok {
+		b.rep.printf("memory: /proc/self/status unavailable on this system\n")
+		return
+	}
+	b.rep.printf("memory: peak RSS %s; at the end RSS %s = %s anonymous (heap, stacks: the process's own, data set included) + %s file pages (mapped segments and WAL: page cache, shared and reclaimable)\n",
+		fmtBytes(float64(m.PeakRSS)), fmtBytes(float64(m.RSS)), fmtBytes(float64(m.Anon)), fmtBytes(float64(m.File)))
+	_ = b.rep.record(struct {
+		Kind string `json:"kind"` // "memory"
+		memStatus
+	}{"memory", m})
 }

@@ -42,7 +42,7 @@ func TestRunSmoke(t *testing.T) {
 	t.Logf("tiny run took %v", time.Since(start))
 	out := stdout.String()
 	for _, want := range []string{
-		"== Workloads", "fill-seq", "fill-random", "get-hit", "get-miss", "mixed (50% hits)",
+		"== Workloads", "fill-seq", "fill-random", "get-hit", "get-miss", "mixed (50% hits)", "memory: ",
 		"scan-100 (100 keys from a random Seek)", "scan-full", "keys/s", "measured FPR",
 		"== Disk reads avoided", "gain with filters", "== Fill report", "W-amp", "== Negative lookups", "negative-lookup",
 		"== Bloom filter FPR against theory", "== Baseline: bbolt", "total time",
