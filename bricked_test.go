@@ -642,3 +642,15 @@ func globNames(t *testing.T, dir, pattern string) []string {
 	}
 	return paths
 }
+
+// TestCorruptErrorExported: a caller finds the file and offset of damage
+// with errors.As and the root package's CorruptError.
+func TestCorruptErrorExported(t *testing.T) {
+	dir := brickStore(t, 400)
+	mustDo(t, os.WriteFile(filepath.Join(dir, "99999999.wal"), []byte("x"), 0o644))
+	_, err := Open(dir, smallOptions())
+	var ce *CorruptError
+	if !errors.As(err, &ce) || ce.File != "99999999.wal" {
+		t.Fatalf("errors.As(%v) found %+v", err, ce)
+	}
+}

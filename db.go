@@ -73,7 +73,8 @@ var (
 	// this process) has the directory open.
 	ErrLocked = errors.New("bloomkv: directory locked by another process")
 	// ErrCorrupt is matched by every error about damaged or hostile
-	// on-disk data; the error names the file and the offset.
+	// on-disk data; the error is a *CorruptError naming the file and the
+	// offset.
 	ErrCorrupt = base.ErrCorrupt
 	// ErrNotStore is returned by Open for a non-empty directory that holds
 	// no bloomkv manifest: nothing in it is touched.
@@ -98,6 +99,11 @@ var (
 	// ErrSnapshotReleased is returned by reads through a closed Snapshot.
 	ErrSnapshotReleased = errors.New("bloomkv: snapshot released")
 )
+
+// CorruptError is the error behind every ErrCorrupt: the damaged file (its
+// name within the store's directory) and the byte offset of the damaged
+// structure (-1 if unknown). Find it with errors.As.
+type CorruptError = base.CorruptError
 
 // Size limits. Keys, values and batches beyond them are rejected with their
 // own errors before anything is written; everything within them can be

@@ -46,6 +46,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return 0
 	case "verify":
 		return verify(ctx, args[1:], stdout, stderr)
 	case "stats":
@@ -61,7 +64,11 @@ func verify(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("verify", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	asJSON := fs.Bool("json", false, "print the report as JSON")
-	if err := fs.Parse(args); err != nil || fs.NArg() != 1 {
+	err := fs.Parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0 // the flag package printed the usage
+	}
+	if err != nil || fs.NArg() != 1 {
 		fmt.Fprint(stderr, usage)
 		return 2
 	}

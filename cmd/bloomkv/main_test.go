@@ -183,3 +183,12 @@ func TestCheckpointCommand(t *testing.T) {
 		t.Fatalf("checkpoint into a non-empty directory: exit %d, want 2", code)
 	}
 }
+
+// TestHelp: asking for help is not an error.
+func TestHelp(t *testing.T) {
+	for _, args := range [][]string{{"-h"}, {"--help"}, {"help"}, {"verify", "-h"}} {
+		if code, out, errs := runCmd(args...); code != 0 || !strings.Contains(out+errs, "verify") {
+			t.Errorf("%v: exit %d\n%s%s", args, code, out, errs)
+		}
+	}
+}
