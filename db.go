@@ -148,7 +148,9 @@ type Options struct {
 	// effect.
 	FilterBudget int64
 	// Sync fsyncs the WAL before each commit returns, so acknowledged
-	// writes survive power loss. Default off: they survive a process crash.
+	// writes survive power loss. Default off: they survive a process crash,
+	// and a power cut leaves a prefix of them (in whole batches); DB.Sync
+	// and DB.WriteSync make chosen writes durable without Sync.
 	Sync bool
 	// CompactionFanIn is how many segments of one size tier a background
 	// compaction merges into one (size-tiered, as Bigtable's merging
