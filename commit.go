@@ -254,16 +254,22 @@ func (db *DB) createWAL(num uint64, prevSynced bool) (*wal.Writer, error) {
 func (db *DB) Sync() error {
 	var err error
 	db.commit.exclusive(db, func() {
+		// As the commit leader this goroutine owns the WAL: no commit or
+		// rotation runs meanwhile, and db.mu need not be held across the
+		// fsync.
 		db.mu.Lock()
-		defer db.mu.Unlock()
+		logw := db.logw
 		if db.opts.ReadOnly && !db.closed {
-			return // nothing was written
+			logw = nil // nothing was written
+		} else {
+			err = db.writableLocked()
 		}
-		if err = db.writableLocked(); err != nil {
+		db.mu.Unlock()
+		if err != nil || logw == nil {
 			return
 		}
-		if err = db.logw.Sync(); err != nil {
-			db.failLocked(fmt.Errorf("WAL sync: %w", err))
+		if err = logw.Sync(); err != nil {
+			db.fail(fmt.Errorf("WAL sync: %w", err))
 			err = fmt.Errorf("%w: %w", ErrReadOnly, err)
 		}
 	})
