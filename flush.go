@@ -80,6 +80,10 @@ func (db *DB) flushLoop() {
 			db.segments = append([]*segHandle{s}, db.segments...)
 			db.stats.flushBytes.Add(uint64(s.meta.Size))
 		}
+		// Only now, with the segment in place of the memtable under
+		// db.mu, is the WAL unneeded: a Checkpoint reading imm and the
+		// segments under db.mu must find the writes in one or the other.
+		db.removeFile(walName(f.logNum))
 		db.publishLocked()
 		db.stats.flushes.Add(1)
 		db.scheduleCompactionLocked()
@@ -101,8 +105,9 @@ func closeOnce(c chan struct{}) {
 	}
 }
 
-// flushFrozen writes f to a new segment, commits it to the manifest
-// together with the advanced FlushedSeq and LogNum, and removes f's WAL.
+// flushFrozen writes f to a new segment and commits it to the manifest
+// together with the advanced FlushedSeq and LogNum; flushLoop removes f's
+// WAL once the segment has taken the memtable's place.
 func (db *DB) flushFrozen(f *frozen) (*segHandle, error) {
 	start := time.Now()
 	it := compaction.NewDedup(f.mem.NewIter(), db.snapshotSeqs(), false)
@@ -128,7 +133,6 @@ func (db *DB) flushFrozen(f *frozen) (*segHandle, error) {
 		}
 		return nil, fmt.Errorf("manifest: %w", err)
 	}
-	db.removeFile(walName(f.logNum))
 	db.logger.Info("flushed memtable", "entries", f.mem.Len(), "segment", segName(s), "took", time.Since(start))
 	return s, nil
 }
