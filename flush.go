@@ -80,15 +80,18 @@ func (db *DB) flushLoop() {
 			db.segments = append([]*segHandle{s}, db.segments...)
 			db.stats.flushBytes.Add(uint64(s.meta.Size))
 		}
-		// Only now, with the segment in place of the memtable under
-		// db.mu, is the WAL unneeded: a Checkpoint reading imm and the
-		// segments under db.mu must find the writes in one or the other.
-		db.removeFile(walName(f.logNum))
 		db.publishLocked()
 		db.stats.flushes.Add(1)
 		db.scheduleCompactionLocked()
 		close(f.done)
 		db.cond.Broadcast()
+		// Only now, with the segment in place of the memtable (under
+		// db.mu), is the WAL unneeded: a Checkpoint reading imm and the
+		// segments under db.mu must find the writes in one or the other.
+		// The unlink itself needs no lock.
+		db.mu.Unlock()
+		db.removeFile(walName(f.logNum))
+		db.mu.Lock()
 	}
 	for _, f := range db.imm { // on failure or close: wake Flush callers
 		closeOnce(f.done)

@@ -299,12 +299,16 @@ func verifyClosedDir(ctx context.Context, fsys vfs.FS, dir string, st manifest.S
 	boot := vfs.BootID(fsys)
 	for _, name := range names {
 		num, ext, ok := parseFileName(name)
+		var numErr error
+		if ok {
+			numErr = checkFileNum(name, num, st)
+		}
 		switch {
 		case name == lockName || name == manifestName:
 		case !ok:
 			noteForeign(name, rep)
-		case checkFileNum(name, num, st) != nil:
-			rep.problem(name, checkFileNum(name, num, st))
+		case numErr != nil:
+			rep.problem(name, numErr)
 		case ext == segExt && !live[num]:
 			rep.notef(name, "segment not in the manifest (left by an interrupted flush or compaction); Open removes it")
 		case ext == walExt && num < st.LogNum:

@@ -192,38 +192,37 @@ func nanZero(v float64) float64 {
 // blocksBySegmentsPlot draws the fill report's absent-Get block reads
 // against the segment count, measured and predicted.
 func (h *htmlReport) blocksBySegmentsPlot() (*plot.Plot, error) {
-	if len(h.fill) == 0 {
-		return nil, nil
-	}
-	p := plot.New()
-	p.Title.Text = "Absent-key Get: data blocks touched against segments"
-	p.X.Label.Text = "segments"
-	p.Y.Label.Text = "blocks per absent Get"
-	p.Legend.Top = true
-	var measured, predicted plotter.XYs
-	for _, f := range h.fill {
-		measured = append(measured, plotter.XY{X: float64(f.Segments), Y: f.Blocks})
-		predicted = append(predicted, plotter.XY{X: float64(f.Segments), Y: f.Predicted})
-	}
-	return p, addPoints(p, []string{"measured", "predicted (Σ FPR)"}, measured, predicted)
+	return h.fillSeries("Absent-key Get: data blocks touched against segments", "segments", "blocks per absent Get",
+		func(f fillPoint) float64 { return float64(f.Segments) }, addPoints,
+		[]string{"measured", "predicted (Σ FPR)"},
+		func(f fillPoint) float64 { return f.Blocks }, func(f fillPoint) float64 { return f.Predicted })
 }
 
 // fillPlot draws write amplification over the fill report.
 func (h *htmlReport) fillPlot() (*plot.Plot, error) {
+	return h.fillSeries("Write amplification over a random fill", "keys written", "bytes written per user byte",
+		func(f fillPoint) float64 { return float64(f.Keys) }, addLines,
+		[]string{"with WAL", "without WAL"},
+		func(f fillPoint) float64 { return f.WriteAmp }, func(f fillPoint) float64 { return f.WriteAmpNoWAL })
+}
+
+// fillSeries plots one series per ys over the fill report's checkpoints
+// (nil without any), drawn by draw (addPoints or addLines).
+func (h *htmlReport) fillSeries(title, xLabel, yLabel string, x func(fillPoint) float64,
+	draw func(*plot.Plot, []string, ...plotter.XYs) error, names []string, ys ...func(fillPoint) float64) (*plot.Plot, error) {
 	if len(h.fill) == 0 {
 		return nil, nil
 	}
 	p := plot.New()
-	p.Title.Text = "Write amplification over a random fill"
-	p.X.Label.Text = "keys written"
-	p.Y.Label.Text = "bytes written per user byte"
+	p.Title.Text, p.X.Label.Text, p.Y.Label.Text = title, xLabel, yLabel
 	p.Legend.Top = true
-	var wa, waNoWAL plotter.XYs
+	series := make([]plotter.XYs, len(ys))
 	for _, f := range h.fill {
-		wa = append(wa, plotter.XY{X: float64(f.Keys), Y: f.WriteAmp})
-		waNoWAL = append(waNoWAL, plotter.XY{X: float64(f.Keys), Y: f.WriteAmpNoWAL})
+		for i, y := range ys {
+			series[i] = append(series[i], plotter.XY{X: x(f), Y: y(f)})
+		}
 	}
-	return p, addLines(p, []string{"with WAL", "without WAL"}, wa, waNoWAL)
+	return p, draw(p, names, series...)
 }
 
 func addPoints(p *plot.Plot, names []string, series ...plotter.XYs) error {
