@@ -1,15 +1,23 @@
 package bloomkv
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 
 	"github.com/bloomkv/bloomkv/internal/base"
 )
 
-// A Batch is a list of puts and deletes applied atomically by DB.Write: after
-// a crash either all of them are present or none. A Batch is not safe for
-// concurrent use; it may be reused after Reset.
+// A Batch is a list of puts, deletes and range deletions applied
+// atomically by DB.Write, in order: after a crash either all of them are
+// present or none. A Batch is not safe for concurrent use; it may be reused
+// after Reset.
+//
+// An operation the store would refuse (an empty or oversized key, an
+// oversized value, a batch past MaxBatchSize) is reported by the call that
+// adds it, and is sticky: the batch keeps that first error, ignores every
+// later operation, and DB.Write returns the error without writing anything.
+// Reset clears it.
 //
 // Its encoding is the WAL record payload (wal/FORMAT.md describes the
 // framing, this the contents), little-endian:
@@ -17,9 +25,9 @@ import (
 //	seq   uint64   sequence number of the first operation (set by the commit)
 //	count uint32   number of operations
 //	then count times:
-//	  kind  uint8          base.KindPut or base.KindDelete
-//	  klen  uvarint, key
-//	  vlen  uvarint, value (puts only)
+//	  kind  uint8          base.KindPut, base.KindDelete or base.KindRangeDelete
+//	  klen  uvarint, key   (a range deletion's start: may be empty)
+//	  vlen  uvarint, value (puts; a range deletion's end)
 type Batch struct {
 	data  []byte
 	count uint32
@@ -32,10 +40,29 @@ const batchHeaderLen = 12
 func NewBatch() *Batch { return &Batch{} }
 
 // Put adds a put of key → value. The batch copies both.
-func (b *Batch) Put(key, value []byte) { b.add(base.KindPut, key, value) }
+func (b *Batch) Put(key, value []byte) error {
+	return b.add(base.KindPut, key, value, checkEntry(key, value))
+}
 
 // Delete adds a deletion of key.
-func (b *Batch) Delete(key []byte) { b.add(base.KindDelete, key, nil) }
+func (b *Batch) Delete(key []byte) error {
+	return b.add(base.KindDelete, key, nil, checkEntry(key, nil))
+}
+
+// DeleteRange adds the deletion of every key in [start, end): the keys
+// written before it (in earlier batches, or earlier in this one), not those
+// written after. It costs one operation however many keys the range holds.
+// An empty start means "from the first key"; a range with start >= end
+// deletes nothing and is not added.
+func (b *Batch) DeleteRange(start, end []byte) error {
+	if bytes.Compare(start, end) >= 0 && b.err == nil {
+		return nil
+	}
+	return b.add(base.KindRangeDelete, start, end, checkRange(start, end))
+}
+
+// Err returns the batch's sticky error: the first operation it refused.
+func (b *Batch) Err() error { return b.err }
 
 // Len returns the number of operations in the batch.
 func (b *Batch) Len() int { return int(b.count) }
@@ -48,29 +75,38 @@ func (b *Batch) Reset() {
 	b.data, b.count, b.err = b.data[:0], 0, nil
 }
 
-func (b *Batch) add(kind base.Kind, key, value []byte) {
+func (b *Batch) add(kind base.Kind, key, value []byte, invalid error) error {
 	if b.err != nil {
-		return
+		return b.err
 	}
-	if err := checkEntry(key, value); err != nil {
-		b.err = err
-		return
+	if invalid != nil {
+		b.err = invalid
+		return invalid
 	}
 	if len(b.data) == 0 {
 		b.data = append(b.data, make([]byte, batchHeaderLen)...)
 	}
 	if len(b.data)+1+2*binary.MaxVarintLen32+len(key)+len(value) > MaxBatchSize {
 		b.err = fmt.Errorf("%w: batch would exceed %d bytes", ErrBatchTooLarge, MaxBatchSize)
-		return
+		return b.err
 	}
 	b.data = append(b.data, byte(kind))
 	b.data = binary.AppendUvarint(b.data, uint64(len(key)))
 	b.data = append(b.data, key...)
-	if kind == base.KindPut {
+	if kind != base.KindDelete {
 		b.data = binary.AppendUvarint(b.data, uint64(len(value)))
 		b.data = append(b.data, value...)
 	}
 	b.count++
+	return nil
+}
+
+// checkRange enforces the key size limit on a range's bounds.
+func checkRange(start, end []byte) error {
+	if n := max(len(start), len(end)); n > MaxKeySize {
+		return fmt.Errorf("%w: range bound of %d bytes (limit %d)", ErrKeyTooLarge, n, MaxKeySize)
+	}
+	return nil
 }
 
 // checkEntry enforces the documented size limits.
@@ -122,12 +158,25 @@ func decodeBatch(rec []byte, file string, offset int64, fn func(seq uint64, op b
 			return bad("operation %d of %d missing", i, count)
 		}
 		op.kind, p = base.Kind(p[0]), p[1:]
-		if op.kind != base.KindPut && op.kind != base.KindDelete {
-			return bad("operation %d has unknown kind %d", i, op.kind)
-		}
 		var err error
-		if op.key, p, err = readBytes(p); err != nil || len(op.key) == 0 || len(op.key) > MaxKeySize {
-			return bad("operation %d: bad key (%d bytes)", i, len(op.key))
+		switch op.kind {
+		case base.KindPut, base.KindDelete:
+			if op.key, p, err = readBytes(p); err != nil || len(op.key) == 0 || len(op.key) > MaxKeySize {
+				return bad("operation %d: bad key (%d bytes)", i, len(op.key))
+			}
+		case base.KindRangeDelete:
+			if op.key, p, err = readBytes(p); err == nil {
+				op.value, p, err = readBytes(p)
+			}
+			// What DeleteRange would refuse or not add; a range whose end
+			// is not above its start could not be fragmented.
+			if err != nil || checkRange(op.key, op.value) != nil || bytes.Compare(op.key, op.value) >= 0 {
+				return bad("operation %d: bad range (%d and %d bytes)", i, len(op.key), len(op.value))
+			}
+			fn(first+uint64(i), op)
+			continue
+		default:
+			return bad("operation %d has unknown kind %d", i, op.kind)
 		}
 		if op.kind == base.KindPut {
 			// The same limit Put enforces: a record that passed its

@@ -156,7 +156,7 @@ func (db *DB) makeRoomLocked(size int) error {
 			db.cond.Wait()
 			continue
 		}
-		if db.mem.Len() == 0 || db.mem.ApproximateSize()+size <= db.opts.MemtableSize {
+		if db.mem.Empty() || db.mem.ApproximateSize()+size <= db.opts.MemtableSize {
 			return nil
 		}
 		if len(db.imm) >= maxFrozen {

@@ -10,6 +10,7 @@ import (
 	"github.com/bloomkv/bloomkv/bloom"
 	"github.com/bloomkv/bloomkv/compaction"
 	"github.com/bloomkv/bloomkv/internal/merge"
+	"github.com/bloomkv/bloomkv/internal/rangedel"
 	"github.com/bloomkv/bloomkv/manifest"
 )
 
@@ -100,10 +101,11 @@ func (db *DB) refSegmentsLocked(start, end int) []*segHandle {
 }
 
 // hasGarbage reports whether a segment holds what a major compaction
-// drops: tombstones, or older versions of a key (kept for a snapshot that
+// drops: tombstones (point or range), or older versions of a key (kept for a snapshot that
 // may since have been released).
 func hasGarbage(s *segHandle) bool {
-	return s.meta.Tombstones > 0 || s.meta.Entries > s.reader.Properties().DistinctKeys
+	p := s.reader.Properties()
+	return s.meta.Tombstones > 0 || p.RangeDels > 0 || s.meta.Entries > p.DistinctKeys
 }
 
 func anyObsolete(segs []*segHandle) bool {
@@ -211,15 +213,25 @@ func (db *DB) compactSegments(inputs []*segHandle, tier uint32, major bool) erro
 	start := time.Now()
 	info := CompactionInfo{Inputs: len(inputs), Tier: tier, Major: major}
 	srcs := make([]merge.Source, len(inputs))
+	rangeDels := make([]*rangedel.List, 0, len(inputs))
 	for i, s := range inputs {
 		it := s.reader.NewIter(false)
 		defer it.Close()
 		srcs[i] = it
 		info.InputBytes += s.meta.Size
+		if rd := s.reader.RangeDels(); !rd.Empty() {
+			rangeDels = append(rangeDels, rd)
+		}
 	}
 	filter := db.planFilter(inputs, &info)
-	it := compaction.NewDedup(merge.New(srcs...), db.snapshotSeqs(), major)
-	out, err := db.writeSegment(it, filter, tier)
+	snaps := db.snapshotSeqs()
+	it := compaction.NewDedup(merge.New(srcs...), snaps, major)
+	var merged *rangedel.List
+	if len(rangeDels) > 0 {
+		merged = rangedel.Merge(rangeDels...)
+		it.SetRangeDels(merged)
+	}
+	out, err := db.writeSegment(it, compaction.KeepRangeDels(merged, snaps, major), filter, tier)
 	if err != nil {
 		db.fail(fmt.Errorf("compaction: %w", err))
 		return err

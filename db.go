@@ -43,6 +43,7 @@
 package bloomkv
 
 import (
+	"bytes"
 	"container/list"
 	"errors"
 	"fmt"
@@ -332,16 +333,30 @@ func (db *DB) get(key []byte, snapSeq uint64) ([]byte, error) {
 	defer rs.release()
 	seq = min(seq, snapSeq)
 	db.stats.gets.Add(1)
-	for _, m := range rs.mems { // newest first
-		if v, kind, ok := m.Get(key, seq); ok {
-			return valueOf(v, kind)
+	// deleted is the newest range tombstone seen so far that covers key.
+	// Sources are searched newest first and their sequence numbers do not
+	// overlap, so once one holds such a tombstone, every version in the
+	// sources after it is older: deleted, and not worth a read.
+	var deleted uint64
+	for _, m := range rs.mems {
+		deleted = max(deleted, m.RangeDels().Covering(key, seq))
+		if v, vseq, kind, ok := m.GetVersion(key, seq); ok {
+			if kind == base.KindDelete || vseq < deleted {
+				return nil, ErrNotFound
+			}
+			return bytes.Clone(v), nil
+		}
+		if deleted > 0 {
+			return nil, ErrNotFound
 		}
 	}
 	return db.getFromSegments(rs.segments, key, seq)
 }
 
 // getFromSegments searches the segments newest first. The key is hashed
-// once for every filter; a filter's "no" skips its segment with no I/O.
+// once for every filter; a filter's "no" skips its segment with no I/O. A
+// segment's range tombstones are in memory, so checking them costs no I/O
+// either.
 func (db *DB) getFromSegments(segments []*segHandle, key []byte, seq uint64) ([]byte, error) {
 	h := bloom.Hash(key)
 	// Counted locally and published once: a shared atomic per segment
@@ -352,39 +367,34 @@ func (db *DB) getFromSegments(segments []*segHandle, key []byte, seq uint64) ([]
 		db.stats.filterNegatives.Add(negatives)
 		db.stats.filterFalsePositives.Add(falsePositives)
 	}()
+	var deleted uint64 // as in get
 	for _, s := range segments {
-		if !s.covers(key) {
-			continue
-		}
-		probed++
-		if !s.reader.MayContain(h) {
-			negatives++
-			continue
-		}
-		v, kind, ok, err := s.reader.Get(key, seq) // v is a fresh copy
-		if err != nil {
-			return nil, fmt.Errorf("bloomkv: get from segment %s: %w", s.name, err)
-		}
-		if ok {
-			if kind == base.KindDelete {
-				return nil, ErrNotFound
+		deleted = max(deleted, s.reader.RangeDels().Covering(key, seq))
+		if s.covers(key) {
+			probed++
+			if !s.reader.MayContain(h) {
+				negatives++
+			} else {
+				v, vseq, kind, ok, err := s.reader.GetVersion(nil, key, seq) // v is a fresh copy
+				if err != nil {
+					return nil, fmt.Errorf("bloomkv: get from segment %s: %w", s.name, err)
+				}
+				if ok {
+					if kind == base.KindDelete || vseq < deleted {
+						return nil, ErrNotFound
+					}
+					return v, nil
+				}
+				if s.reader.Filter() != nil {
+					falsePositives++
+				}
 			}
-			return v, nil
 		}
-		if s.reader.Filter() != nil {
-			falsePositives++
+		if deleted > 0 {
+			break
 		}
 	}
 	return nil, ErrNotFound
-}
-
-// valueOf turns the version found in a memtable into Get's result: a copy
-// of the value, or ErrNotFound for a tombstone.
-func valueOf(v []byte, kind base.Kind) ([]byte, error) {
-	if kind == base.KindDelete {
-		return nil, ErrNotFound
-	}
-	return append(make([]byte, 0, len(v)), v...), nil
 }
 
 // Put sets key to value.
@@ -400,6 +410,25 @@ func (db *DB) Delete(key []byte) error {
 	b := getBatch()
 	defer putBatch(b)
 	b.Delete(key)
+	return db.Write(b)
+}
+
+// DeleteRange deletes every key in [start, end) that exists now, in one
+// write however many keys the range holds: a range tombstone, which hides
+// the older versions of the keys in its range from every later read (a
+// Snapshot taken before it still sees them) and lets compaction drop them.
+// Keys written after DeleteRange returns are not affected. An empty start
+// means "from the first key"; start >= end deletes nothing.
+//
+// Reads stay fast over deleted ranges: a Get checks the tombstones in
+// memory, and an iterator steps over a deleted range in one seek per
+// segment rather than key by key.
+func (db *DB) DeleteRange(start, end []byte) error {
+	b := getBatch()
+	defer putBatch(b)
+	if err := b.DeleteRange(start, end); err != nil {
+		return err
+	}
 	return db.Write(b)
 }
 

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -235,30 +236,37 @@ func TestModel(t *testing.T) {
 				t.Fatal(err)
 			}
 			delete(model, string(k))
+		case r < 52:
+			start, end := randomRange(rng, 600)
+			if err := db.DeleteRange([]byte(start), []byte(end)); err != nil {
+				t.Fatal(err)
+			}
+			modelDeleteRange(model, start, end)
 		case r < 58:
+			// The batch's operations apply in order: a put after a range
+			// deletion of its key survives it, one before does not.
 			b := NewBatch()
-			staged := map[string]*string{}
+			staged := maps.Clone(model)
 			for range rng.IntN(10) + 1 {
 				k := key()
-				if rng.IntN(3) == 0 {
+				switch rng.IntN(6) {
+				case 0, 1:
 					b.Delete(k)
-					staged[string(k)] = nil
-				} else {
+					delete(staged, string(k))
+				case 2:
+					start, end := randomRange(rng, 600)
+					b.DeleteRange([]byte(start), []byte(end))
+					modelDeleteRange(staged, start, end)
+				default:
 					v := string(value())
 					b.Put(k, []byte(v))
-					staged[string(k)] = &v
+					staged[string(k)] = v
 				}
 			}
 			if err := db.Write(b); err != nil {
 				t.Fatal(err)
 			}
-			for k, v := range staged {
-				if v == nil {
-					delete(model, k)
-				} else {
-					model[k] = *v
-				}
-			}
+			model = staged
 		case r < 95:
 			check(key())
 		case r < 97:

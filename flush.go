@@ -6,7 +6,9 @@ import (
 
 	"github.com/bloomkv/bloomkv/bloom"
 	"github.com/bloomkv/bloomkv/compaction"
+	"github.com/bloomkv/bloomkv/internal/rangedel"
 	"github.com/bloomkv/bloomkv/manifest"
+	"github.com/bloomkv/bloomkv/memtable"
 	"github.com/bloomkv/bloomkv/segment"
 	"github.com/bloomkv/bloomkv/vfs"
 )
@@ -24,7 +26,7 @@ func (db *DB) Flush() error {
 		if err = db.writableLocked(); err != nil {
 			return
 		}
-		if db.mem.Len() > 0 {
+		if !db.mem.Empty() {
 			for len(db.imm) >= maxFrozen && db.writableLocked() == nil {
 				db.cond.Wait()
 			}
@@ -113,8 +115,7 @@ func closeOnce(c chan struct{}) {
 // WAL once the segment has taken the memtable's place.
 func (db *DB) flushFrozen(f *frozen) (*segHandle, error) {
 	start := time.Now()
-	it := compaction.NewDedup(f.mem.NewIter(), db.snapshotSeqs(), false)
-	s, err := db.writeSegment(it, nil, 0)
+	s, err := db.writeMemtable(f.mem, db.snapshotSeqs())
 	if err != nil {
 		return nil, err
 	}
@@ -140,10 +141,20 @@ func (db *DB) flushFrozen(f *frozen) (*segHandle, error) {
 	return s, nil
 }
 
-// writeSegment writes the entries of it to a new segment file, syncs it and
-// opens it for reading. It returns nil (and no error) if it has no entries.
-// The file is not live until the caller commits it to the manifest.
-func (db *DB) writeSegment(it compaction.Iterator, filter *bloom.Filter, tier uint32) (*segHandle, error) {
+// writeMemtable writes mem to a new segment of tier 0: the versions and
+// range tombstones some reader can still see (none that its own range
+// tombstones cover within a snapshot stripe).
+func (db *DB) writeMemtable(mem *memtable.Memtable, snapshots []uint64) (*segHandle, error) {
+	it := compaction.NewDedup(mem.NewIter(), snapshots, false)
+	it.SetRangeDels(mem.RangeDels())
+	return db.writeSegment(it, compaction.KeepRangeDels(mem.RangeDels(), snapshots, false), nil, 0)
+}
+
+// writeSegment writes the entries of it and the range tombstones rangeDels
+// to a new segment file, syncs it and opens it for reading. It returns nil
+// (and no error) if there is nothing to write. The file is not live until
+// the caller commits it to the manifest.
+func (db *DB) writeSegment(it compaction.Iterator, rangeDels *rangedel.List, filter *bloom.Filter, tier uint32) (*segHandle, error) {
 	num, err := db.manifest.NewFileNum()
 	if err != nil {
 		return nil, fmt.Errorf("segment file number: %w", err)
@@ -153,14 +164,15 @@ func (db *DB) writeSegment(it compaction.Iterator, filter *bloom.Filter, tier ui
 	if err != nil {
 		return nil, fmt.Errorf("create segment: %w", err)
 	}
-	props, err := db.fillSegment(f, it, filter)
-	if err == nil && props.Entries > 0 {
+	props, err := db.fillSegment(f, it, rangeDels, filter)
+	empty := props.Entries == 0 && props.RangeDels == 0
+	if err == nil && !empty {
 		err = f.Sync()
 	}
-	if err == nil && props.Entries > 0 {
+	if err == nil && !empty {
 		err = db.fs.SyncDir(db.dir)
 	}
-	if err != nil || props.Entries == 0 {
+	if err != nil || empty {
 		f.Close()
 		db.fs.Remove(db.path(name))
 		if err != nil {
@@ -186,7 +198,7 @@ func (db *DB) writeSegment(it compaction.Iterator, filter *bloom.Filter, tier ui
 
 // fillSegment writes the entries of it as a segment to f. A non-nil filter
 // (compaction's union path) replaces the one the writer would build.
-func (db *DB) fillSegment(f vfs.File, it compaction.Iterator, filter *bloom.Filter) (segment.Properties, error) {
+func (db *DB) fillSegment(f vfs.File, it compaction.Iterator, rangeDels *rangedel.List, filter *bloom.Filter) (segment.Properties, error) {
 	w := segment.NewWriter(f, segment.WriterOptions{
 		BlockSize:   db.opts.BlockSize,
 		Compression: !db.opts.DisableCompression,
@@ -195,6 +207,7 @@ func (db *DB) fillSegment(f vfs.File, it compaction.Iterator, filter *bloom.Filt
 	if filter != nil {
 		w.SetFilter(filter)
 	}
+	w.SetRangeDels(rangeDels)
 	for ok := it.First(); ok; ok = it.Next() {
 		if err := w.Add(it.Key(), it.Seq(), it.Kind(), it.Value()); err != nil {
 			return segment.Properties{}, err

@@ -7,6 +7,7 @@ import (
 
 	"github.com/bloomkv/bloomkv/internal/base"
 	"github.com/bloomkv/bloomkv/internal/merge"
+	"github.com/bloomkv/bloomkv/internal/rangedel"
 	"github.com/bloomkv/bloomkv/segment"
 )
 
@@ -48,20 +49,27 @@ var ErrIteratorClosed = errors.New("bloomkv: iterator closed")
 // ErrClosed (Error reports it); its files stay open until its own Close.
 // An Iterator is not safe for concurrent use.
 type Iterator struct {
-	db      *DB
-	rs      *readState
-	seq     uint64 // the newest version visible
-	segIts  []*segment.Iter
-	m       *merge.Iter
-	lower   []byte
-	upper   []byte
-	reverse bool // moving backward: m is before the current key, which is a copy
-	valid   bool
-	key     []byte
-	value   []byte
-	keyBuf  []byte
-	valBuf  []byte
-	err     error
+	db     *DB
+	rs     *readState
+	seq    uint64 // the newest version visible
+	segIts []*segment.Iter
+	m      *merge.Iter
+	// rangeDels are the range tombstones of the iterator's memtables and
+	// segments, one cursor per source that has any; maxSeqs[i] is the
+	// largest sequence number of the i-th merge source, which decides
+	// whether a covering tombstone lets the iterator jump over the source's
+	// entries (skipCovered).
+	rangeDels []rangedel.Cursor
+	maxSeqs   []uint64
+	lower     []byte
+	upper     []byte
+	reverse   bool // moving backward: m is before the current key, which is a copy
+	valid     bool
+	key       []byte
+	value     []byte
+	keyBuf    []byte
+	valBuf    []byte
+	err       error
 }
 
 // NewIterator returns an unpositioned iterator over the current state of
@@ -82,22 +90,62 @@ func (db *DB) newIterator(opts *IterOptions, snapSeq uint64) (*Iterator, error) 
 	it.lower, it.upper = bounds(opts)
 	srcs := make([]merge.Source, 0, len(rs.mems)+len(rs.segments))
 	for _, m := range rs.mems {
-		// A memtable empty now can only gain writes newer than it.seq,
-		// which the iterator would hide anyway.
+		// What a memtable gains from now on is newer than it.seq, which
+		// the iterator would hide anyway.
+		it.addRangeDels(m.RangeDels())
 		if m.Len() > 0 {
 			srcs = append(srcs, m.NewIter())
+			it.maxSeqs = append(it.maxSeqs, m.MaxSeq())
 		}
 	}
 	for _, s := range rs.segments {
+		it.addRangeDels(s.reader.RangeDels())
 		if !s.overlaps(it.lower, it.upper) {
 			continue
 		}
 		si := s.reader.NewIter(opts.FillCache)
 		it.segIts = append(it.segIts, si)
 		srcs = append(srcs, si)
+		it.maxSeqs = append(it.maxSeqs, s.meta.MaxSeq)
 	}
 	it.m = merge.New(srcs...)
 	return it, nil
+}
+
+// addRangeDels adds l's tombstones to those the iterator applies, if any
+// of them meet its bounds.
+func (it *Iterator) addRangeDels(l *rangedel.List) {
+	start, end := l.Bounds()
+	if l.Empty() || (it.upper != nil && bytes.Compare(start, it.upper) >= 0) ||
+		(it.lower != nil && bytes.Compare(end, it.lower) <= 0) {
+		return
+	}
+	it.rangeDels = append(it.rangeDels, rangedel.NewCursor(l))
+}
+
+// covering returns the newest range tombstone visible to the iterator that
+// covers key (0 if none), and the fragment it was found in.
+func (it *Iterator) covering(key []byte) (seq uint64, frag *rangedel.Fragment) {
+	for i := range it.rangeDels {
+		if f := it.rangeDels[i].At(key); f != nil {
+			if s := f.Visible(it.seq); s > seq {
+				seq, frag = s, f
+			}
+		}
+	}
+	return seq, frag
+}
+
+// skipCovered moves the sources whose every entry is older than the range
+// tombstone at seq past its fragment: all they hold there is deleted.
+// Forward that is to the fragment's end, backward to below its start.
+func (it *Iterator) skipCovered(seq uint64, frag *rangedel.Fragment) {
+	older := func(i int) bool { return it.maxSeqs[i] < seq }
+	if it.reverse {
+		it.m.SkipBackTo(frag.Start, older)
+	} else {
+		it.m.SkipTo(frag.End, older)
+	}
 }
 
 // bounds returns the effective [lower, upper) of opts, nil for no bound.
@@ -230,16 +278,22 @@ func (it *Iterator) findNext() bool {
 		if it.upper != nil && bytes.Compare(k, it.upper) >= 0 {
 			break
 		}
-		switch {
-		case it.m.Seq() > it.seq: // written after the iterator was made
+		if it.m.Seq() > it.seq { // written after the iterator was made
 			it.m.Next()
-		case it.m.Kind() == base.KindDelete:
+			continue
+		}
+		// m is at the newest visible version of k.
+		deleted, frag := it.covering(k)
+		if hidden := it.m.Seq() < deleted; hidden || it.m.Kind() == base.KindDelete {
 			it.keyBuf = append(it.keyBuf[:0], k...)
 			it.skipVersions()
-		default:
-			it.key, it.value, it.valid = k, it.m.Value(), true
-			return true
+			if hidden {
+				it.skipCovered(deleted, frag)
+			}
+			continue
 		}
+		it.key, it.value, it.valid = k, it.m.Value(), true
+		return true
 	}
 	return it.stop()
 }
@@ -255,17 +309,24 @@ func (it *Iterator) findPrev() bool {
 			break
 		}
 		it.keyBuf = append(it.keyBuf[:0], it.m.Key()...)
-		found := false
+		found, newest := false, uint64(0) // the newest visible version: a put?
 		for it.m.Valid() && bytes.Equal(it.m.Key(), it.keyBuf) {
-			if it.m.Seq() <= it.seq {
-				found = it.m.Kind() == base.KindPut
+			if seq := it.m.Seq(); seq <= it.seq {
+				found, newest = it.m.Kind() == base.KindPut, seq
 				if found {
 					it.valBuf = append(it.valBuf[:0], it.m.Value()...)
 				}
 			}
 			it.m.Prev()
 		}
-		if found && it.m.Error() == nil {
+		if it.m.Error() != nil {
+			break
+		}
+		if deleted, frag := it.covering(it.keyBuf); newest < deleted {
+			it.skipCovered(deleted, frag)
+			continue
+		}
+		if found {
 			it.key, it.value, it.valid = it.keyBuf, it.valBuf, true
 			return true
 		}

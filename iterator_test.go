@@ -140,10 +140,15 @@ func TestIteratorModel(t *testing.T) {
 	for round := range rounds {
 		for range 300 {
 			k := fmt.Sprintf("k%04d", rng.IntN(1000))
-			if rng.IntN(4) == 0 {
+			switch r := rng.IntN(40); {
+			case r == 0:
+				start, end := randomRange(rng, 1000)
+				mustDo(t, db.DeleteRange([]byte(start), []byte(end)))
+				modelDeleteRange(model, start, end)
+			case r < 10:
 				mustDo(t, db.Delete([]byte(k)))
 				delete(model, k)
-			} else {
+			default:
 				v := fmt.Sprintf("v%d-%d", round, rng.IntN(1e6))
 				mustDo(t, db.Put([]byte(k), []byte(v)))
 				model[k] = v
@@ -169,6 +174,7 @@ func TestIteratorModel(t *testing.T) {
 			checkIter(t, rng, it, newSortedModel(model, opts), 200)
 			mustDo(t, it.Close())
 		}
+		checkGets(t, rng, db.Get, model)
 		for _, s := range snaps {
 			checkSnapshot(t, rng, s.s, s.model)
 		}
@@ -187,16 +193,50 @@ func TestIteratorModel(t *testing.T) {
 	}
 }
 
-func checkSnapshot(t *testing.T, rng *rand.Rand, s *Snapshot, model map[string]string) {
+// checkGets compares get with the model on 50 random keys.
+func checkGets(t *testing.T, rng *rand.Rand, get func([]byte) ([]byte, error), model map[string]string) {
 	t.Helper()
 	for range 50 {
 		k := fmt.Sprintf("k%04d", rng.IntN(1000))
-		v, err := s.Get([]byte(k))
+		v, err := get([]byte(k))
 		want, ok := model[k]
 		if ok && (err != nil || string(v) != want) || !ok && !errors.Is(err, ErrNotFound) {
-			t.Fatalf("snapshot Get(%s) = %q, %v; want %q (present %v)", k, v, err, want, ok)
+			t.Fatalf("Get(%s) = %q, %v; want %q (present %v)", k, v, err, want, ok)
 		}
 	}
+}
+
+// randomRange returns the bounds of a range deletion over keys k0000 to
+// k(n-1): mostly a few dozen keys, sometimes hundreds, sometimes empty or
+// from the first key.
+func randomRange(rng *rand.Rand, n int) (start, end string) {
+	lo := rng.IntN(n)
+	width := rng.IntN(40)
+	switch rng.IntN(10) {
+	case 0:
+		width = rng.IntN(n)
+	case 1:
+		width = -rng.IntN(3) // empty or reversed: deletes nothing
+	}
+	start, end = fmt.Sprintf("k%04d", lo), fmt.Sprintf("k%04d", lo+width)
+	if rng.IntN(20) == 0 {
+		start = ""
+	}
+	return start, end
+}
+
+// modelDeleteRange applies DeleteRange(start, end) to a model.
+func modelDeleteRange(model map[string]string, start, end string) {
+	for k := range model {
+		if start <= k && k < end {
+			delete(model, k)
+		}
+	}
+}
+
+func checkSnapshot(t *testing.T, rng *rand.Rand, s *Snapshot, model map[string]string) {
+	t.Helper()
+	checkGets(t, rng, s.Get, model)
 	opts := randomIterOptions(rng)
 	it, err := s.NewIterator(opts)
 	mustDo(t, err)

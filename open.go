@@ -369,8 +369,8 @@ func (db *DB) startFresh(replayed *memtable.Memtable) error {
 		seg   *segHandle
 		err   error
 	)
-	if replayed.Len() > 0 {
-		if seg, err = db.writeSegment(compaction.NewDedup(replayed.NewIter(), nil, false), nil, 0); err != nil {
+	if !replayed.Empty() {
+		if seg, err = db.writeMemtable(replayed, nil); err != nil {
 			return fmt.Errorf("bloomkv: flush recovered writes: %w", err)
 		}
 		added = append(added, seg.meta)

@@ -5,10 +5,10 @@ package compaction
 
 import (
 	"bytes"
-	"slices"
 
 	"github.com/bloomkv/bloomkv/internal/base"
 	"github.com/bloomkv/bloomkv/internal/merge"
+	"github.com/bloomkv/bloomkv/internal/rangedel"
 )
 
 // Iterator is a forward source of internal keys in internal-key order
@@ -40,10 +40,15 @@ func Err(it Iterator) error { return merge.Err(it) }
 // data there is (a merge that includes the oldest segment), since otherwise
 // the tombstone must keep shadowing older versions elsewhere. A deletion in
 // a newer stripe stays: an older snapshot may see a version below it.
+//
+// Given range tombstones (SetRangeDels), it also drops every version that a
+// tombstone newer than it covers within the same stripe: no reader that
+// sees the version misses the tombstone.
 type Dedup struct {
 	src            Iterator
 	snapshots      []uint64 // sequence numbers of open snapshots, ascending
 	dropTombstones bool
+	rangeDels      rangedel.Cursor
 	prev           []byte
 	prevStripe     int
 	started        bool
@@ -52,10 +57,13 @@ type Dedup struct {
 // NewDedup wraps src. snapshots holds the sequence numbers of the open
 // snapshots in any order; Dedup keeps its own sorted copy.
 func NewDedup(src Iterator, snapshots []uint64, dropTombstones bool) *Dedup {
-	snaps := slices.Clone(snapshots)
-	slices.Sort(snaps)
-	return &Dedup{src: src, snapshots: slices.Compact(snaps), dropTombstones: dropTombstones}
+	return &Dedup{src: src, snapshots: sortedSnapshots(snapshots), dropTombstones: dropTombstones}
 }
+
+// SetRangeDels gives Dedup the range tombstones that apply to its source
+// (those of the memtable or segments it reads, or newer ones); the versions
+// they cover within a stripe are dropped.
+func (d *Dedup) SetRangeDels(l *rangedel.List) { d.rangeDels = rangedel.NewCursor(l) }
 
 // First positions at the first visible entry.
 func (d *Dedup) First() bool {
@@ -76,10 +84,7 @@ func (d *Dedup) Next() bool {
 
 // stripe returns the index of the oldest snapshot that sees seq, or
 // len(snapshots) if only readers of the latest state do.
-func (d *Dedup) stripe(seq uint64) int {
-	i, _ := slices.BinarySearch(d.snapshots, seq)
-	return i
-}
+func (d *Dedup) stripe(seq uint64) int { return stripeOf(d.snapshots, seq) }
 
 // settle skips versions shadowed within their stripe and, if asked,
 // deletions that no reader needs.
@@ -99,7 +104,8 @@ func (d *Dedup) settle() bool {
 			d.started = true
 		}
 		d.prevStripe = stripe
-		if d.dropTombstones && stripe == 0 && d.src.Kind() == base.KindDelete {
+		if (d.dropTombstones && stripe == 0 && d.src.Kind() == base.KindDelete) ||
+			coveredInStripe(d.rangeDels.At(k), d.snapshots, d.src.Seq(), stripe) {
 			if !d.src.Next() {
 				return false
 			}

@@ -23,6 +23,7 @@ import (
 	"unsafe"
 
 	"github.com/bloomkv/bloomkv/internal/base"
+	"github.com/bloomkv/bloomkv/internal/rangedel"
 )
 
 const (
@@ -93,16 +94,22 @@ func keyPrefix(key []byte) uint64 {
 // by one goroutine at a time; Get, Len, ApproximateSize and iterators may
 // be used concurrently with Add and with each other.
 type Memtable struct {
-	head   *node        // sentinel with a full-height tower; holds no entry
-	height atomic.Int32 // tallest tower in use; searches start there
-	size   atomic.Int64 // see ApproximateSize
-	count  atomic.Int64 // see Len
+	head   *node         // sentinel with a full-height tower; holds no entry
+	height atomic.Int32  // tallest tower in use; searches start there
+	size   atomic.Int64  // see ApproximateSize
+	count  atomic.Int64  // see Len
+	maxSeq atomic.Uint64 // see MaxSeq
+
+	// rangeDels is the fragmented list of the range tombstones added so
+	// far, replaced (never changed) by each AddRangeDelete.
+	rangeDels atomic.Pointer[rangedel.List]
 
 	// Writer-only state.
 	arena  arena
 	nodes  []node                 // unused nodes of the current slab
 	towers []atomic.Pointer[node] // unused tower slots of the current slab
 	rng    rand.PCG               // tower heights; per memtable, so no shared lock
+	raw    []rangedel.Tombstone   // every range tombstone added, in arena memory
 }
 
 // New returns an empty memtable. sizeHint is the expected capacity in bytes
@@ -124,9 +131,16 @@ func New(sizeHint int) *Memtable {
 //
 // Adding the same (key, seq) twice is a caller bug and panics, as does a
 // seq above base.MaxSeq: either would silently break the ordering.
+//
+// A range tombstone (kind base.KindRangeDelete, value the end of the range)
+// goes to the table's range tombstones instead (AddRangeDelete).
 func (m *Memtable) Add(seq uint64, kind base.Kind, key, value []byte) {
 	if seq > base.MaxSeq {
 		panic("memtable: sequence number above base.MaxSeq")
+	}
+	if kind == base.KindRangeDelete {
+		m.AddRangeDelete(seq, key, value)
+		return
 	}
 	// Search for the spot before every version of key at seq, whatever its
 	// kind. If next is such a version we have a duplicate; otherwise this
@@ -157,18 +171,71 @@ func (m *Memtable) Add(seq uint64, kind base.Kind, key, value []byte) {
 	}
 	m.size.Add(int64(len(key) + len(value) + nodeOverhead(height)))
 	m.count.Add(1)
+	m.noteSeq(seq)
 }
+
+// noteSeq raises MaxSeq to seq. Only the writer calls it, so a load and a
+// store suffice.
+func (m *Memtable) noteSeq(seq uint64) {
+	if seq > m.maxSeq.Load() {
+		m.maxSeq.Store(seq)
+	}
+}
+
+// rangeDelOverhead is what a range tombstone costs besides its two keys:
+// the Tombstone and its share of the fragmented list.
+const rangeDelOverhead = 128
+
+// AddRangeDelete records that every key in [start, end) was deleted at seq.
+// It copies start and end. Like Add, it must not overlap another Add, but
+// may run concurrently with readers, which see the tombstone once it
+// returns.
+//
+// Each call re-fragments the table's range tombstones (O(n log n) for n of
+// them): range deletions are rare next to point writes, and the result is
+// what lets a Get check them with one binary search.
+func (m *Memtable) AddRangeDelete(seq uint64, start, end []byte) {
+	buf := m.arena.alloc(len(start) + len(end))
+	copy(buf, start)
+	copy(buf[len(start):], end)
+	m.raw = append(m.raw, rangedel.Tombstone{
+		Start: buf[:len(start):len(start)],
+		End:   buf[len(start):],
+		Seq:   seq,
+	})
+	m.rangeDels.Store(rangedel.Build(m.raw))
+	m.size.Add(int64(len(start) + len(end) + rangeDelOverhead))
+	m.noteSeq(seq)
+}
+
+// RangeDels returns the table's range tombstones, fragmented; nil if it
+// has none.
+func (m *Memtable) RangeDels() *rangedel.List { return m.rangeDels.Load() }
+
+// Empty reports whether the table holds nothing: no entry and no range
+// tombstone.
+func (m *Memtable) Empty() bool { return m.Len() == 0 && m.RangeDels().Empty() }
+
+// MaxSeq returns the largest sequence number added so far (0 if none).
+func (m *Memtable) MaxSeq() uint64 { return m.maxSeq.Load() }
 
 // Get returns the newest version of key whose sequence number is <= maxSeq.
 // A deletion is reported as found with kind base.KindDelete. The returned
 // value aliases the memtable's memory: it must not be modified, and stays
 // valid as long as the memtable is referenced.
 func (m *Memtable) Get(key []byte, maxSeq uint64) (value []byte, kind base.Kind, found bool) {
+	value, _, kind, found = m.GetVersion(key, maxSeq)
+	return value, kind, found
+}
+
+// GetVersion is Get that also returns the sequence number of the version
+// found, which a reader compares with the range tombstones that cover key.
+func (m *Memtable) GetVersion(key []byte, maxSeq uint64) (value []byte, seq uint64, kind base.Kind, found bool) {
 	n := m.seekGE(key, seqMaxTrailer(min(maxSeq, base.MaxSeq)), nil)
 	if n == nil || !bytes.Equal(n.key, key) {
-		return nil, 0, false
+		return nil, 0, 0, false
 	}
-	return n.value, n.kind(), true
+	return n.value, n.seq(), n.kind(), true
 }
 
 // ApproximateSize returns the bytes taken by the entries: their keys and

@@ -9,8 +9,12 @@ import (
 )
 
 // FormatVersion is the version of the segment format this package writes
-// and reads (FORMAT.md).
-const FormatVersion = 1
+// (FORMAT.md). It reads every version from minFormatVersion up: version 1
+// files are version 2 files without the optional blocks.
+const FormatVersion = 2
+
+// minFormatVersion is the oldest format version this package reads.
+const minFormatVersion = 1
 
 const (
 	// MaxBlockSize bounds the decompressed size of a block. A snappy header
@@ -151,8 +155,8 @@ func decodeFooter(b []byte) (footer, string) {
 		h.length = binary.LittleEndian.Uint64(b[16*i+8:])
 	}
 	f.version = binary.LittleEndian.Uint32(b[48:])
-	if f.version != FormatVersion {
-		return footer{}, fmt.Sprintf("unsupported format version %d (this build reads %d)", f.version, FormatVersion)
+	if f.version < minFormatVersion || f.version > FormatVersion {
+		return footer{}, fmt.Sprintf("unsupported format version %d (this build reads %d to %d)", f.version, minFormatVersion, FormatVersion)
 	}
 	return f, ""
 }

@@ -25,6 +25,13 @@ type Properties struct {
 	IndexSize  uint64 // bytes of the stored index block, trailer excluded
 	FilterSize uint64 // bytes of the filter block (the bloom encoding); 0 if none
 
+	// RangeDels counts the range tombstones (one per fragment and
+	// sequence number) in the range-deletion block, stored RangeDelSize
+	// bytes long (trailer excluded). Both 0 without one, and in every
+	// version-1 file.
+	RangeDels    uint64
+	RangeDelSize uint64
+
 	// Geometry of the Bloom filter (bloom.Geometry); all 0 if none.
 	FilterLayout uint8
 	FilterK      uint8
@@ -48,9 +55,13 @@ const (
 	propLargest      = "largest"
 	propMaxSeq       = "max-seq"
 	propMinSeq       = "min-seq"
+	propRangeDelSize = "range-del-size" // optional (version 2)
+	propRangeDels    = "range-dels"     // optional (version 2)
 	propSmallest     = "smallest"
 	propTombstones   = "tombstones"
 
+	// numProperties counts the properties every segment has; the optional
+	// ones are written only when not zero.
 	numProperties = 14
 )
 
@@ -74,6 +85,10 @@ func encodeProperties(bw *blockWriter, p *Properties) []byte {
 	bw.add([]byte(propLargest), p.Largest)
 	u(propMaxSeq, p.MaxSeq)
 	u(propMinSeq, p.MinSeq)
+	if p.RangeDels > 0 {
+		u(propRangeDelSize, p.RangeDelSize)
+		u(propRangeDels, p.RangeDels)
+	}
 	bw.add([]byte(propSmallest), p.Smallest)
 	u(propTombstones, p.Tombstones)
 	return bw.finish()
@@ -163,13 +178,24 @@ func (p *Properties) set(name, val []byte) (known bool, reason string) {
 		p.MinSeq = x
 	case propTombstones:
 		p.Tombstones = x
+	case propRangeDelSize:
+		p.RangeDelSize = x
+		return false, reasonIf(!ok)
+	case propRangeDels:
+		p.RangeDels = x
+		return false, reasonIf(!ok)
 	default:
 		return false, ""
 	}
-	if !ok {
-		return true, "bad or out-of-range uvarint"
+	return true, reasonIf(!ok)
+}
+
+// reasonIf is the reason a malformed numeric property gives.
+func reasonIf(bad bool) string {
+	if bad {
+		return "bad or out-of-range uvarint"
 	}
-	return true, ""
+	return ""
 }
 
 // check returns the first violated relation between properties, or "".
@@ -185,6 +211,8 @@ func (p *Properties) check() string {
 		return "bad sequence number range"
 	case bytes.Compare(p.Smallest, p.Largest) > 0:
 		return "smallest key above largest key"
+	case (p.RangeDels == 0) != (p.RangeDelSize == 0):
+		return "range-deletion count and size disagree"
 	}
 	return ""
 }

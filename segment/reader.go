@@ -11,6 +11,7 @@ import (
 
 	"github.com/bloomkv/bloomkv/bloom"
 	"github.com/bloomkv/bloomkv/internal/base"
+	"github.com/bloomkv/bloomkv/internal/rangedel"
 	"github.com/golang/snappy"
 )
 
@@ -40,13 +41,14 @@ type ReaderOptions struct {
 // filter in memory and reads data blocks on demand, through the cache. It
 // is safe for concurrent use.
 type Reader struct {
-	f        io.ReaderAt
-	opts     ReaderOptions
-	footer   footer
-	props    Properties
-	filter   *bloom.Filter                // as stored in the file
-	resident atomic.Pointer[bloom.Filter] // what MayContain asks: filter, or a fold of it
-	index    []indexEntry
+	f         io.ReaderAt
+	opts      ReaderOptions
+	footer    footer
+	props     Properties
+	filter    *bloom.Filter                // as stored in the file
+	rangeDels *rangedel.List               // the range-deletion block, fragmented
+	resident  atomic.Pointer[bloom.Filter] // what MayContain asks: filter, or a fold of it
+	index     []indexEntry
 	// verified marks the mapped, uncompressed data blocks whose checksum
 	// and structure were checked once: the file is immutable, so later
 	// reads slice the mapping without hashing 4 KiB again (that CRC was
@@ -87,6 +89,10 @@ func Open(f io.ReaderAt, size int64, opts ReaderOptions) (*Reader, error) {
 	if err := r.readProperties(); err != nil {
 		return nil, err
 	}
+	optional, err := r.layout()
+	if err != nil {
+		return nil, err
+	}
 	if err := r.readIndex(); err != nil {
 		return nil, err
 	}
@@ -94,6 +100,9 @@ func Open(f io.ReaderAt, size int64, opts ReaderOptions) (*Reader, error) {
 		r.verified = make([]atomic.Bool, len(r.index))
 	}
 	if err := r.readFilter(); err != nil {
+		return nil, err
+	}
+	if err := r.readRangeDels(optional[0]); err != nil {
 		return nil, err
 	}
 	return r, nil
@@ -119,9 +128,10 @@ func (r *Reader) readAt(buf []byte, off uint64) error {
 	return fmt.Errorf("segment %s: read %d bytes at %d: %w", r.opts.Name, len(buf), off, err)
 }
 
-// readFooter reads the footer and checks that the metadata blocks are
-// contiguous in the order filter, properties, index, ending at the footer.
-// That bounds every metadata length by the file size.
+// readFooter reads the footer and checks that the properties and index
+// blocks are contiguous up to the footer, and that the filter block, if
+// any, ends before them. That bounds every metadata length by the file
+// size; layout checks the rest once the properties are known.
 func (r *Reader) readFooter(size int64) error {
 	if size < footerLen {
 		return r.corrupt(0, "file of %d bytes is shorter than the footer", size)
@@ -135,20 +145,50 @@ func (r *Reader) readFooter(size int64) error {
 	if reason != "" {
 		return r.corrupt(footerOff, "footer: %s", reason)
 	}
-	dataEnd := ft.properties.offset
-	if ft.filter != (blockHandle{}) {
-		dataEnd = ft.filter.offset
-		if ft.filter.length > footerOff || ft.filter.end() != ft.properties.offset {
-			return r.corrupt(footerOff, "footer: filter block does not end where the properties block starts")
-		}
-	}
 	if ft.properties.length > footerOff || ft.properties.end() != ft.index.offset ||
-		ft.index.length > footerOff || ft.index.end() != footerOff || dataEnd > footerOff {
+		ft.index.length > footerOff || ft.index.end() != footerOff || ft.properties.offset > footerOff {
 		return r.corrupt(footerOff, "footer: metadata blocks are not contiguous up to the footer")
 	}
+	if ft.filter != (blockHandle{}) && (ft.filter.offset > footerOff || ft.filter.length > footerOff || ft.filter.end() > ft.properties.offset) {
+		return r.corrupt(footerOff, "footer: filter block does not end before the properties block")
+	}
 	r.footer = ft
-	r.props.DataSize = dataEnd
 	return nil
+}
+
+// layout checks that the blocks before the properties block tile the file
+// exactly: data blocks from 0 to DataSize, then the filter block (if
+// any), then the optional blocks of version 2 in their fixed order, each
+// as long as its property says, up to the properties block. It returns
+// the handles of the optional blocks (zero for those absent).
+func (r *Reader) layout() (optional [1]blockHandle, err error) {
+	p, ft := &r.props, &r.footer
+	end := ft.properties.offset
+	pos := p.DataSize
+	if ft.filter != (blockHandle{}) {
+		if ft.filter.offset != pos {
+			return optional, r.corrupt(ft.properties.offset, "properties: data size %d, but the filter block starts at %d", p.DataSize, ft.filter.offset)
+		}
+		pos = ft.filter.end()
+	}
+	sizes := [len(optional)]uint64{p.RangeDelSize}
+	for i, size := range sizes {
+		if size == 0 {
+			continue
+		}
+		if ft.version < 2 {
+			return optional, r.corrupt(ft.properties.offset, "properties: a version-%d segment with version-2 blocks", ft.version)
+		}
+		if pos > end || size > end-pos {
+			return optional, r.corrupt(ft.properties.offset, "properties: optional block %d of %d bytes at %d runs past the properties block at %d", i, size, pos, end)
+		}
+		optional[i] = blockHandle{offset: pos, length: size}
+		pos = optional[i].end()
+	}
+	if pos != end {
+		return optional, r.corrupt(ft.properties.offset, "properties: data size %d and the blocks after it end at %d, but the properties block starts at %d", p.DataSize, pos, end)
+	}
+	return optional, nil
 }
 
 // readStored reads the block at h, verifies its checksum and returns its
@@ -250,15 +290,12 @@ func (r *Reader) readProperties() error {
 	if err != nil {
 		return err
 	}
-	dataEnd := r.props.DataSize
 	r.props, err = decodeProperties(b, r.opts.Name, int64(h.offset))
 	if err != nil {
 		return err
 	}
 	r.props.FormatVersion = r.footer.version
 	switch {
-	case r.props.DataSize != dataEnd:
-		return r.corrupt(h.offset, "properties: data size %d, but data blocks end at %d", r.props.DataSize, dataEnd)
 	case r.props.IndexSize != r.footer.index.length:
 		return r.corrupt(h.offset, "properties: index size %d, but the index block has %d bytes", r.props.IndexSize, r.footer.index.length)
 	case r.props.FilterSize != r.footer.filter.length:
@@ -470,38 +507,46 @@ func (r *Reader) Get(key []byte, maxSeq uint64) (value []byte, kind base.Kind, f
 // if nothing was found. With a warm cache and enough capacity in dst it
 // does not allocate.
 func (r *Reader) GetAppend(dst, key []byte, maxSeq uint64) (value []byte, kind base.Kind, found bool, err error) {
+	value, _, kind, found, err = r.GetVersion(dst, key, maxSeq)
+	return value, kind, found, err
+}
+
+// GetVersion is GetAppend that also returns the sequence number of the
+// version found, which a reader compares with the range tombstones that
+// cover key.
+func (r *Reader) GetVersion(dst, key []byte, maxSeq uint64) (value []byte, seq uint64, kind base.Kind, found bool, err error) {
 	// Versions are ordered newest first, so the first entry at or after
 	// (key, maxSeq, largest kind) is the newest version <= maxSeq, if its
 	// user key is key.
 	trailer := base.MakeTrailer(min(maxSeq, base.MaxSeq), 0xff)
 	i := r.searchIndex(key, trailer)
 	if i == len(r.index) {
-		return dst, 0, false, nil
+		return dst, 0, 0, false, nil
 	}
 	block, err := r.dataBlock(i, cacheFill, nil)
 	if err != nil {
-		return dst, 0, false, err
+		return dst, 0, 0, false, err
 	}
 	it := r.iters.Get().(*blockIter)
 	defer r.putIter(it)
 	if err := it.init(block, true, r.opts.Name, int64(r.index[i].h.offset)); err != nil {
-		return dst, 0, false, err
+		return dst, 0, 0, false, err
 	}
 	// If the block runs out, key is absent: the separator is either the
 	// block's last key or lies strictly between the user keys of this
 	// block and the next, so the next block starts with a larger user key.
 	if !it.seekGE(key, trailer) {
-		return dst, 0, false, it.err
+		return dst, 0, 0, false, it.err
 	}
 	ukey, t := splitInternalKey(it.key)
 	if !bytes.Equal(ukey, key) {
-		return dst, 0, false, nil
+		return dst, 0, 0, false, nil
 	}
-	_, kind = base.SplitTrailer(t)
+	seq, kind = base.SplitTrailer(t)
 	if kind != base.KindPut && kind != base.KindDelete {
-		return dst, 0, false, r.corrupt(r.index[i].h.offset, "entry of unknown kind %d", kind)
+		return dst, 0, 0, false, r.corrupt(r.index[i].h.offset, "entry of unknown kind %d", kind)
 	}
-	return append(dst, it.val...), kind, true, nil
+	return append(dst, it.val...), seq, kind, true, nil
 }
 
 // putIter returns a Get iterator to the pool without letting it keep the

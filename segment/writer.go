@@ -10,6 +10,7 @@ import (
 
 	"github.com/bloomkv/bloomkv/bloom"
 	"github.com/bloomkv/bloomkv/internal/base"
+	"github.com/bloomkv/bloomkv/internal/rangedel"
 	"github.com/golang/snappy"
 )
 
@@ -59,11 +60,12 @@ type Writer struct {
 	pending  bool   // a data block is written and awaits its index entry
 	pendingH blockHandle
 
-	hashes   []uint64      // bloom.Hash of each distinct user key
-	filter   *bloom.Filter // supplied by SetFilter
-	props    Properties
-	err      error
-	finished bool
+	hashes    []uint64       // bloom.Hash of each distinct user key
+	filter    *bloom.Filter  // supplied by SetFilter
+	rangeDels *rangedel.List // supplied by SetRangeDels
+	props     Properties
+	err       error
+	finished  bool
 }
 
 // NewWriter returns a Writer that writes a segment to w.
@@ -277,8 +279,8 @@ func (w *Writer) flush() error {
 	return w.err
 }
 
-// Finish writes the last data block, the filter, properties and index
-// blocks and the footer, and returns the segment's properties. It does not
+// Finish writes the last data block, the filter, range-deletion,
+// properties and index blocks and the footer, and returns the segment's properties. It does not
 // sync or close the destination.
 func (w *Writer) Finish() (Properties, error) {
 	if w.err == nil && w.finished {
@@ -302,6 +304,12 @@ func (w *Writer) Finish() (Properties, error) {
 	ft := footer{version: FormatVersion}
 	if err := w.writeFilter(&ft); err != nil {
 		return Properties{}, err
+	}
+	if !w.rangeDels.Empty() {
+		w.props.countRangeDels(w.rangeDels)
+		block := encodeRangeDels(&w.data, w.rangeDels)
+		w.props.RangeDelSize = uint64(len(block))
+		w.emit(block, compressionNone) // a failed write is sticky; the flush below returns it
 	}
 	// The index size goes into the properties block, which precedes the
 	// index, so the index is encoded first and emitted after.

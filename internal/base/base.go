@@ -20,6 +20,11 @@ const (
 	KindDelete Kind = 0
 	// KindPut records a value for the user key.
 	KindPut Kind = 1
+	// KindRangeDelete is a range tombstone: every user key in [key, end)
+	// was deleted at this sequence number. It appears in batches (the end
+	// is the operation's value) and in a segment's range-deletion block,
+	// never among a memtable's or a data block's point entries.
+	KindRangeDelete Kind = 2
 )
 
 func (k Kind) String() string {
@@ -28,6 +33,8 @@ func (k Kind) String() string {
 		return "delete"
 	case KindPut:
 		return "put"
+	case KindRangeDelete:
+		return "range-delete"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }

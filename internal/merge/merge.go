@@ -6,6 +6,7 @@
 package merge
 
 import (
+	"bytes"
 	"errors"
 
 	"github.com/bloomkv/bloomkv/internal/base"
@@ -48,6 +49,7 @@ var ErrDirection = errors.New("merge: iteration direction changed without a seek
 // that comparisons cost no interface calls.
 type item struct {
 	src     Source
+	index   int // of src in New's arguments
 	key     []byte
 	trailer uint64
 }
@@ -69,7 +71,7 @@ type Iter struct {
 func New(srcs ...Source) *Iter {
 	m := &Iter{items: make([]item, len(srcs)), heap: make([]*item, 0, len(srcs))}
 	for i, s := range srcs {
-		m.items[i].src = s
+		m.items[i].src, m.items[i].index = s, i
 	}
 	return m
 }
@@ -159,6 +161,57 @@ func (m *Iter) fail(err error) bool {
 	m.err = err
 	m.heap = m.heap[:0]
 	return false
+}
+
+// SkipTo moves forward, past every user key below key, the sources that
+// skip(i) selects (i their index in New's arguments), and leaves the others
+// where they are. A reader that knows the selected sources hold nothing
+// visible in [current key, key) — a range tombstone newer than all their
+// entries covers it — jumps over the range in one seek per source instead
+// of one step per entry. Backward (after Last, SeekLT or Prev) it is
+// SkipBackTo's mirror: it does nothing.
+func (m *Iter) SkipTo(key []byte, skip func(i int) bool) {
+	if m.reverse {
+		return
+	}
+	m.reposition(skip, func(it *item) bool { return it.src.SeekGE(key) },
+		func(it *item) bool { return bytes.Compare(it.key, key) < 0 })
+}
+
+// SkipBackTo is SkipTo moving backward: the selected sources leave every
+// user key at or above key, to their last entry below it.
+func (m *Iter) SkipBackTo(key []byte, skip func(i int) bool) {
+	if !m.reverse {
+		return
+	}
+	m.reposition(skip, func(it *item) bool { return it.src.SeekLT(key) },
+		func(it *item) bool { return bytes.Compare(it.key, key) >= 0 })
+}
+
+// reposition moves, with move, the heap's selected sources for which due
+// is true, drops those that run out, and rebuilds the heap.
+func (m *Iter) reposition(skip func(int) bool, move func(*item) bool, due func(*item) bool) {
+	if m.err != nil {
+		return
+	}
+	kept := m.heap[:0]
+	for _, it := range m.heap {
+		if skip(it.index) && due(it) {
+			if !move(it) {
+				if err := Err(it.src); err != nil {
+					m.fail(err)
+					return
+				}
+				continue // nothing left in this direction
+			}
+			it.load()
+		}
+		kept = append(kept, it)
+	}
+	m.heap = kept
+	for i := len(m.heap)/2 - 1; i >= 0; i-- {
+		m.down(i)
+	}
 }
 
 // before reports whether a comes out of the heap before b.

@@ -1,0 +1,276 @@
+// Package rangedel holds range tombstones: records that every key in
+// [Start, End) was deleted at sequence number Seq. A range tombstone hides
+// the versions of the keys in its range that are older than it, and no
+// others: a newer write of a key in the range is visible again, and a
+// reader at a snapshot older than the tombstone does not see it.
+//
+// A List keeps tombstones fragmented, as Pebble's keyspan package does:
+// overlapping tombstones are cut at each other's boundaries into
+// non-overlapping fragments, each carrying the sequence numbers of every
+// tombstone that covers it. Fragments are sorted, so "which tombstone
+// covers this key, as seen at this sequence number" is one binary search
+// in memory — a Get never reads a block to learn that a key was deleted by
+// a range.
+package rangedel
+
+import (
+	"bytes"
+	"slices"
+	"sort"
+)
+
+// Tombstone deletes the keys in [Start, End) with sequence numbers below
+// Seq.
+type Tombstone struct {
+	Start, End []byte
+	Seq        uint64
+}
+
+// Fragment is a span [Start, End) of keys and the sequence numbers of the
+// tombstones that cover all of it, newest first.
+type Fragment struct {
+	Start, End []byte
+	Seqs       []uint64 // descending, no duplicates
+}
+
+// List is an immutable, sorted set of non-overlapping fragments. The zero
+// value and nil are empty lists. A List is safe for concurrent use.
+type List struct {
+	frags []Fragment
+	count int // tombstone pieces: the sum of len(Seqs)
+}
+
+// Build fragments ts into a List. It keeps the slices of ts (the caller
+// must not change them afterwards); tombstones with Start >= End delete
+// nothing and are dropped.
+func Build(ts []Tombstone) *List {
+	edges := make([][]byte, 0, 2*len(ts))
+	byStart := make([]Tombstone, 0, len(ts))
+	for _, t := range ts {
+		if bytes.Compare(t.Start, t.End) >= 0 {
+			continue
+		}
+		byStart = append(byStart, t)
+		edges = append(edges, t.Start, t.End)
+	}
+	if len(byStart) == 0 {
+		return &List{}
+	}
+	slices.SortFunc(byStart, func(a, b Tombstone) int { return bytes.Compare(a.Start, b.Start) })
+	slices.SortFunc(edges, bytes.Compare)
+	edges = slices.CompactFunc(edges, bytes.Equal)
+
+	l := &List{}
+	var active []Tombstone // tombstones covering the current span
+	next := 0              // first of byStart not yet active
+	for i := 0; i+1 < len(edges); i++ {
+		lo, hi := edges[i], edges[i+1]
+		active = slices.DeleteFunc(active, func(t Tombstone) bool { return bytes.Compare(t.End, lo) <= 0 })
+		for next < len(byStart) && bytes.Compare(byStart[next].Start, lo) <= 0 {
+			active = append(active, byStart[next])
+			next++
+		}
+		if len(active) == 0 {
+			continue
+		}
+		seqs := make([]uint64, len(active))
+		for j, t := range active {
+			seqs[j] = t.Seq
+		}
+		slices.Sort(seqs)
+		slices.Reverse(seqs)
+		seqs = slices.Compact(seqs)
+		l.appendFragment(lo, hi, seqs)
+	}
+	return l
+}
+
+// appendFragment adds [start, end) after the last fragment, merging it into
+// that one when they touch and carry the same sequence numbers.
+func (l *List) appendFragment(start, end []byte, seqs []uint64) {
+	if n := len(l.frags); n > 0 {
+		last := &l.frags[n-1]
+		if bytes.Equal(last.End, start) && slices.Equal(last.Seqs, seqs) {
+			last.End = end
+			return
+		}
+	}
+	l.frags = append(l.frags, Fragment{Start: start, End: end, Seqs: seqs})
+	l.count += len(seqs)
+}
+
+// FromFragments returns the List of frags, which must already be sorted,
+// non-overlapping and each with descending, distinct sequence numbers (as
+// a segment's range-deletion block stores them; the segment reader checks
+// that before calling). It keeps frags.
+func FromFragments(frags []Fragment) *List {
+	l := &List{frags: frags}
+	for _, f := range frags {
+		l.count += len(f.Seqs)
+	}
+	return l
+}
+
+// Empty reports whether the list holds no tombstone.
+func (l *List) Empty() bool { return l == nil || len(l.frags) == 0 }
+
+// Len returns the number of tombstone pieces: one per fragment and
+// sequence number.
+func (l *List) Len() int {
+	if l == nil {
+		return 0
+	}
+	return l.count
+}
+
+// Fragments returns the fragments in key order. The caller must not
+// modify them.
+func (l *List) Fragments() []Fragment {
+	if l == nil {
+		return nil
+	}
+	return l.frags
+}
+
+// Bounds returns the smallest start and the largest end of the list's
+// fragments; both nil for an empty list.
+func (l *List) Bounds() (start, end []byte) {
+	if l.Empty() {
+		return nil, nil
+	}
+	return l.frags[0].Start, l.frags[len(l.frags)-1].End
+}
+
+// Find returns the index of the fragment that contains key, or -1.
+func (l *List) Find(key []byte) int {
+	if l == nil {
+		return -1
+	}
+	// The first fragment whose end is beyond key is the only candidate.
+	i := sort.Search(len(l.frags), func(i int) bool { return bytes.Compare(l.frags[i].End, key) > 0 })
+	if i < len(l.frags) && bytes.Compare(l.frags[i].Start, key) <= 0 {
+		return i
+	}
+	return -1
+}
+
+// Covering returns the sequence number of the newest tombstone that covers
+// key and is visible at readSeq (its Seq <= readSeq), or 0 if there is
+// none. A version of key with a sequence number below the result is
+// deleted for that reader.
+func (l *List) Covering(key []byte, readSeq uint64) uint64 {
+	if l.Empty() {
+		return 0
+	}
+	if i := l.Find(key); i >= 0 {
+		return l.frags[i].Visible(readSeq)
+	}
+	return 0
+}
+
+// Visible returns the newest of the fragment's sequence numbers that is
+// <= readSeq, or 0.
+func (f *Fragment) Visible(readSeq uint64) uint64 {
+	for _, s := range f.Seqs { // descending: the first one visible is the newest
+		if s <= readSeq {
+			return s
+		}
+	}
+	return 0
+}
+
+// Tombstones returns the list as tombstones, one per fragment and
+// sequence number, in fragment order.
+func (l *List) Tombstones() []Tombstone {
+	out := make([]Tombstone, 0, l.Len())
+	for _, f := range l.Fragments() {
+		for _, s := range f.Seqs {
+			out = append(out, Tombstone{Start: f.Start, End: f.End, Seq: s})
+		}
+	}
+	return out
+}
+
+// Merge returns the union of lists, fragmented anew.
+func Merge(lists ...*List) *List {
+	var ts []Tombstone
+	for _, l := range lists {
+		ts = append(ts, l.Tombstones()...)
+	}
+	return Build(ts)
+}
+
+// Filter returns the list with each fragment's sequence numbers passed
+// through keep (which returns those to keep, in the same order); fragments
+// left with none are dropped. Compaction uses it to keep one tombstone per
+// snapshot stripe and to drop those nothing older can need.
+func (l *List) Filter(keep func(seqs []uint64) []uint64) *List {
+	out := &List{}
+	for _, f := range l.Fragments() {
+		if seqs := keep(slices.Clone(f.Seqs)); len(seqs) > 0 {
+			out.appendFragment(f.Start, f.End, seqs)
+		}
+	}
+	return out
+}
+
+// CoversSpan reports whether the fragments whose visible sequence number
+// (as Covering computes it at readSeq) is above minSeq together cover every
+// key in [start, last] — the inclusive range of a segment's keys. A
+// segment all of whose versions are older than minSeq is then entirely
+// deleted for readers at readSeq.
+func (l *List) CoversSpan(start, last []byte, minSeq, readSeq uint64) bool {
+	i := l.Find(start)
+	if i < 0 {
+		return false
+	}
+	for ; i < len(l.frags); i++ {
+		f := &l.frags[i]
+		if f.Visible(readSeq) <= minSeq {
+			return false
+		}
+		if bytes.Compare(last, f.End) < 0 {
+			return true
+		}
+		if i+1 < len(l.frags) && !bytes.Equal(l.frags[i+1].Start, f.End) {
+			return false // a gap right after f
+		}
+	}
+	return false
+}
+
+// Cursor answers "which fragment contains key" for a run of nearby keys,
+// as a scan asks it: the answer for one key holds for every key in the same
+// span (a fragment, or the gap between two), so only a key outside the last
+// span costs a binary search. The zero Cursor over a nil List answers nil.
+type Cursor struct {
+	l      *List
+	known  bool
+	lo, hi []byte // the last span, [lo, hi); nil lo: no lower end, nil hi: no upper end
+	frag   *Fragment
+}
+
+// NewCursor returns a cursor over l.
+func NewCursor(l *List) Cursor { return Cursor{l: l} }
+
+// At returns the fragment that contains key, or nil.
+func (c *Cursor) At(key []byte) *Fragment {
+	if c.known && (c.lo == nil || bytes.Compare(c.lo, key) <= 0) && (c.hi == nil || bytes.Compare(key, c.hi) < 0) {
+		return c.frag
+	}
+	frags := c.l.Fragments()
+	j := sort.Search(len(frags), func(i int) bool { return bytes.Compare(frags[i].End, key) > 0 })
+	c.known, c.frag, c.lo, c.hi = true, nil, nil, nil
+	switch {
+	case j < len(frags) && bytes.Compare(frags[j].Start, key) <= 0:
+		c.frag, c.lo, c.hi = &frags[j], frags[j].Start, frags[j].End
+	default: // the gap before fragment j
+		if j > 0 {
+			c.lo = frags[j-1].End
+		}
+		if j < len(frags) {
+			c.hi = frags[j].Start
+		}
+	}
+	return c.frag
+}

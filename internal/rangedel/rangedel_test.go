@@ -1,0 +1,134 @@
+package rangedel
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+)
+
+// naiveCovering is the definition Covering must agree with: the newest
+// visible tombstone whose range holds key.
+func naiveCovering(ts []Tombstone, key []byte, readSeq uint64) uint64 {
+	var best uint64
+	for _, t := range ts {
+		if bytes.Compare(t.Start, key) <= 0 && bytes.Compare(key, t.End) < 0 && t.Seq <= readSeq && t.Seq > best {
+			best = t.Seq
+		}
+	}
+	return best
+}
+
+func randKey(rng *rand.Rand) []byte { return []byte(fmt.Sprintf("k%02d", rng.IntN(40))) }
+
+func randTombstones(rng *rand.Rand, n int, seq *uint64) []Tombstone {
+	ts := make([]Tombstone, n)
+	for i := range ts {
+		*seq++
+		ts[i] = Tombstone{Start: randKey(rng), End: randKey(rng), Seq: *seq}
+	}
+	return ts
+}
+
+// TestBuildAgreesWithDefinition checks Covering, Merge and the fragment
+// invariants against a brute-force search over the raw tombstones.
+func TestBuildAgreesWithDefinition(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for trial := range 500 {
+		var seq uint64
+		a := randTombstones(rng, rng.IntN(8), &seq)
+		b := randTombstones(rng, rng.IntN(8), &seq)
+		all := append(append([]Tombstone(nil), a...), b...)
+		lists := map[string]*List{"built": Build(all), "merged": Merge(Build(a), Build(b))}
+		for name, l := range lists {
+			checkInvariants(t, l)
+			for k := range 42 {
+				key := []byte(fmt.Sprintf("k%02d", k))
+				for readSeq := uint64(0); readSeq <= seq+1; readSeq++ {
+					if got, want := l.Covering(key, readSeq), naiveCovering(all, key, readSeq); got != want {
+						t.Fatalf("trial %d %s: Covering(%s, %d) = %d, want %d (tombstones %v)", trial, name, key, readSeq, got, want, all)
+					}
+				}
+			}
+		}
+	}
+}
+
+func checkInvariants(t *testing.T, l *List) {
+	t.Helper()
+	n := 0
+	for i, f := range l.Fragments() {
+		if bytes.Compare(f.Start, f.End) >= 0 {
+			t.Fatalf("fragment %d empty: %q..%q", i, f.Start, f.End)
+		}
+		if i > 0 && bytes.Compare(l.frags[i-1].End, f.Start) > 0 {
+			t.Fatalf("fragments %d and %d overlap", i-1, i)
+		}
+		for j := 1; j < len(f.Seqs); j++ {
+			if f.Seqs[j-1] <= f.Seqs[j] {
+				t.Fatalf("fragment %d seqs not strictly descending: %v", i, f.Seqs)
+			}
+		}
+		if len(f.Seqs) == 0 {
+			t.Fatalf("fragment %d has no seqs", i)
+		}
+		n += len(f.Seqs)
+	}
+	if n != l.Len() {
+		t.Fatalf("Len %d, fragments hold %d", l.Len(), n)
+	}
+}
+
+func TestCoversSpan(t *testing.T) {
+	l := Build([]Tombstone{
+		{Start: []byte("a"), End: []byte("f"), Seq: 10},
+		{Start: []byte("f"), End: []byte("m"), Seq: 12},
+		{Start: []byte("p"), End: []byte("z"), Seq: 20},
+	})
+	tests := []struct {
+		start, last     string
+		minSeq, readSeq uint64
+		want            bool
+	}{
+		{"a", "l", 9, 100, true},   // two touching fragments
+		{"a", "m", 9, 100, false},  // m is not below the end "m"
+		{"b", "c", 10, 100, false}, // tombstone not newer than the data
+		{"b", "c", 9, 9, false},    // tombstone not visible to the reader
+		{"g", "q", 1, 100, false},  // gap [m, p)
+		{"q", "y", 19, 100, true},  // inside one fragment
+		{"0", "b", 1, 100, false},  // starts before every fragment
+		{"a", "a", 9, 10, true},    // single key
+		{"f", "f", 11, 100, true},  // the second fragment alone
+		{"e", "g", 11, 100, false}, // [a,f) is too old for minSeq 11
+	}
+	for _, tc := range tests {
+		if got := l.CoversSpan([]byte(tc.start), []byte(tc.last), tc.minSeq, tc.readSeq); got != tc.want {
+			t.Errorf("CoversSpan(%s, %s, %d, %d) = %v, want %v", tc.start, tc.last, tc.minSeq, tc.readSeq, got, tc.want)
+		}
+	}
+}
+
+func TestFilterDropsEmptyFragments(t *testing.T) {
+	l := Build([]Tombstone{{Start: []byte("a"), End: []byte("c"), Seq: 5}, {Start: []byte("b"), End: []byte("d"), Seq: 7}})
+	got := l.Filter(func(seqs []uint64) []uint64 { return seqs[:1] }) // newest only
+	checkInvariants(t, got)
+	if got.Len() != 2 || got.Covering([]byte("b"), 100) != 7 || got.Covering([]byte("a"), 100) != 5 {
+		t.Fatalf("Filter kept %v", got.Tombstones())
+	}
+	if none := l.Filter(func([]uint64) []uint64 { return nil }); !none.Empty() {
+		t.Fatalf("Filter dropping every seq left %v", none.Tombstones())
+	}
+}
+
+func BenchmarkCovering1000(b *testing.B) {
+	ts := make([]Tombstone, 1000)
+	for i := range ts {
+		ts[i] = Tombstone{Start: []byte(fmt.Sprintf("key%08d", i*10)), End: []byte(fmt.Sprintf("key%08d", i*10+5)), Seq: uint64(i + 1)}
+	}
+	l := Build(ts)
+	key := []byte("key00004567")
+	b.ResetTimer()
+	for range b.N {
+		l.Covering(key, 1<<40)
+	}
+}
