@@ -55,10 +55,11 @@ func (b *Batch) Delete(key []byte) error {
 // An empty start means "from the first key"; a range with start >= end
 // deletes nothing and is not added.
 func (b *Batch) DeleteRange(start, end []byte) error {
-	if bytes.Compare(start, end) >= 0 && b.err == nil {
+	invalid := checkRange(start, end)
+	if invalid == nil && b.err == nil && bytes.Compare(start, end) >= 0 {
 		return nil
 	}
-	return b.add(base.KindRangeDelete, start, end, checkRange(start, end))
+	return b.add(base.KindRangeDelete, start, end, invalid)
 }
 
 // Err returns the batch's sticky error: the first operation it refused.

@@ -5,10 +5,12 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/bloomkv/bloomkv/bloom"
 	"github.com/bloomkv/bloomkv/compaction"
+	"github.com/bloomkv/bloomkv/internal/base"
 	"github.com/bloomkv/bloomkv/internal/merge"
 	"github.com/bloomkv/bloomkv/internal/rangedel"
 	"github.com/bloomkv/bloomkv/manifest"
@@ -16,17 +18,21 @@ import (
 
 // CompactionInfo describes one committed compaction.
 type CompactionInfo struct {
-	Inputs        int           // segments merged
-	InputBytes    int64         // their total size
-	OutputBytes   int64         // size of the merged segment (0 if everything was deleted)
-	OutputEntries uint64        // entries in the merged segment
-	Tier          uint32        // size tier of the output
-	Major         bool          // included the oldest segment, so tombstones were dropped
-	FilterPath    string        // "rebuild", "union" or "union+halve" (compaction.FilterPath)
-	FilterPlan    time.Duration // time spent planning (and, on the union path, building) the filter
-	EstimatedFPR  float64       // the output filter's FPR estimated from its bits (0 without filters)
-	MeasuredFPR   float64       // the fraction of fprProbes random absent keys the output filter passes
-	Duration      time.Duration // wall time of the whole compaction
+	Inputs        int    // segments merged
+	InputBytes    int64  // their total size
+	OutputBytes   int64  // size of the merged segment (0 if everything was deleted)
+	OutputEntries uint64 // entries in the merged segment
+	Tier          uint32 // size tier of the output
+	Major         bool   // included the oldest segment, so tombstones were dropped
+	// DeleteOnly says the inputs were removed without a merge: newer range
+	// tombstones deleted every key in them for every reader (Inputs and
+	// InputBytes count them; nothing was written).
+	DeleteOnly   bool
+	FilterPath   string        // "rebuild", "union" or "union+halve" (compaction.FilterPath)
+	FilterPlan   time.Duration // time spent planning (and, on the union path, building) the filter
+	EstimatedFPR float64       // the output filter's FPR estimated from its bits (0 without filters)
+	MeasuredFPR  float64       // the fraction of fprProbes random absent keys the output filter passes
+	Duration     time.Duration // wall time of the whole compaction
 }
 
 const historyLen = 16
@@ -128,21 +134,39 @@ func unrefAll(segs []*segHandle) {
 func (db *DB) scheduleCompactionLocked() {
 	for db.compacting < db.opts.CompactionConcurrency &&
 		!db.closed && db.bgErr == nil && !db.opts.DisableAutoCompaction {
-		pick, inputs := db.pickLocked()
-		if pick == nil {
+		job := db.pickLocked()
+		if job == nil {
 			return
 		}
 		db.compacting++
 		db.bgWG.Add(1)
-		go db.compactLoop(pick, inputs)
+		go db.compactLoop(job)
 	}
 }
 
-// pickLocked asks the policy for a merge among the segments newer than any
-// a running compaction uses, so that concurrent merges take disjoint
-// runs and every run stays contiguous; the inputs are marked busy and
-// referenced. It returns nil if there is nothing to merge.
-func (db *DB) pickLocked() (*compaction.Pick, []*segHandle) {
+// A compactionJob is one background merge of inputs as pick says, or,
+// with a nil pick, the removal of inputs that newer range tombstones
+// delete entirely.
+type compactionJob struct {
+	pick   *compaction.Pick
+	inputs []*segHandle
+}
+
+// run carries out the job.
+func (db *DB) run(job *compactionJob) error {
+	if job.pick == nil {
+		return db.dropSegments(job.inputs)
+	}
+	return db.compactSegments(job.inputs, job.pick.Tier, job.pick.IncludesOldest)
+}
+
+// pickLocked chooses the next background job among the segments newer
+// than any a running compaction uses, so that concurrent merges take
+// disjoint runs and every run stays contiguous: first segments that newer
+// range tombstones delete entirely (dropped without a merge), then what
+// the policy offers. The inputs are marked busy and referenced. It
+// returns nil if there is nothing to do.
+func (db *DB) pickLocked() *compactionJob {
 	free := len(db.segments)
 	for i, s := range db.segments {
 		if db.busy[s] {
@@ -150,44 +174,117 @@ func (db *DB) pickLocked() (*compaction.Pick, []*segHandle) {
 			break
 		}
 	}
-	pick := db.policy.Pick(db.metasLocked()[:free])
-	if pick == nil {
-		return nil, nil
+	var job compactionJob
+	if covered := db.deletedSegmentsLocked(db.segments[:free]); len(covered) > 0 {
+		job.inputs = covered
+	} else {
+		job.pick = db.policy.Pick(db.metasLocked()[:free])
+		if job.pick == nil {
+			return nil
+		}
+		// A run that ends just above a busy one does not hold the oldest data.
+		job.pick.IncludesOldest = job.pick.IncludesOldest && free == len(db.segments)
+		job.inputs = db.segments[job.pick.Start:job.pick.End]
 	}
-	// A run that ends just above a busy one does not hold the oldest data.
-	pick.IncludesOldest = pick.IncludesOldest && free == len(db.segments)
-	inputs := db.refSegmentsLocked(pick.Start, pick.End)
+	job.inputs = slices.Clone(job.inputs)
 	if db.busy == nil {
 		db.busy = make(map[*segHandle]bool)
 	}
-	for _, s := range inputs {
+	for _, s := range job.inputs {
+		s.refs.Add(1)
 		db.busy[s] = true
 	}
-	return pick, inputs
+	return &job
+}
+
+// deletedSegmentsLocked returns the segments of segs (newest first) that
+// the range tombstones of the segments before them delete entirely: every
+// version in them is older than a tombstone covering its key, for every
+// reader that can see any of them (the latest state, and each open
+// snapshot at or after the segment's oldest version). A merge would write
+// nothing of them, so they can leave the manifest without one — as
+// Pebble's delete-only compactions do. Segments that hold range tombstones
+// of their own are kept: theirs may cover older data outside the span the
+// newer ones cover.
+func (db *DB) deletedSegmentsLocked(segs []*segHandle) []*segHandle {
+	var (
+		lists   []*rangedel.List
+		newer   *rangedel.List // union of lists, built when needed
+		out     []*segHandle
+		readers []uint64
+	)
+	for _, s := range segs {
+		rd := s.reader.RangeDels()
+		if len(lists) > 0 && rd.Empty() {
+			if newer == nil {
+				newer = rangedel.Merge(lists...)
+				readers = append(db.snapshotSeqsLocked(), base.MaxSeq)
+			}
+			if deletedForAll(newer, s.meta, readers) {
+				out = append(out, s)
+			}
+		}
+		if !rd.Empty() {
+			lists, newer = append(lists, rd), nil
+		}
+	}
+	return out
+}
+
+// deletedForAll reports whether tombstones delete every version of the
+// segment described by m for each reader (a sequence number) that can see
+// any of them.
+func deletedForAll(tombstones *rangedel.List, m manifest.SegmentMeta, readers []uint64) bool {
+	for _, r := range readers {
+		if r >= m.MinSeq && !tombstones.CoversSpan(m.Smallest, m.Largest, m.MaxSeq, r) {
+			return false
+		}
+	}
+	return true
+}
+
+// dropSegments removes segments that newer range tombstones delete
+// entirely (deletedSegmentsLocked) from the manifest and the live set.
+func (db *DB) dropSegments(inputs []*segHandle) error {
+	info := CompactionInfo{Inputs: len(inputs), DeleteOnly: true, FilterPath: "none"}
+	start := time.Now()
+	var edit manifest.Edit
+	for _, s := range inputs {
+		edit.Remove = append(edit.Remove, s.meta.FileNum)
+		info.InputBytes += s.meta.Size
+	}
+	if err := db.manifest.Apply(edit); err != nil {
+		db.fail(fmt.Errorf("delete-only compaction manifest commit: %w", err))
+		return err
+	}
+	info.Duration = time.Since(start)
+	db.installCompaction(inputs, nil, info)
+	db.logger.Info("dropped deleted segments", "segments", len(inputs), "bytes", info.InputBytes)
+	return nil
 }
 
 // compactLoop runs one merge, then as many more as the policy offers. It
 // holds compactMu shared during each merge so that Compact, which takes
 // it exclusively, never runs beside it.
-func (db *DB) compactLoop(pick *compaction.Pick, inputs []*segHandle) {
+func (db *DB) compactLoop(job *compactionJob) {
 	defer db.bgWG.Done()
 	for {
 		var err error
 		db.compactMu.RLock()
-		if !anyObsolete(inputs) { // else a Compact merged them while this waited
-			err = db.compactSegments(inputs, pick.Tier, pick.IncludesOldest)
+		if !anyObsolete(job.inputs) { // else a Compact merged them while this waited
+			err = db.run(job)
 		}
 		db.compactMu.RUnlock()
-		unrefAll(inputs)
+		unrefAll(job.inputs)
 		db.mu.Lock()
-		for _, s := range inputs {
+		for _, s := range job.inputs {
 			delete(db.busy, s)
 		}
-		pick, inputs = nil, nil
+		job = nil
 		if err == nil && !db.closed && db.bgErr == nil {
-			pick, inputs = db.pickLocked()
+			job = db.pickLocked()
 		}
-		if pick == nil {
+		if job == nil {
 			db.compacting--
 			db.scheduleCompactionLocked() // a merge that ended may free a run for another
 			db.cond.Broadcast()
@@ -316,7 +413,9 @@ func (db *DB) installCompaction(inputs []*segHandle, out *segHandle, info Compac
 		s.unref() // the DB's reference
 	}
 	db.stats.compactions.Add(1)
-	db.stats.compactionBytesRead.Add(uint64(info.InputBytes))
+	if !info.DeleteOnly {
+		db.stats.compactionBytesRead.Add(uint64(info.InputBytes))
+	}
 	db.stats.compactionBytesWritten.Add(uint64(info.OutputBytes))
 	db.history = append(db.history, info)
 	if len(db.history) > historyLen {

@@ -69,6 +69,10 @@ func (s *Snapshot) released() bool { return s.closed.Load() }
 func (db *DB) snapshotSeqs() []uint64 {
 	db.mu.Lock()
 	defer db.mu.Unlock()
+	return db.snapshotSeqsLocked()
+}
+
+func (db *DB) snapshotSeqsLocked() []uint64 {
 	seqs := make([]uint64, 0, db.snapshots.Len())
 	for e := db.snapshots.Front(); e != nil; e = e.Next() {
 		seqs = append(seqs, e.Value.(uint64))

@@ -107,17 +107,18 @@ func decodeRangeDels(b []byte, p *Properties, file string, off int64) (*rangedel
 	return rangedel.FromFragments(frags), nil
 }
 
-// readRangeDels loads the range-deletion block, if the segment has one.
-func (r *Reader) readRangeDels(h blockHandle) error {
+// loadRangeDels reads and decodes the range-deletion block, if the
+// segment has one (nil if not).
+func (r *Reader) loadRangeDels() (*rangedel.List, error) {
+	h := r.rangeDelBlock
 	if r.props.RangeDels == 0 {
-		return nil
+		return nil, nil
 	}
 	b, err := r.readStored(h)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	r.rangeDels, err = decodeRangeDels(b, &r.props, r.opts.Name, int64(h.offset))
-	return err
+	return decodeRangeDels(b, &r.props, r.opts.Name, int64(h.offset))
 }
 
 // RangeDels returns the segment's range tombstones, fragmented; an empty

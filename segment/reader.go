@@ -41,14 +41,15 @@ type ReaderOptions struct {
 // filter in memory and reads data blocks on demand, through the cache. It
 // is safe for concurrent use.
 type Reader struct {
-	f         io.ReaderAt
-	opts      ReaderOptions
-	footer    footer
-	props     Properties
-	filter    *bloom.Filter                // as stored in the file
-	rangeDels *rangedel.List               // the range-deletion block, fragmented
-	resident  atomic.Pointer[bloom.Filter] // what MayContain asks: filter, or a fold of it
-	index     []indexEntry
+	f             io.ReaderAt
+	opts          ReaderOptions
+	footer        footer
+	props         Properties
+	filter        *bloom.Filter                // as stored in the file
+	rangeDels     *rangedel.List               // the range-deletion block, fragmented
+	rangeDelBlock blockHandle                  // where it is; zero if the segment has none
+	resident      atomic.Pointer[bloom.Filter] // what MayContain asks: filter, or a fold of it
+	index         []indexEntry
 	// verified marks the mapped, uncompressed data blocks whose checksum
 	// and structure were checked once: the file is immutable, so later
 	// reads slice the mapping without hashing 4 KiB again (that CRC was
@@ -102,7 +103,8 @@ func Open(f io.ReaderAt, size int64, opts ReaderOptions) (*Reader, error) {
 	if err := r.readFilter(); err != nil {
 		return nil, err
 	}
-	if err := r.readRangeDels(optional[0]); err != nil {
+	r.rangeDelBlock = optional[0]
+	if r.rangeDels, err = r.loadRangeDels(); err != nil {
 		return nil, err
 	}
 	return r, nil

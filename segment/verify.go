@@ -41,6 +41,13 @@ func (r *Reader) VerifyContext(ctx context.Context) (blocks int, err error) {
 	if len(prev) > 0 {
 		got.Largest, _ = splitInternalKey(prev)
 	}
+	// The range-deletion block is read and checked again from the file,
+	// and its sequence numbers join the tally, as the writer counted them.
+	rangeDels, err := r.loadRangeDels()
+	if err != nil {
+		return len(r.index), err
+	}
+	got.countRangeDels(rangeDels)
 	return len(r.index), r.compareCounts(&got)
 }
 
@@ -146,7 +153,7 @@ func (r *Reader) countEntry(p *Properties, ikey []byte, newKey bool) error {
 // properties.
 func (r *Reader) compareCounts(got *Properties) error {
 	p := &r.props
-	if got.Entries != p.Entries || got.Tombstones != p.Tombstones || got.DistinctKeys != p.DistinctKeys ||
+	if got.Entries != p.Entries || got.Tombstones != p.Tombstones || got.DistinctKeys != p.DistinctKeys || got.RangeDels != p.RangeDels ||
 		got.MinSeq != p.MinSeq || got.MaxSeq != p.MaxSeq ||
 		!bytes.Equal(got.Smallest, p.Smallest) || !bytes.Equal(got.Largest, p.Largest) {
 		return r.corrupt(r.footer.properties.offset,

@@ -1,0 +1,385 @@
+package bloomkv
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// keysOf returns the keys an iterator over db shows, forward and (checked
+// to agree) backward.
+func keysOf(t *testing.T, newIter func(*IterOptions) (*Iterator, error)) []string {
+	t.Helper()
+	it, err := newIter(nil)
+	mustDo(t, err)
+	defer it.Close()
+	var fwd, bwd []string
+	for k := range it.All() {
+		fwd = append(fwd, string(k))
+	}
+	for k := range it.Backward() {
+		bwd = append(bwd, string(k))
+	}
+	mustDo(t, it.Error())
+	slices.Reverse(bwd)
+	if !slices.Equal(fwd, bwd) {
+		t.Fatalf("forward %v, backward %v", fwd, bwd)
+	}
+	return fwd
+}
+
+func nkeys(lo, hi int) []string {
+	var out []string
+	for i := lo; i < hi; i++ {
+		out = append(out, fmt.Sprintf("k%02d", i))
+	}
+	return out
+}
+
+// TestDeleteRangeSemantics pins down what a range tombstone hides, in the
+// memtable, in a flushed segment and through compactions: the older
+// versions of the keys in [start, end), not newer writes, not the end key,
+// and nothing a snapshot taken before it sees.
+func TestDeleteRangeSemantics(t *testing.T) {
+	o := smallOptions()
+	o.DisableAutoCompaction = true
+	db := mustOpen(t, t.TempDir(), o)
+	defer db.Close()
+	for _, k := range nkeys(0, 30) {
+		mustDo(t, db.Put([]byte(k), []byte("old")))
+	}
+	mustDo(t, db.Flush()) // some versions in a segment, some in the memtable
+	for _, k := range nkeys(5, 15) {
+		mustDo(t, db.Put([]byte(k), []byte("old2")))
+	}
+	before, err := db.NewSnapshot()
+	mustDo(t, err)
+	defer before.Close()
+	mustDo(t, db.DeleteRange([]byte("k10"), []byte("k20")))
+	mustDo(t, db.Put([]byte("k15"), []byte("new")))
+
+	want := append(append(nkeys(0, 10), "k15"), nkeys(20, 30)...)
+	check := func(stage string) {
+		t.Helper()
+		if got := keysOf(t, db.NewIterator); !slices.Equal(got, want) {
+			t.Fatalf("%s: keys %v, want %v", stage, got, want)
+		}
+		for _, k := range nkeys(0, 30) {
+			v, err := db.Get([]byte(k))
+			switch {
+			case k == "k15":
+				if string(v) != "new" {
+					t.Fatalf("%s: Get(k15) = %q, %v; want the write made after the deletion", stage, v, err)
+				}
+			case k >= "k10" && k < "k20":
+				if !errors.Is(err, ErrNotFound) {
+					t.Fatalf("%s: Get(%s) = %q, %v; want ErrNotFound", stage, k, v, err)
+				}
+			case err != nil:
+				t.Fatalf("%s: Get(%s): %v", stage, k, err)
+			}
+		}
+		if got := keysOf(t, before.NewIterator); !slices.Equal(got, nkeys(0, 30)) {
+			t.Fatalf("%s: the snapshot taken before the deletion shows %v", stage, got)
+		}
+		if v, err := before.Get([]byte("k12")); string(v) != "old2" {
+			t.Fatalf("%s: snapshot Get(k12) = %q, %v; want old2", stage, v, err)
+		}
+	}
+	check("memtable")
+	mustDo(t, db.Flush())
+	check("flushed")
+	mustDo(t, db.Compact())
+	check("compacted with the snapshot open")
+	if n := liveRangeDels(db); n == 0 {
+		t.Fatal("the compaction dropped the tombstone an open snapshot still needs to be told apart from")
+	}
+	mustDo(t, before.Close())
+	mustDo(t, db.Compact())
+	if got := keysOf(t, db.NewIterator); !slices.Equal(got, want) {
+		t.Fatalf("after the last compaction: keys %v, want %v", got, want)
+	}
+	if n, entries := liveRangeDels(db), liveEntries(db); n != 0 || entries != uint64(len(want)) {
+		t.Fatalf("a major compaction with no snapshot left %d range tombstones and %d entries, want 0 and %d", n, entries, len(want))
+	}
+}
+
+// liveRangeDels and liveEntries sum the live segments' range tombstones
+// and entries.
+func liveRangeDels(db *DB) (n uint64) {
+	rs := db.acquire()
+	defer rs.release()
+	for _, s := range rs.segments {
+		n += s.reader.Properties().RangeDels
+	}
+	return n
+}
+
+func liveEntries(db *DB) (n uint64) {
+	rs := db.acquire()
+	defer rs.release()
+	for _, s := range rs.segments {
+		n += s.meta.Entries
+	}
+	return n
+}
+
+// TestDeleteRangeBatchOrder: a batch applies in order, so a put before a
+// range deletion of its key in the same batch is deleted and one after it
+// is not.
+func TestDeleteRangeBatchOrder(t *testing.T) {
+	db := mustOpen(t, t.TempDir(), smallOptions())
+	defer db.Close()
+	b := NewBatch()
+	mustDo(t, b.Put([]byte("a"), []byte("1")))
+	mustDo(t, b.Put([]byte("b"), []byte("1")))
+	mustDo(t, b.DeleteRange([]byte("a"), []byte("z")))
+	mustDo(t, b.Put([]byte("b"), []byte("2")))
+	mustDo(t, db.Write(b))
+	if got := keysOf(t, db.NewIterator); !slices.Equal(got, []string{"b"}) {
+		t.Fatalf("keys %v, want [b]", got)
+	}
+	if v, err := db.Get([]byte("b")); string(v) != "2" {
+		t.Fatalf("Get(b) = %q, %v", v, err)
+	}
+}
+
+// TestDeleteRangeInput covers the documented errors and no-ops.
+func TestDeleteRangeInput(t *testing.T) {
+	db := mustOpen(t, t.TempDir(), smallOptions())
+	mustDo(t, db.Put([]byte("k"), []byte("v")))
+	big := make([]byte, MaxKeySize+1)
+	for _, tc := range []struct {
+		name       string
+		start, end []byte
+	}{{"start", big, append(big, 1)}, {"end", []byte("a"), big}} {
+		if err := db.DeleteRange(tc.start, tc.end); !errors.Is(err, ErrKeyTooLarge) {
+			t.Errorf("oversized %s: %v, want ErrKeyTooLarge", tc.name, err)
+		}
+	}
+	// Empty or reversed ranges delete nothing and are not errors.
+	mustDo(t, db.DeleteRange([]byte("k"), []byte("k")))
+	mustDo(t, db.DeleteRange([]byte("z"), []byte("a")))
+	if _, err := db.Get([]byte("k")); err != nil {
+		t.Fatalf("an empty range deleted k: %v", err)
+	}
+	// An empty start means from the first key.
+	mustDo(t, db.DeleteRange(nil, []byte("l")))
+	if _, err := db.Get([]byte("k")); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("DeleteRange(nil, l) left k: %v", err)
+	}
+	// A batch reports the first bad operation at once, and Write returns it.
+	b := NewBatch()
+	if err := b.Put(nil, []byte("v")); !errors.Is(err, ErrEmptyKey) {
+		t.Fatalf("Batch.Put(nil): %v, want ErrEmptyKey", err)
+	}
+	if err := b.DeleteRange([]byte("a"), []byte("b")); !errors.Is(err, ErrEmptyKey) || !errors.Is(b.Err(), ErrEmptyKey) {
+		t.Fatalf("after a refused operation the batch says %v / %v, want the sticky ErrEmptyKey", err, b.Err())
+	}
+	if err := db.Write(b); !errors.Is(err, ErrEmptyKey) {
+		t.Fatalf("Write of a refused batch: %v", err)
+	}
+	mustDo(t, db.Close())
+	if err := db.DeleteRange([]byte("a"), []byte("b")); !errors.Is(err, ErrClosed) {
+		t.Fatalf("DeleteRange after Close: %v, want ErrClosed", err)
+	}
+}
+
+// TestDeleteRangeGetStopsAtTombstone: once a Get meets a range tombstone
+// covering its key, every older segment holds only deleted versions, so it
+// reads none of them — not even their filters are asked.
+func TestDeleteRangeGetStopsAtTombstone(t *testing.T) {
+	o := smallOptions()
+	o.DisableAutoCompaction = true
+	db := mustOpen(t, t.TempDir(), o)
+	defer db.Close()
+	for seg := range 3 {
+		for i := range 200 {
+			mustDo(t, db.Put(fmt.Appendf(nil, "k%04d", i), fmt.Appendf(nil, "v%d", seg)))
+		}
+		mustDo(t, db.Flush())
+	}
+	mustDo(t, db.DeleteRange([]byte("k0000"), []byte("k0100")))
+	mustDo(t, db.Flush())
+	before := db.Stats()
+	for i := range 100 {
+		if _, err := db.Get(fmt.Appendf(nil, "k%04d", i)); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("Get(k%04d): %v", i, err)
+		}
+	}
+	after := db.Stats()
+	if probed, reads := after.SegmentsProbed-before.SegmentsProbed, after.BlockReads+after.BlockCacheHits-before.BlockReads-before.BlockCacheHits; probed != 0 || reads != 0 {
+		t.Fatalf("100 Gets of deleted keys probed %d segment filters and read %d blocks, want 0 and 0", probed, reads)
+	}
+}
+
+// TestDeleteRangeFlushDropsCovered: a flush writes no version that the
+// memtable's own range tombstone covers, only the tombstone.
+func TestDeleteRangeFlushDropsCovered(t *testing.T) {
+	o := smallOptions()
+	o.MemtableSize = 1 << 20
+	o.DisableAutoCompaction = true
+	db := mustOpen(t, t.TempDir(), o)
+	defer db.Close()
+	for i := range 100 {
+		mustDo(t, db.Put(fmt.Appendf(nil, "k%04d", i), []byte("v")))
+	}
+	mustDo(t, db.DeleteRange([]byte("k0020"), []byte("k0070")))
+	mustDo(t, db.Flush())
+	if entries, rd := liveEntries(db), liveRangeDels(db); entries != 50 || rd != 1 {
+		t.Fatalf("flushed %d entries and %d range tombstones, want 50 and 1", entries, rd)
+	}
+}
+
+// TestDeleteRangeDropsDeletedSegments: a segment that newer range
+// tombstones delete entirely leaves without a merge — unless a snapshot
+// still sees it.
+func TestDeleteRangeDropsDeletedSegments(t *testing.T) {
+	o := smallOptions()
+	o.MemtableSize = 1 << 20
+	o.CompactionFanIn = 64 // the policy merges nothing here
+	db := mustOpen(t, t.TempDir(), o)
+	defer db.Close()
+	put := func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			mustDo(t, db.Put(fmt.Appendf(nil, "k%04d", i), make([]byte, 100)))
+		}
+		mustDo(t, db.Flush())
+	}
+	put(0, 100)
+	put(100, 200)
+	snap, err := db.NewSnapshot()
+	mustDo(t, err)
+	mustDo(t, db.DeleteRange([]byte("k0000"), []byte("k0100")))
+	put(200, 300) // the flush carries the tombstone
+	mustDo(t, db.WaitForCompactions(context.Background()))
+	if n := db.Stats().Segments; n != 3 {
+		t.Fatalf("with a snapshot that sees it, the deleted segment was dropped: %d segments, want 3", n)
+	}
+	mustDo(t, snap.Close())
+	put(300, 301) // a flush asks the policy again
+	mustDo(t, db.WaitForCompactions(context.Background()))
+	st := db.Stats()
+	if st.Segments != 3 {
+		t.Fatalf("%d segments, want 3: the deleted one dropped, the new one added", st.Segments)
+	}
+	last := st.RecentCompactions[len(st.RecentCompactions)-1]
+	if !last.DeleteOnly || last.Inputs != 1 || last.OutputBytes != 0 {
+		t.Fatalf("last compaction %+v, want a delete-only drop of one segment", last)
+	}
+	if got := keysOf(t, db.NewIterator); len(got) != 201 || got[0] != "k0100" {
+		t.Fatalf("%d keys from %v, want 201 from k0100", len(got), got[:1])
+	}
+}
+
+// raftKey is a raft log store's key: the index, big-endian.
+func raftKey(i uint64) []byte { return binary.BigEndian.AppendUint64([]byte("l"), i) }
+
+// TestDeleteRangeRaftPattern is a raft log: entries appended by index, the
+// head truncated behind each snapshot. Finding the first live entry reads
+// a bounded number of blocks however many entries were truncated (it was
+// a walk over every point tombstone before range deletion).
+func TestDeleteRangeRaftPattern(t *testing.T) {
+	o := smallOptions()
+	o.MemtableSize = 64 << 10
+	db := mustOpen(t, t.TempDir(), o)
+	defer db.Close()
+	const n, keep, every = 30000, 500, 2000
+	first := uint64(1)
+	for i := uint64(1); i <= n; i++ {
+		mustDo(t, db.Put(raftKey(i), make([]byte, 100)))
+		if i%every == 0 {
+			mustDo(t, db.DeleteRange(raftKey(first), raftKey(i-keep)))
+			first = i - keep
+		}
+	}
+	mustDo(t, db.WaitForCompactions(context.Background()))
+	opts := &IterOptions{Prefix: []byte("l")}
+	before := db.Stats()
+	it, err := db.NewIterator(opts)
+	mustDo(t, err)
+	if !it.First() || binary.BigEndian.Uint64(it.Key()[1:]) != first {
+		t.Fatalf("first index %x, want %d (err %v)", it.Key(), first, it.Error())
+	}
+	mustDo(t, it.Close())
+	after := db.Stats()
+	blocks := after.BlockReads + after.BlockCacheHits - before.BlockReads - before.BlockCacheHits
+	if blocks > uint64(2*after.Segments+2) {
+		t.Fatalf("finding the first of %d live entries after %d truncated read %d blocks over %d segments", n-first+1, first-1, blocks, after.Segments)
+	}
+	t.Logf("first index after %d truncations: %d blocks over %d segments; %d compactions", n/every, blocks, after.Segments, after.Compactions)
+}
+
+// TestDeleteRangeSurvivesReopen: a range tombstone in the WAL is replayed,
+// and one in a segment is read back.
+func TestDeleteRangeSurvivesReopen(t *testing.T) {
+	for _, flush := range []bool{false, true} {
+		t.Run(fmt.Sprint("flush=", flush), func(t *testing.T) {
+			dir := t.TempDir()
+			db := mustOpen(t, dir, smallOptions())
+			for _, k := range nkeys(0, 30) {
+				mustDo(t, db.Put([]byte(k), []byte("v")))
+			}
+			mustDo(t, db.DeleteRange([]byte("k05"), []byte("k25")))
+			if flush {
+				mustDo(t, db.Flush())
+			}
+			mustDo(t, db.Close())
+			db = mustOpen(t, dir, smallOptions())
+			defer db.Close()
+			want := append(nkeys(0, 5), nkeys(25, 30)...)
+			if got := keysOf(t, db.NewIterator); !slices.Equal(got, want) {
+				t.Fatalf("after reopen: %v, want %v", got, want)
+			}
+			rep, err := db.Verify(context.Background())
+			mustDo(t, err)
+			if len(rep.Problems) > 0 {
+				t.Fatalf("Verify: %v", rep.Problems)
+			}
+		})
+	}
+}
+
+// TestDeleteRangeManyTombstones: many overlapping range deletions in one
+// memtable and across segments agree with a model, through compactions.
+func TestDeleteRangeManyTombstones(t *testing.T) {
+	o := smallOptions()
+	o.CompactionFanIn = 2
+	db := mustOpen(t, t.TempDir(), o)
+	defer db.Close()
+	model := map[string]string{}
+	for round := range 20 {
+		for i := range 50 {
+			k := fmt.Sprintf("k%04d", (round*37+i*13)%1000)
+			v := strings.Repeat("v", round+1)
+			mustDo(t, db.Put([]byte(k), []byte(v)))
+			model[k] = v
+		}
+		lo := (round * 53) % 900
+		start, end := fmt.Sprintf("k%04d", lo), fmt.Sprintf("k%04d", lo+round*10)
+		mustDo(t, db.DeleteRange([]byte(start), []byte(end)))
+		modelDeleteRange(model, start, end)
+		if round%5 == 4 {
+			mustDo(t, db.Flush())
+		}
+	}
+	mustDo(t, db.WaitForCompactions(context.Background()))
+	want := slices.Sorted(func(yield func(string) bool) {
+		for k := range model {
+			if !yield(k) {
+				return
+			}
+		}
+	})
+	if got := keysOf(t, db.NewIterator); !slices.Equal(got, want) {
+		t.Fatalf("%d keys, want %d", len(got), len(want))
+	}
+	mustDo(t, db.Compact())
+	if got := keysOf(t, db.NewIterator); !slices.Equal(got, want) {
+		t.Fatalf("after Compact: %d keys, want %d", len(got), len(want))
+	}
+}
