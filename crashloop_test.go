@@ -61,6 +61,25 @@ func loopValue(key string, n int) []byte {
 func loopOp(g, n int) (effect map[string][]byte, single bool) {
 	k := n % crashLoopKeys
 	p, m, s := loopKey('p', g, k), loopKey('m', g, k), loopKey('s', g, k)
+	if start, end, ok := loopRange(g, n); ok {
+		effect = map[string][]byte{}
+		for i := k; i < min(k+5, crashLoopKeys); i++ {
+			if key := loopKey(start[0], g, i); key < end {
+				effect[key] = nil
+			}
+		}
+		if start[0] == 's' {
+			return effect, true // DeleteRange alone
+		}
+		// A batch that deletes a range of pairs, then writes one key of it
+		// again, and a key outside it.
+		if k+1 < crashLoopKeys {
+			m1 := loopKey('m', g, k+1)
+			effect[m1] = loopValue(m1, n)
+		}
+		effect[p] = loopValue(p, n)
+		return effect, false
+	}
 	switch n % 7 { // 7 is prime to crashLoopKeys: every key sees every kind
 	case 3: // delete the pair
 		return map[string][]byte{p: nil, m: nil}, false
@@ -127,9 +146,35 @@ func TestCrashLoopChild(t *testing.T) {
 	}
 }
 
+// loopRange returns the range deletion op n of writer g starts with, if
+// it has one: five keys of its s family alone, or three of its m family
+// in a batch (loopOp).
+func loopRange(g, n int) (start, end string, ok bool) {
+	k := n % crashLoopKeys
+	switch n % 13 { // 13 is prime to 7 and crashLoopKeys
+	case 6:
+		return loopKey('s', g, k), loopKey('s', g, k+5), true
+	case 9:
+		return loopKey('m', g, k), loopKey('m', g, k+3), true
+	}
+	return "", "", false
+}
+
 func commitLoopOp(db *DB, g, n int) error {
 	effect, single := loopOp(g, n)
 	b := NewBatch()
+	if start, end, ok := loopRange(g, n); ok {
+		if single {
+			return db.DeleteRange([]byte(start), []byte(end))
+		}
+		b.DeleteRange([]byte(start), []byte(end)) // first: the puts after it survive it
+		for k, v := range effect {
+			if v != nil {
+				b.Put([]byte(k), v)
+			}
+		}
+		return db.Write(b)
+	}
 	for k, v := range effect {
 		switch {
 		case single && v == nil:

@@ -69,6 +69,12 @@ func plEffect(g, n int) (keys []string, values [][]byte, single bool) {
 		return append(fmt.Appendf(nil, "%s@%d;", k, n), bytes.Repeat([]byte{byte('a' + n%26)}, 20+n*13%90)...)
 	}
 	k1, k2, k3 := plKey(g, n*7%plKeys), plKey(g, (n*7+3)%plKeys), plKey(g, (n*7+11)%plKeys)
+	if _, _, ok := plRange(g, n); ok {
+		if n%2 == 0 {
+			return nil, nil, true // the range deletion alone
+		}
+		return []string{k2}, [][]byte{val(k2)}, false // after it, in one batch
+	}
 	switch n % 6 {
 	case 0, 1:
 		return []string{k1}, [][]byte{val(k1)}, true
@@ -82,8 +88,22 @@ func plEffect(g, n int) (keys []string, values [][]byte, single bool) {
 	return []string{k1, k2, k3}, [][]byte{val(k1), val(k2), val(k3)}, false
 }
 
+// plRange is the range deletion op n of writer g starts with, if any: of
+// six keys from its first key.
+func plRange(g, n int) (start, end string, ok bool) {
+	if n%11 != 7 {
+		return "", "", false
+	}
+	k := n * 7 % plKeys
+	return plKey(g, k), plKey(g, k+6), true
+}
+
 func plCommit(db *DB, g, n int) error {
 	keys, values, single := plEffect(g, n)
+	start, end, isRange := plRange(g, n)
+	if isRange && single {
+		return db.DeleteRange([]byte(start), []byte(end))
+	}
 	if single {
 		if values[0] == nil {
 			return db.Delete([]byte(keys[0]))
@@ -91,6 +111,9 @@ func plCommit(db *DB, g, n int) error {
 		return db.Put([]byte(keys[0]), values[0])
 	}
 	b := NewBatch()
+	if isRange {
+		b.DeleteRange([]byte(start), []byte(end))
+	}
 	for i, k := range keys {
 		if values[i] == nil {
 			b.Delete([]byte(k))
@@ -195,6 +218,13 @@ func plState(g, j int) map[string]string {
 
 // plApply applies op n of writer g to st.
 func plApply(st map[string]string, g, n int) {
+	if start, end, ok := plRange(g, n); ok {
+		for k := range st {
+			if start <= k && k < end {
+				delete(st, k)
+			}
+		}
+	}
 	keys, values, _ := plEffect(g, n)
 	for i, k := range keys {
 		if values[i] == nil {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/bloomkv/bloomkv/internal/base"
+	"github.com/bloomkv/bloomkv/internal/rangedel"
 )
 
 // fuzzSegments are small valid segments used as seeds.
@@ -20,7 +21,9 @@ func fuzzSegments(t testing.TB) [][]byte {
 	plain, _ := writeSegment(t, es, WriterOptions{BlockSize: 32, RestartInterval: 2})
 	packed, _ := writeSegment(t, es, WriterOptions{Compression: true, BitsPerKey: 10})
 	empty, _ := writeSegment(t, nil, WriterOptions{BitsPerKey: 10})
-	return [][]byte{plain, packed, empty}
+	rd := rangedel.Build([]rangedel.Tombstone{{Start: []byte("a"), End: []byte("ab"), Seq: 6}, {Start: []byte("aa"), End: []byte("c"), Seq: 7}})
+	withRangeDels, _ := writeWithRangeDels(t, es, rd, WriterOptions{BitsPerKey: 10})
+	return [][]byte{plain, packed, empty, withRangeDels}
 }
 
 func requireCorrupt(t *testing.T, err error) {
