@@ -179,6 +179,9 @@ func (db *DB) pickLocked() *compactionJob {
 		job.inputs = covered
 	} else {
 		job.pick = db.policy.Pick(db.metasLocked()[:free])
+		if job.pick == nil && free == len(db.segments) {
+			job.pick = db.tombstoneMergeLocked()
+		}
 		if job.pick == nil {
 			return nil
 		}
@@ -195,6 +198,46 @@ func (db *DB) pickLocked() *compactionJob {
 		db.busy[s] = true
 	}
 	return &job
+}
+
+// tombstoneDensity is the share of point tombstones among the live entries
+// at which a merge to drop them is due, and minTombstones the fewest that
+// make one worth it. A scan steps over every tombstone and every version it
+// hides, and size-tiered merges drop them only in a merge that reaches the
+// oldest segment, which the policy may not do for a long time: at 20% of
+// the entries a scan spends up to two fifths of its steps on deleted data,
+// and the merge writes at most five entries per tombstone it drops.
+const (
+	tombstoneDensity = 0.2
+	minTombstones    = 64
+)
+
+// tombstoneMergeLocked returns a major merge from the newest segment that
+// holds a point tombstone down to the oldest, when point tombstones make up
+// tombstoneDensity of the live entries (as Pebble's tombstone-density
+// compactions do for its levels). Not while a snapshot is open: it could
+// keep the tombstones, and the merge would be due again at once.
+func (db *DB) tombstoneMergeLocked() *compaction.Pick {
+	if db.snapshots.Len() > 0 {
+		return nil
+	}
+	var entries, tombstones uint64
+	newest := -1
+	for i, s := range db.segments {
+		entries += s.meta.Entries
+		tombstones += s.meta.Tombstones
+		if newest < 0 && s.meta.Tombstones > 0 {
+			newest = i
+		}
+	}
+	if tombstones < minTombstones || float64(tombstones) < tombstoneDensity*float64(entries) {
+		return nil
+	}
+	pick := &compaction.Pick{Start: newest, End: len(db.segments), IncludesOldest: true}
+	for _, s := range db.segments[newest:] {
+		pick.Tier = max(pick.Tier, s.meta.Tier+1)
+	}
+	return pick
 }
 
 // deletedSegmentsLocked returns the segments of segs (newest first) that

@@ -383,3 +383,29 @@ func TestDeleteRangeManyTombstones(t *testing.T) {
 		t.Fatalf("after Compact: %d keys, want %d", len(got), len(want))
 	}
 }
+
+// TestTombstoneDensityMerge: when point tombstones become a fifth of the
+// live entries, a background merge to the oldest segment drops them and
+// what they hide, though the size-tiered policy alone would merge nothing.
+func TestTombstoneDensityMerge(t *testing.T) {
+	o := smallOptions()
+	o.MemtableSize = 1 << 20
+	o.CompactionFanIn = 64
+	db := mustOpen(t, t.TempDir(), o)
+	defer db.Close()
+	for i := range 2000 {
+		mustDo(t, db.Put(fmt.Appendf(nil, "k%04d", i), make([]byte, 50)))
+	}
+	mustDo(t, db.Flush())
+	for i := range 1000 {
+		mustDo(t, db.Delete(fmt.Appendf(nil, "k%04d", 2*i)))
+	}
+	mustDo(t, db.Flush())
+	mustDo(t, db.WaitForCompactions(context.Background()))
+	if entries := liveEntries(db); entries != 1000 {
+		t.Fatalf("%d live entries after 1000 deletions of 2000 keys, want 1000: the tombstones stayed", entries)
+	}
+	if got := keysOf(t, db.NewIterator); len(got) != 1000 || got[0] != "k0001" {
+		t.Fatalf("%d keys from %v", len(got), got[:1])
+	}
+}
