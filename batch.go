@@ -29,9 +29,10 @@ import (
 //	  klen  uvarint, key   (a range deletion's start: may be empty)
 //	  vlen  uvarint, value (puts; a range deletion's end)
 type Batch struct {
-	data  []byte
-	count uint32
-	err   error // first invalid operation; reported by DB.Write
+	data      []byte
+	count     uint32
+	rangeDels uint32 // how many of the operations are range deletions
+	err       error  // first invalid operation; reported by DB.Write
 }
 
 const batchHeaderLen = 12
@@ -73,7 +74,7 @@ func (b *Batch) Size() int { return max(len(b.data), batchHeaderLen) }
 
 // Reset empties the batch, keeping its memory.
 func (b *Batch) Reset() {
-	b.data, b.count, b.err = b.data[:0], 0, nil
+	b.data, b.count, b.rangeDels, b.err = b.data[:0], 0, 0, nil
 }
 
 func (b *Batch) add(kind base.Kind, key, value []byte, invalid error) error {
@@ -99,6 +100,9 @@ func (b *Batch) add(kind base.Kind, key, value []byte, invalid error) error {
 		b.data = append(b.data, value...)
 	}
 	b.count++
+	if kind == base.KindRangeDelete {
+		b.rangeDels++
+	}
 	return nil
 }
 
