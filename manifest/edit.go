@@ -145,7 +145,7 @@ func (s State) applySegments(e Edit) ([]SegmentMeta, error) {
 		}
 	}
 	for _, seg := range e.Add {
-		if err := seg.check(); err != nil {
+		if err := checkSegment(&seg); err != nil {
 			return nil, invalidf("segment %d: %v", seg.FileNum, err)
 		}
 		// Re-adding a removed number is rejected too: file numbers are
@@ -154,7 +154,7 @@ func (s State) applySegments(e Edit) ([]SegmentMeta, error) {
 			return nil, invalidf("add of segment %d, which is already live", seg.FileNum)
 		}
 		live[seg.FileNum] = true
-		out = append(out, seg.clone())
+		out = append(out, cloneSegment(seg))
 	}
 	slices.SortFunc(out, newestFirst)
 	return out, nil

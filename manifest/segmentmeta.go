@@ -46,10 +46,10 @@ const crcLen = 4
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// check reports the first violated invariant of s, or nil. Apply rejects
-// such segments, and the decoder treats them as corruption, so everything
-// in a manifest satisfies these.
-func (s *SegmentMeta) check() error {
+// checkSegment reports the first violated invariant of s, or nil. Apply
+// rejects such segments, and the decoder treats them as corruption, so
+// everything in a manifest satisfies these.
+func checkSegment(s *SegmentMeta) error {
 	switch {
 	case s.FileNum == 0:
 		return errors.New("file number 0 is reserved")
@@ -71,9 +71,9 @@ func (s *SegmentMeta) check() error {
 	return nil
 }
 
-// clone returns s with its own copies of the key bytes, so the manifest
-// never shares memory with a caller's buffers.
-func (s SegmentMeta) clone() SegmentMeta {
+// cloneSegment returns s with its own copies of the key bytes, so the
+// manifest never shares memory with a caller's buffers.
+func cloneSegment(s SegmentMeta) SegmentMeta {
 	s.Smallest = bytes.Clone(s.Smallest)
 	s.Largest = bytes.Clone(s.Largest)
 	return s
@@ -137,7 +137,7 @@ func decodeSegmentMeta(b []byte) (SegmentMeta, int, error) {
 		d.fail(fmt.Errorf("%d trailing bytes", len(body)-d.off))
 	}
 	if d.err == nil {
-		d.fail(s.check())
+		d.fail(checkSegment(&s))
 	}
 	if d.err != nil {
 		return SegmentMeta{}, d.off, d.err

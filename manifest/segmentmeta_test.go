@@ -216,7 +216,7 @@ func checkDecode(t *testing.T, b []byte) {
 		}
 		return
 	}
-	if err := m.check(); err != nil {
+	if err := checkSegment(&m); err != nil {
 		t.Fatalf("decoded an invalid meta: %v", err)
 	}
 	// Encodings are canonical, so anything accepted re-encodes to exactly
