@@ -6,6 +6,7 @@ import (
 	"io"
 	"io/fs"
 
+	"github.com/bloomkv/bloomkv/internal/base"
 	"github.com/bloomkv/bloomkv/manifest"
 	"github.com/bloomkv/bloomkv/vfs"
 )
@@ -137,7 +138,7 @@ func (cp *checkpoint) release() {
 // write puts the captured files into dir, then the manifest, then syncs
 // the directory.
 func (cp *checkpoint) write(db *DB, dir string) error {
-	var adds []manifest.SegmentMeta
+	var adds []base.SegmentMeta
 	maxNum := uint64(0)
 	for _, s := range cp.segments {
 		if err := linkOrCopy(db.fs, s.path, pathIn(dir, s.name), s.file, -1); err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/bloomkv/bloomkv/bloom"
 	"github.com/bloomkv/bloomkv/compaction"
+	"github.com/bloomkv/bloomkv/internal/base"
 	"github.com/bloomkv/bloomkv/internal/merge"
 	"github.com/bloomkv/bloomkv/manifest"
 )
@@ -196,8 +197,8 @@ func (db *DB) compactLoop(pick *compaction.Pick, inputs []*segHandle) {
 	}
 }
 
-func (db *DB) metasLocked() []manifest.SegmentMeta {
-	metas := make([]manifest.SegmentMeta, len(db.segments))
+func (db *DB) metasLocked() []base.SegmentMeta {
+	metas := make([]base.SegmentMeta, len(db.segments))
 	for i, s := range db.segments {
 		metas[i] = s.meta
 	}
@@ -226,7 +227,7 @@ func (db *DB) compactSegments(inputs []*segHandle, tier uint32, major bool) erro
 	}
 	edit := manifest.Edit{}
 	if out != nil {
-		edit.Add = []manifest.SegmentMeta{out.meta}
+		edit.Add = []base.SegmentMeta{out.meta}
 		info.OutputBytes, info.OutputEntries = out.meta.Size, out.meta.Entries
 		if f := out.reader.Filter(); f != nil {
 			info.EstimatedFPR = f.EstimatedFPR()

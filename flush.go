@@ -6,6 +6,7 @@ import (
 
 	"github.com/bloomkv/bloomkv/bloom"
 	"github.com/bloomkv/bloomkv/compaction"
+	"github.com/bloomkv/bloomkv/internal/base"
 	"github.com/bloomkv/bloomkv/manifest"
 	"github.com/bloomkv/bloomkv/segment"
 	"github.com/bloomkv/bloomkv/vfs"
@@ -126,7 +127,7 @@ func (db *DB) flushFrozen(f *frozen) (*segHandle, error) {
 	db.mu.Unlock()
 	edit := manifest.Edit{FlushedSeq: &f.maxSeq, LogNum: &nextLog}
 	if s != nil {
-		edit.Add = []manifest.SegmentMeta{s.meta}
+		edit.Add = []base.SegmentMeta{s.meta}
 	}
 	if err := db.manifest.Apply(edit); err != nil {
 		// Whether the commit reached the disk is unknown, so the file
@@ -206,8 +207,8 @@ func (db *DB) fillSegment(f vfs.File, it compaction.Iterator, filter *bloom.Filt
 	return w.Finish()
 }
 
-func metaFromProperties(num uint64, p segment.Properties) manifest.SegmentMeta {
-	return manifest.SegmentMeta{
+func metaFromProperties(num uint64, p segment.Properties) base.SegmentMeta {
+	return base.SegmentMeta{
 		FileNum:      num,
 		Entries:      p.Entries,
 		Tombstones:   p.Tombstones,
@@ -223,7 +224,7 @@ func metaFromProperties(num uint64, p segment.Properties) manifest.SegmentMeta {
 
 // openSegment opens the reader of segment file f described by meta; the
 // handle owns f and starts with the DB's reference.
-func (db *DB) openSegment(f vfs.File, meta manifest.SegmentMeta) (*segHandle, error) {
+func (db *DB) openSegment(f vfs.File, meta base.SegmentMeta) (*segHandle, error) {
 	name := segFileName(meta.FileNum)
 	ro := segment.ReaderOptions{
 		Cache:    db.cache,

@@ -222,7 +222,7 @@ func (db *DB) openManifest(entries []string) (*manifest.Manifest, error) {
 }
 
 // loadSegment opens a live segment and checks it against its manifest entry.
-func (db *DB) loadSegment(meta manifest.SegmentMeta) (*segHandle, error) {
+func (db *DB) loadSegment(meta base.SegmentMeta) (*segHandle, error) {
 	name := segFileName(meta.FileNum)
 	f, err := db.fs.Open(db.path(name))
 	if err != nil {
@@ -365,7 +365,7 @@ func walRecoverOptions(fsys vfs.FS, dir string, logs []uint64, i int, boot [16]b
 // stay (the next Open deletes them if the commit did not land).
 func (db *DB) startFresh(replayed *memtable.Memtable) error {
 	var (
-		added []manifest.SegmentMeta
+		added []base.SegmentMeta
 		seg   *segHandle
 		err   error
 	)

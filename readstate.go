@@ -5,7 +5,7 @@ import (
 	"log/slog"
 	"sync/atomic"
 
-	"github.com/bloomkv/bloomkv/manifest"
+	"github.com/bloomkv/bloomkv/internal/base"
 	"github.com/bloomkv/bloomkv/memtable"
 	"github.com/bloomkv/bloomkv/segment"
 	"github.com/bloomkv/bloomkv/vfs"
@@ -94,7 +94,7 @@ func (db *DB) publishLocked() {
 // segment is live, each read state one more.
 type segHandle struct {
 	refs     atomic.Int32
-	meta     manifest.SegmentMeta
+	meta     base.SegmentMeta
 	name     string // file name, for errors
 	path     string
 	fs       vfs.FS

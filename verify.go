@@ -329,7 +329,7 @@ func verifyClosedDir(ctx context.Context, fsys vfs.FS, dir string, st manifest.S
 	return nil
 }
 
-func verifySegmentFile(ctx context.Context, fsys vfs.FS, dir string, meta manifest.SegmentMeta, rep *VerifyReport) error {
+func verifySegmentFile(ctx context.Context, fsys vfs.FS, dir string, meta base.SegmentMeta, rep *VerifyReport) error {
 	name := segFileName(meta.FileNum)
 	f, err := fsys.Open(filepath.Join(dir, name))
 	if errors.Is(err, fs.ErrNotExist) {
@@ -348,7 +348,7 @@ func verifySegmentFile(ctx context.Context, fsys vfs.FS, dir string, meta manife
 // cache, no mapping, so every byte comes from the file) and checks it
 // against meta and, if set, the resident filter. Damage goes into rep; the
 // error is ctx's.
-func verifySegment(ctx context.Context, f vfs.File, meta manifest.SegmentMeta, resident *bloom.Filter, rep *VerifyReport) error {
+func verifySegment(ctx context.Context, f vfs.File, meta base.SegmentMeta, resident *bloom.Filter, rep *VerifyReport) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -391,7 +391,7 @@ func verifySegment(ctx context.Context, f vfs.File, meta manifest.SegmentMeta, r
 }
 
 // sameMeta compares the fields a segment's properties determine.
-func sameMeta(a, b manifest.SegmentMeta) bool {
+func sameMeta(a, b base.SegmentMeta) bool {
 	return a.Entries == b.Entries && a.Tombstones == b.Tombstones && a.MinSeq == b.MinSeq &&
 		a.MaxSeq == b.MaxSeq && bytes.Equal(a.Smallest, b.Smallest) && bytes.Equal(a.Largest, b.Largest) &&
 		a.FilterLayout == b.FilterLayout && a.FilterK == b.FilterK && a.FilterBits == b.FilterBits

@@ -7,7 +7,7 @@ package compaction
 import (
 	"math"
 
-	"github.com/bloomkv/bloomkv/manifest"
+	"github.com/bloomkv/bloomkv/internal/base"
 )
 
 // DefaultFanIn is the number of segments SizeTiered merges at once when its
@@ -20,7 +20,7 @@ type Policy interface {
 	// Pick returns the next merge for the live segments segs, ordered
 	// newest first as the DB probes them, or nil if nothing needs merging.
 	// It must not retain or modify segs.
-	Pick(segs []manifest.SegmentMeta) *Pick
+	Pick(segs []base.SegmentMeta) *Pick
 }
 
 // Pick names one merge: the inputs segs[Start:End] of the slice passed to
@@ -77,7 +77,7 @@ type SizeTiered struct {
 // as any other; the oldest segments of a longer run go first so that the
 // output, one tier up, lands next to the older and larger segments and the
 // newest-first order keeps non-decreasing tiers.
-func (p SizeTiered) Pick(segs []manifest.SegmentMeta) *Pick {
+func (p SizeTiered) Pick(segs []base.SegmentMeta) *Pick {
 	fanIn := p.fanIn()
 	tiers := p.effectiveTiers(segs)
 	for start := 0; start < len(tiers); {
@@ -101,7 +101,7 @@ func (p SizeTiered) Pick(segs []manifest.SegmentMeta) *Pick {
 // Tiers returns the number of tiers segs span: one more than the highest
 // tier, or 0 for no segments. It is the argument MaxSegments and
 // StallThreshold expect.
-func (p SizeTiered) Tiers(segs []manifest.SegmentMeta) int {
+func (p SizeTiered) Tiers(segs []base.SegmentMeta) int {
 	tiers := p.effectiveTiers(segs)
 	if len(tiers) == 0 {
 		return 0
@@ -147,7 +147,7 @@ func (p SizeTiered) tierRatio() float64 {
 }
 
 // rawTier is the tier of one segment on its own.
-func (p SizeTiered) rawTier(s manifest.SegmentMeta) uint32 {
+func (p SizeTiered) rawTier(s base.SegmentMeta) uint32 {
 	if p.MinSize <= 0 {
 		return s.Tier
 	}
@@ -173,7 +173,7 @@ func (p SizeTiered) rawTier(s manifest.SegmentMeta) uint32 {
 // that shrank, a file from an older policy) would be cut off from its
 // peers by the larger newer segment and could wait forever; lifted, it
 // joins the next merge of the tier above, which costs only rewriting it.
-func (p SizeTiered) effectiveTiers(segs []manifest.SegmentMeta) []uint32 {
+func (p SizeTiered) effectiveTiers(segs []base.SegmentMeta) []uint32 {
 	tiers := make([]uint32, len(segs))
 	var floor uint32
 	for i, s := range segs {

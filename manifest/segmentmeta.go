@@ -13,10 +13,6 @@ import (
 	"github.com/bloomkv/bloomkv/internal/base"
 )
 
-// SegmentMeta describes one live segment file; it is defined in
-// internal/base, the vocabulary shared with compaction.
-type SegmentMeta = base.SegmentMeta
-
 // segmentMetaVersion is the first byte of every encoded SegmentMeta.
 const segmentMetaVersion = 1
 
@@ -32,7 +28,7 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // checkSegment reports the first violated invariant of s, or nil. Apply
 // rejects such segments, and the decoder treats them as corruption, so
 // everything in a manifest satisfies these.
-func checkSegment(s *SegmentMeta) error {
+func checkSegment(s *base.SegmentMeta) error {
 	switch {
 	case s.FileNum == 0:
 		return errors.New("file number 0 is reserved")
@@ -56,7 +52,7 @@ func checkSegment(s *SegmentMeta) error {
 
 // cloneSegment returns s with its own copies of the key bytes, so the
 // manifest never shares memory with a caller's buffers.
-func cloneSegment(s SegmentMeta) SegmentMeta {
+func cloneSegment(s base.SegmentMeta) base.SegmentMeta {
 	s.Smallest = bytes.Clone(s.Smallest)
 	s.Largest = bytes.Clone(s.Largest)
 	return s
@@ -64,7 +60,7 @@ func cloneSegment(s SegmentMeta) SegmentMeta {
 
 // newestFirst orders segments by MaxSeq descending, then FileNum descending:
 // a reader probing segments in this order sees newer versions first.
-func newestFirst(a, b SegmentMeta) int {
+func newestFirst(a, b base.SegmentMeta) int {
 	if c := cmp.Compare(b.MaxSeq, a.MaxSeq); c != 0 {
 		return c
 	}
@@ -73,7 +69,7 @@ func newestFirst(a, b SegmentMeta) int {
 
 // EncodeSegmentMeta returns the version-1 encoding of s described in
 // FORMAT.md. It does not validate s; Apply does before storing it.
-func EncodeSegmentMeta(s SegmentMeta) []byte {
+func EncodeSegmentMeta(s base.SegmentMeta) []byte {
 	n := 1 + 9*binary.MaxVarintLen64 + 2 + len(s.Smallest) + len(s.Largest) + crcLen
 	b := make([]byte, 0, n)
 	b = append(b, segmentMetaVersion)
@@ -98,10 +94,10 @@ func EncodeSegmentMeta(s SegmentMeta) []byte {
 // value has no file; Open reports the manifest's name instead) and whose
 // Offset is the byte position within b. The returned keys never alias b,
 // and the only allocation is for them, so it is never larger than b.
-func DecodeSegmentMeta(b []byte) (SegmentMeta, error) {
+func DecodeSegmentMeta(b []byte) (base.SegmentMeta, error) {
 	s, off, err := decodeSegmentMeta(b)
 	if err != nil {
-		return SegmentMeta{}, base.Corruptf("", int64(off), "segment meta: %v", err)
+		return base.SegmentMeta{}, base.Corruptf("", int64(off), "segment meta: %v", err)
 	}
 	return s, nil
 }
@@ -109,10 +105,10 @@ func DecodeSegmentMeta(b []byte) (SegmentMeta, error) {
 // decodeSegmentMeta does the work of DecodeSegmentMeta, returning a plain
 // error and the offset where it was detected so each caller can report it
 // against the right file.
-func decodeSegmentMeta(b []byte) (SegmentMeta, int, error) {
+func decodeSegmentMeta(b []byte) (base.SegmentMeta, int, error) {
 	body, off, err := openRecord(b, segmentMetaVersion)
 	if err != nil {
-		return SegmentMeta{}, off, err
+		return base.SegmentMeta{}, off, err
 	}
 	d := decoder{b: body, off: 1}
 	s := d.fields()
@@ -123,7 +119,7 @@ func decodeSegmentMeta(b []byte) (SegmentMeta, int, error) {
 		d.fail(checkSegment(&s))
 	}
 	if d.err != nil {
-		return SegmentMeta{}, d.off, d.err
+		return base.SegmentMeta{}, d.off, d.err
 	}
 	return s, 0, nil
 }
@@ -149,8 +145,8 @@ func openRecord(b []byte, version byte) (body []byte, off int, err error) {
 
 // fields reads the fields after the version byte in encoding order. After
 // the first error every read returns zero, so the caller checks d.err once.
-func (d *decoder) fields() SegmentMeta {
-	var s SegmentMeta
+func (d *decoder) fields() base.SegmentMeta {
+	var s base.SegmentMeta
 	s.FileNum = d.uvarint()
 	s.Size = int64(d.bounded(math.MaxInt64))
 	s.Entries = d.uvarint()

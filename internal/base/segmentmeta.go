@@ -1,6 +1,8 @@
 package base
 
-// SegmentMeta describes one live segment file.
+// SegmentMeta describes one live segment file. The manifest records it
+// (manifest.EncodeSegmentMeta has the encoding and manifest checks its
+// invariants); the DB and the compaction policy read it.
 type SegmentMeta struct {
 	FileNum    uint64
 	Size       int64  // file size in bytes
