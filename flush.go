@@ -91,7 +91,7 @@ func (db *DB) flushLoop() {
 		// segments under db.mu must find the writes in one or the other.
 		// The unlink itself needs no lock.
 		db.mu.Unlock()
-		db.removeFile(walName(f.logNum))
+		db.removeFile(base.WALFileName(f.logNum))
 		db.mu.Lock()
 	}
 	for _, f := range db.imm { // on failure or close: wake Flush callers
@@ -149,7 +149,7 @@ func (db *DB) writeSegment(it compaction.Iterator, filter *bloom.Filter, tier ui
 	if err != nil {
 		return nil, fmt.Errorf("segment file number: %w", err)
 	}
-	name := segFileName(num)
+	name := base.SegmentFileName(num)
 	f, err := db.fs.Create(db.path(name))
 	if err != nil {
 		return nil, fmt.Errorf("create segment: %w", err)
@@ -225,7 +225,7 @@ func metaFromProperties(num uint64, p segment.Properties) base.SegmentMeta {
 // openSegment opens the reader of segment file f described by meta; the
 // handle owns f and starts with the DB's reference.
 func (db *DB) openSegment(f vfs.File, meta base.SegmentMeta) (*segHandle, error) {
-	name := segFileName(meta.FileNum)
+	name := base.SegmentFileName(meta.FileNum)
 	ro := segment.ReaderOptions{
 		Cache:    db.cache,
 		Counters: &db.counters,
