@@ -299,7 +299,7 @@ func (db *DB) installCompaction(inputs []*segHandle, out *segHandle, info Compac
 		}
 	}
 	db.segments = live
-	db.publishLocked()
+	db.segmentsChangedLocked()
 	for _, s := range inputs {
 		s.obsolete.Store(true)
 		s.unref() // the DB's reference

@@ -81,7 +81,7 @@ func (db *DB) flushLoop() {
 			db.segments = append([]*segHandle{s}, db.segments...)
 			db.stats.flushBytes.Add(uint64(s.meta.Size))
 		}
-		db.publishLocked()
+		db.segmentsChangedLocked()
 		db.stats.flushes.Add(1)
 		db.scheduleCompactionLocked()
 		close(f.done)

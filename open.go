@@ -137,7 +137,7 @@ func (db *DB) recoverReadOnly() error {
 	db.mem, db.replayedLogs = replayed, files.logs
 	db.visibleSeq.Store(db.lastSeq)
 	db.mu.Lock()
-	db.publishLocked()
+	db.segmentsChangedLocked()
 	db.mu.Unlock()
 	return nil
 }
@@ -398,7 +398,7 @@ func (db *DB) startFresh(replayed *memtable.Memtable) error {
 	db.mem = memtable.New(db.opts.MemtableSize)
 	db.visibleSeq.Store(db.lastSeq)
 	db.mu.Lock()
-	db.publishLocked()
+	db.segmentsChangedLocked()
 	db.scheduleCompactionLocked()
 	db.mu.Unlock()
 	return nil

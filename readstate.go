@@ -69,6 +69,17 @@ func (rs *readState) release() {
 	}
 }
 
+// segmentsChangedLocked is what follows a change of db.segments (a flush,
+// a compaction, recovery): the filters are refitted into
+// Options.FilterBudget, the write stall threshold is recomputed for the new
+// tiers, and the new read state is published. A memtable rotation, which
+// leaves the segments alone, only publishes. db.mu must be held.
+func (db *DB) segmentsChangedLocked() {
+	db.applyFilterBudgetLocked()
+	db.stallAt = db.policy.StallThreshold(db.policy.Tiers(db.metasLocked()))
+	db.publishLocked()
+}
+
 // publishLocked replaces the read state with one built from db.mem, db.imm
 // and db.segments. db.mu must be held.
 func (db *DB) publishLocked() {
@@ -81,9 +92,7 @@ func (db *DB) publishLocked() {
 	for _, s := range rs.segments {
 		s.refs.Add(1)
 	}
-	db.applyFilterBudgetLocked()
 	rs.refs.Store(1) // the DB's own reference, dropped when replaced
-	db.stallAt = db.policy.StallThreshold(db.policy.Tiers(db.metasLocked()))
 	if old := db.current.Swap(rs); old != nil {
 		old.release()
 	}
