@@ -90,16 +90,6 @@ func (db *DB) WaitForCompactions(ctx context.Context) error {
 	}
 }
 
-// refSegmentsLocked returns db.segments[start:end] with a reference each,
-// so they stay open while a merge reads them.
-func (db *DB) refSegmentsLocked(start, end int) []*segHandle {
-	out := append([]*segHandle(nil), db.segments[start:end]...)
-	for _, s := range out {
-		s.refs.Add(1)
-	}
-	return out
-}
-
 // hasGarbage reports whether a segment holds what a major compaction
 // drops: tombstones, or older versions of a key (kept for a snapshot that
 // may since have been released).
@@ -114,12 +104,6 @@ func anyObsolete(segs []*segHandle) bool {
 		}
 	}
 	return false
-}
-
-func unrefAll(segs []*segHandle) {
-	for _, s := range segs {
-		s.unref()
-	}
 }
 
 // scheduleCompactionLocked starts background compactions, up to

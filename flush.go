@@ -4,12 +4,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/bloomkv/bloomkv/bloom"
 	"github.com/bloomkv/bloomkv/compaction"
 	"github.com/bloomkv/bloomkv/internal/base"
 	"github.com/bloomkv/bloomkv/manifest"
-	"github.com/bloomkv/bloomkv/segment"
-	"github.com/bloomkv/bloomkv/vfs"
 )
 
 // Flush writes the memtable to a segment and returns when it, and every
@@ -139,126 +136,4 @@ func (db *DB) flushFrozen(f *frozen) (*segHandle, error) {
 	}
 	db.logger.Info("flushed memtable", "entries", f.mem.Len(), "segment", segName(s), "took", time.Since(start))
 	return s, nil
-}
-
-// writeSegment writes the entries of it to a new segment file, syncs it and
-// opens it for reading. It returns nil (and no error) if it has no entries.
-// The file is not live until the caller commits it to the manifest.
-func (db *DB) writeSegment(it compaction.Iterator, filter *bloom.Filter, tier uint32) (*segHandle, error) {
-	num, err := db.manifest.NewFileNum()
-	if err != nil {
-		return nil, fmt.Errorf("segment file number: %w", err)
-	}
-	name := base.SegmentFileName(num)
-	f, err := db.fs.Create(db.path(name))
-	if err != nil {
-		return nil, fmt.Errorf("create segment: %w", err)
-	}
-	props, err := db.fillSegment(f, it, filter)
-	if err == nil && props.Entries > 0 {
-		err = f.Sync()
-	}
-	if err == nil && props.Entries > 0 {
-		err = db.fs.SyncDir(db.dir)
-	}
-	if err != nil || props.Entries == 0 {
-		f.Close()
-		db.fs.Remove(db.path(name))
-		if err != nil {
-			return nil, fmt.Errorf("write segment %s: %w", name, err)
-		}
-		return nil, nil
-	}
-	meta := metaFromProperties(num, props)
-	meta.Tier = tier
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		db.fs.Remove(db.path(name))
-		return nil, fmt.Errorf("write segment %s: %w", name, err)
-	}
-	meta.Size = st.Size()
-	s, err := db.openSegment(f, meta)
-	if err != nil {
-		db.fs.Remove(db.path(name))
-	}
-	return s, err
-}
-
-// fillSegment writes the entries of it as a segment to f. A non-nil filter
-// (compaction's union path) replaces the one the writer would build.
-func (db *DB) fillSegment(f vfs.File, it compaction.Iterator, filter *bloom.Filter) (segment.Properties, error) {
-	w := segment.NewWriter(f, segment.WriterOptions{
-		BlockSize:   db.opts.BlockSize,
-		Compression: !db.opts.DisableCompression,
-		BitsPerKey:  db.opts.BitsPerKey,
-	})
-	if filter != nil {
-		w.SetFilter(filter)
-	}
-	for ok := it.First(); ok; ok = it.Next() {
-		if err := w.Add(it.Key(), it.Seq(), it.Kind(), it.Value()); err != nil {
-			return segment.Properties{}, err
-		}
-	}
-	if err := compaction.Err(it); err != nil {
-		return segment.Properties{}, err
-	}
-	return w.Finish()
-}
-
-func metaFromProperties(num uint64, p segment.Properties) base.SegmentMeta {
-	return base.SegmentMeta{
-		FileNum:      num,
-		Entries:      p.Entries,
-		Tombstones:   p.Tombstones,
-		MinSeq:       p.MinSeq,
-		MaxSeq:       p.MaxSeq,
-		Smallest:     p.Smallest,
-		Largest:      p.Largest,
-		FilterLayout: p.FilterLayout,
-		FilterK:      p.FilterK,
-		FilterBits:   p.FilterBits,
-	}
-}
-
-// openSegment opens the reader of segment file f described by meta; the
-// handle owns f and starts with the DB's reference.
-func (db *DB) openSegment(f vfs.File, meta base.SegmentMeta) (*segHandle, error) {
-	name := base.SegmentFileName(meta.FileNum)
-	ro := segment.ReaderOptions{
-		Cache:    db.cache,
-		Counters: &db.counters,
-		FileNum:  meta.FileNum,
-		Name:     name,
-	}
-	if !db.opts.DisableMmap {
-		m, err := mapSegment(f, meta.Size)
-		if err != nil {
-			f.Close()
-			return nil, fmt.Errorf("open segment %s: %w", name, err)
-		}
-		ro.Mapped = m
-	}
-	if ro.Mapped == nil {
-		adviseRandom(f)
-	}
-	r, err := segment.Open(f, meta.Size, ro)
-	if err != nil {
-		if ro.Mapped != nil {
-			unmapSegment(ro.Mapped)
-		}
-		f.Close()
-		return nil, fmt.Errorf("open segment %s: %w", name, err)
-	}
-	s := &segHandle{meta: meta, name: name, path: db.path(name), fs: db.fs, file: f, mapped: ro.Mapped, reader: r, logger: db.logger}
-	s.refs.Store(1)
-	return s, nil
-}
-
-func segName(s *segHandle) string {
-	if s == nil {
-		return "(empty)"
-	}
-	return s.name
 }

@@ -221,26 +221,6 @@ func (db *DB) openManifest(entries []string) (*manifest.Manifest, error) {
 	return m, nil
 }
 
-// loadSegment opens a live segment and checks it against its manifest entry.
-func (db *DB) loadSegment(meta base.SegmentMeta) (*segHandle, error) {
-	name := base.SegmentFileName(meta.FileNum)
-	f, err := db.fs.Open(db.path(name))
-	if err != nil {
-		return nil, fmt.Errorf("bloomkv: live segment %s: %w", name, err)
-	}
-	st, err := f.Stat()
-	if err == nil && st.Size() != meta.Size {
-		// The offset is where the file and the manifest part ways: the end
-		// of the shorter of the two.
-		err = base.Corruptf(name, min(st.Size(), meta.Size), "file is %d bytes, the manifest says %d", st.Size(), meta.Size)
-	}
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("bloomkv: open segment: %w", err)
-	}
-	return db.openSegment(f, meta)
-}
-
 // storeFiles sorts a store directory's WAL and segment files by what
 // recovery does with them.
 type storeFiles struct {
