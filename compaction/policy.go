@@ -15,16 +15,8 @@ import (
 // while a store of 4^t flushes needs only t tiers.
 const DefaultFanIn = 4
 
-// Policy decides which segments to merge next.
-type Policy interface {
-	// Pick returns the next merge for the live segments segs, ordered
-	// newest first as the DB probes them, or nil if nothing needs merging.
-	// It must not retain or modify segs.
-	Pick(segs []base.SegmentMeta) *Pick
-}
-
 // Pick names one merge: the inputs segs[Start:End] of the slice passed to
-// Policy.Pick. The run is contiguous because the DB orders segments by
+// SizeTiered.Pick. The run is contiguous because the DB orders segments by
 // sequence number: an output made of non-adjacent segments would hold
 // versions both newer and older than a segment it skipped, and no position
 // in the newest-first order would be right for it.
@@ -53,25 +45,30 @@ type SizeTiered struct {
 	// DefaultFanIn.
 	FanIn int
 
-	// MinSize selects how tiers are assigned. Zero: a segment's tier is its
+	// minSize selects how tiers are assigned. Zero: a segment's tier is its
 	// SegmentMeta.Tier, which compaction sets from Pick.Tier (0 for a
 	// flush). Positive: the tier is derived from the file size alone,
-	// floor(log_TierRatio(Size/MinSize)), 0 below MinSize·TierRatio. Size
+	// floor(log_ratio(Size/minSize)), 0 below minSize·ratio. Size
 	// tiers need no bookkeeping and put a merge whose output shrank
 	// (overwrites, deletions) back among segments of its real size instead
-	// of leaving it to wait for peers it will never get. A good MinSize is
+	// of leaving it to wait for peers it will never get. A good minSize is
 	// half the usual flushed segment size: then flushes between half and
 	// twice that size share tier 0.
-	MinSize int64
+	//
+	// The DB leaves it zero; size tiers are kept, unexported, for the
+	// tests and simulations that compare them (DESIGN.md).
+	minSize int64
 
-	// TierRatio is the size ratio between adjacent tiers when MinSize is
-	// set; values at or below 1 mean FanIn. With TierRatio == FanIn a
+	// ratio is the size ratio between adjacent tiers when minSize is
+	// set; values at or below 1 mean FanIn. With ratio == FanIn a
 	// merge of FanIn segments of tier t that drops nothing lands exactly
 	// in tier t+1, however the sizes vary within tier t.
-	TierRatio float64
+	ratio float64
 }
 
-// Pick implements Policy. It returns the oldest FanIn segments of the
+// Pick returns the next merge for the live segments segs, ordered newest
+// first as the DB probes them, or nil if nothing needs merging; it neither
+// retains nor modifies segs. It returns the oldest FanIn segments of the
 // lowest tier that holds FanIn adjacent segments. The lowest tier goes
 // first because its merge is the cheapest and frees as many segment slots
 // as any other; the oldest segments of a longer run go first so that the
@@ -140,21 +137,21 @@ func (p SizeTiered) fanIn() int {
 }
 
 func (p SizeTiered) tierRatio() float64 {
-	if p.TierRatio <= 1 || math.IsNaN(p.TierRatio) {
+	if p.ratio <= 1 || math.IsNaN(p.ratio) {
 		return float64(p.fanIn())
 	}
-	return p.TierRatio
+	return p.ratio
 }
 
 // rawTier is the tier of one segment on its own.
 func (p SizeTiered) rawTier(s base.SegmentMeta) uint32 {
-	if p.MinSize <= 0 {
+	if p.minSize <= 0 {
 		return s.Tier
 	}
-	if s.Size < p.MinSize {
+	if s.Size < p.minSize {
 		return 0
 	}
-	ratio, r := float64(s.Size)/float64(p.MinSize), p.tierRatio()
+	ratio, r := float64(s.Size)/float64(p.minSize), p.tierRatio()
 	t := math.Floor(math.Log(ratio) / math.Log(r))
 	// The quotient of logarithms can land a hair below an exact power
 	// (log 64 / log 4 = 2.9999…); settle t so that r^t ≤ ratio < r^(t+1).

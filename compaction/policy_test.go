@@ -26,7 +26,7 @@ func sized(sizes ...int64) []base.SegmentMeta {
 
 func TestSizeTieredPick(t *testing.T) {
 	const mb = 1 << 20
-	bySize := SizeTiered{MinSize: mb} // tiers: [1,4) MiB → 0, [4,16) → 1, [16,64) → 2
+	bySize := SizeTiered{minSize: mb} // tiers: [1,4) MiB → 0, [4,16) → 1, [16,64) → 2
 	tests := []struct {
 		name   string
 		policy SizeTiered
@@ -55,7 +55,7 @@ func TestSizeTieredPick(t *testing.T) {
 			[]base.SegmentMeta{{Size: mb, Tier: 5}, {Size: mb, Tier: 0}, {Size: mb, Tier: 3}, {Size: mb, Tier: 1}},
 			&Pick{0, 4, 1, true}},
 		{"by size: exact powers land in the upper tier", bySize, sized(16*mb, 16*mb, 16*mb, 16*mb, 64*mb), &Pick{0, 4, 3, false}},
-		{"by size: ratio 2", SizeTiered{MinSize: mb, TierRatio: 2, FanIn: 2}, sized(mb, 2*mb, 3*mb), &Pick{1, 3, 2, true}},
+		{"by size: ratio 2", SizeTiered{minSize: mb, ratio: 2, FanIn: 2}, sized(mb, 2*mb, 3*mb), &Pick{1, 3, 2, true}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -180,8 +180,8 @@ func TestSizeTieredSimulation(t *testing.T) {
 		{"tier field, fan-in 2", SizeTiered{FanIn: 2}},
 		{"tier field, fan-in 4", SizeTiered{}},
 		{"tier field, fan-in 8", SizeTiered{FanIn: 8}},
-		{"by size, fan-in 4", SizeTiered{MinSize: size / 2}},
-		{"by size, fan-in 10", SizeTiered{MinSize: size / 2, FanIn: 10}},
+		{"by size, fan-in 4", SizeTiered{minSize: size / 2}},
+		{"by size, fan-in 10", SizeTiered{minSize: size / 2, FanIn: 10}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			s := &sim{t: t, p: tt.p, merged: sumSizes}
@@ -215,7 +215,7 @@ func TestSizeTieredSimulation(t *testing.T) {
 // such outputs in tier 0; the manifest tier would promote them needlessly.
 func TestSizeTieredOverwriteSimulation(t *testing.T) {
 	const size = 1 << 20
-	p := SizeTiered{MinSize: size / 2}
+	p := SizeTiered{minSize: size / 2}
 	largest := func(in []base.SegmentMeta) int64 {
 		var n int64
 		for _, s := range in {
@@ -247,7 +247,7 @@ func FuzzPick(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte, bySize bool) {
 		p := SizeTiered{FanIn: 2 + len(data)%4}
 		if bySize {
-			p.MinSize = 1000
+			p.minSize = 1000
 		}
 		segs := make([]base.SegmentMeta, len(data))
 		for i, b := range data {
