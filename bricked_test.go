@@ -184,7 +184,7 @@ func TestOversizedEntryInWAL(t *testing.T) {
 				_, err := db.logw.WriteRecords(b.setSeq(db.lastSeq + 1))
 				mustDo(t, err)
 			})
-			name := walName(db.logNum)
+			name := base.WALFileName(db.logNum)
 			mustDo(t, db.Close())
 			err := openMustFail(t, dir, smallOptions(), ErrCorrupt)
 			wantCorruptFile(t, err, name)
@@ -219,7 +219,7 @@ func boltMetas(t *testing.T, path string) (newest, older int64) {
 func TestManifestMetaPageRot(t *testing.T) {
 	const n = 400
 	dir := brickStore(t, n)
-	path := filepath.Join(dir, manifestName)
+	path := filepath.Join(dir, base.ManifestName)
 	pristine, err := os.ReadFile(path)
 	mustDo(t, err)
 	newest, _ := boltMetas(t, path)
@@ -262,9 +262,9 @@ func TestManifestCounterRot(t *testing.T) {
 				mustDo(t, db.Put(faultKey(i), faultValue(i)))
 			}
 			mustDo(t, db.Close())
-			rewriteCounters(t, filepath.Join(dir, manifestName), func(v []byte) { v[at] ^= 0x04 })
+			rewriteCounters(t, filepath.Join(dir, base.ManifestName), func(v []byte) { v[at] ^= 0x04 })
 			err := openMustFail(t, dir, smallOptions(), ErrCorrupt)
-			wantCorruptFile(t, err, manifestName)
+			wantCorruptFile(t, err, base.ManifestName)
 		})
 	}
 }
@@ -292,7 +292,7 @@ func rewriteCounters(t *testing.T, path string, mutate func([]byte)) {
 func TestManifestOlderThanFiles(t *testing.T) {
 	t.Run("live segment missing", func(t *testing.T) {
 		dir := brickStore(t, 400)
-		segs, _ := filepath.Glob(filepath.Join(dir, "*"+segExt))
+		segs, _ := filepath.Glob(filepath.Join(dir, "*"+base.SegmentExt))
 		mustDo(t, os.Remove(segs[0]))
 		err := openMustFail(t, dir, smallOptions(), ErrCorrupt)
 		wantCorruptFile(t, err, filepath.Base(segs[0]))
@@ -340,12 +340,12 @@ func TestFailedOpenChangesNothing(t *testing.T) {
 		for i := 400; i < 500; i++ {
 			mustDo(t, db.Put(faultKey(i), faultValue(i)))
 		}
-		wal := walName(db.logNum)
+		wal := base.WALFileName(db.logNum)
 		mustDo(t, db.Close())
 		// An orphan: a segment an interrupted flush left, numbered below
 		// the counter.
-		segs, _ := filepath.Glob(filepath.Join(dir, "*"+segExt))
-		orphan := filepath.Join(dir, segFileName(db.logNum+5))
+		segs, _ := filepath.Glob(filepath.Join(dir, "*"+base.SegmentExt))
+		orphan := filepath.Join(dir, base.SegmentFileName(db.logNum+5))
 		if _, err := os.Stat(orphan); err == nil {
 			t.Fatalf("%s exists", orphan)
 		}
@@ -378,15 +378,15 @@ func TestFailedOpenChangesNothing(t *testing.T) {
 	})
 	t.Run("a user's MANIFEST.tmp", func(t *testing.T) {
 		dir := t.TempDir()
-		mustDo(t, os.WriteFile(filepath.Join(dir, manifestTmpName), []byte("my draft"), 0o644))
+		mustDo(t, os.WriteFile(filepath.Join(dir, base.ManifestTmpName), []byte("my draft"), 0o644))
 		openMustFail(t, dir, nil, ErrNotStore)
 	})
 	t.Run("an interrupted creation's MANIFEST.tmp", func(t *testing.T) {
 		dir := t.TempDir()
-		mustDo(t, os.WriteFile(filepath.Join(dir, manifestTmpName), nil, 0o644))
+		mustDo(t, os.WriteFile(filepath.Join(dir, base.ManifestTmpName), nil, 0o644))
 		db := mustOpen(t, dir, nil)
 		mustDo(t, db.Close())
-		if _, err := os.Stat(filepath.Join(dir, manifestTmpName)); !errors.Is(err, os.ErrNotExist) {
+		if _, err := os.Stat(filepath.Join(dir, base.ManifestTmpName)); !errors.Is(err, os.ErrNotExist) {
 			t.Fatalf("leftover not removed: %v", err)
 		}
 	})
@@ -554,12 +554,12 @@ func TestDamagedManifestNoCrash(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := brickStore(t, 400)
-			path := filepath.Join(dir, manifestName)
+			path := filepath.Join(dir, base.ManifestName)
 			b, err := os.ReadFile(path)
 			mustDo(t, err)
 			mustDo(t, os.WriteFile(path, tc.damage(b), 0o644))
 			err = openMustFail(t, dir, smallOptions(), ErrCorrupt)
-			wantCorruptFile(t, err, manifestName)
+			wantCorruptFile(t, err, base.ManifestName)
 			if rep, err := VerifyDir(context.Background(), nil, dir); err != nil || rep.OK() {
 				t.Fatalf("VerifyDir: %v\n%v", err, rep)
 			}
@@ -594,7 +594,7 @@ func TestWALBeyondItsMapping(t *testing.T) {
 		put(i)
 	}
 	if runtime.GOOS == "linux" { // the mapped path is in use: the file is preallocated
-		st, err := os.Stat(filepath.Join(dir, walName(db.logNum)))
+		st, err := os.Stat(filepath.Join(dir, base.WALFileName(db.logNum)))
 		mustDo(t, err)
 		if st.Size() <= db.logw.Size() {
 			t.Fatalf("WAL is %d bytes for %d written: not preallocated and mapped", st.Size(), db.logw.Size())
@@ -609,7 +609,7 @@ func TestWALBeyondItsMapping(t *testing.T) {
 		put(i)
 	}
 	mustDo(t, db.Close())
-	for _, name := range globNames(t, dir, "*"+walExt) {
+	for _, name := range globNames(t, dir, "*"+base.WALExt) {
 		rep := &VerifyReport{}
 		f, err := os.Open(filepath.Join(dir, name))
 		mustDo(t, err)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"io/fs"
 
+	"github.com/bloomkv/bloomkv/internal/base"
 	"github.com/bloomkv/bloomkv/manifest"
 	"github.com/bloomkv/bloomkv/vfs"
 )
@@ -114,7 +115,7 @@ func (db *DB) captureLogsLocked(cp *checkpoint) error {
 		nums = append(nums, db.logNum)
 	}
 	for i, num := range nums {
-		f, err := db.fs.Open(db.path(walName(num)))
+		f, err := db.fs.Open(db.path(base.WALFileName(num)))
 		if err != nil {
 			return err
 		}
@@ -137,7 +138,7 @@ func (cp *checkpoint) release() {
 // write puts the captured files into dir, then the manifest, then syncs
 // the directory.
 func (cp *checkpoint) write(db *DB, dir string) error {
-	var adds []manifest.SegmentMeta
+	var adds []base.SegmentMeta
 	maxNum := uint64(0)
 	for _, s := range cp.segments {
 		if err := linkOrCopy(db.fs, s.path, pathIn(dir, s.name), s.file, -1); err != nil {
@@ -147,13 +148,13 @@ func (cp *checkpoint) write(db *DB, dir string) error {
 		maxNum = max(maxNum, s.meta.FileNum)
 	}
 	for _, l := range cp.logs {
-		name := walName(l.num)
+		name := base.WALFileName(l.num)
 		if err := copyFile(db.fs, l.file, pathIn(dir, name), l.size); err != nil {
 			return err
 		}
 		maxNum = max(maxNum, l.num)
 	}
-	m, err := manifest.Create(db.fs, pathIn(dir, manifestName))
+	m, err := manifest.Create(db.fs, pathIn(dir, base.ManifestName))
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/bloomkv/bloomkv/internal/base"
 	"github.com/bloomkv/bloomkv/memtable"
 	"github.com/bloomkv/bloomkv/wal"
 )
@@ -243,7 +244,7 @@ func (db *DB) rotateLocked() error {
 // Open refuses a store whose log number names a missing WAL. A failed
 // create leaves no file behind.
 func (db *DB) createWAL(num uint64, prevSynced bool) (*wal.Writer, error) {
-	name := walName(num)
+	name := base.WALFileName(num)
 	f, err := db.fs.Create(db.path(name))
 	if err != nil {
 		return nil, fmt.Errorf("create WAL: %w", err)

@@ -96,16 +96,6 @@ func (db *DB) WaitForCompactions(ctx context.Context) error {
 	}
 }
 
-// refSegmentsLocked returns db.segments[start:end] with a reference each,
-// so they stay open while a merge reads them.
-func (db *DB) refSegmentsLocked(start, end int) []*segHandle {
-	out := append([]*segHandle(nil), db.segments[start:end]...)
-	for _, s := range out {
-		s.refs.Add(1)
-	}
-	return out
-}
-
 // hasGarbage reports whether a segment holds what a major compaction
 // drops: tombstones (point or range), or older versions of a key (kept for a snapshot that
 // may since have been released).
@@ -121,12 +111,6 @@ func anyObsolete(segs []*segHandle) bool {
 		}
 	}
 	return false
-}
-
-func unrefAll(segs []*segHandle) {
-	for _, s := range segs {
-		s.unref()
-	}
 }
 
 // scheduleCompactionLocked starts background compactions, up to
@@ -277,7 +261,7 @@ func (db *DB) deletedSegmentsLocked(segs []*segHandle) []*segHandle {
 // deletedForAll reports whether tombstones delete every version of the
 // segment described by m for each reader (a sequence number) that can see
 // any of them.
-func deletedForAll(tombstones *rangedel.List, m manifest.SegmentMeta, readers []uint64) bool {
+func deletedForAll(tombstones *rangedel.List, m base.SegmentMeta, readers []uint64) bool {
 	for _, r := range readers {
 		if r >= m.MinSeq && !tombstones.CoversSpan(m.Smallest, m.Largest, m.MaxSeq, r) {
 			return false
@@ -338,8 +322,8 @@ func (db *DB) compactLoop(job *compactionJob) {
 	}
 }
 
-func (db *DB) metasLocked() []manifest.SegmentMeta {
-	metas := make([]manifest.SegmentMeta, len(db.segments))
+func (db *DB) metasLocked() []base.SegmentMeta {
+	metas := make([]base.SegmentMeta, len(db.segments))
 	for i, s := range db.segments {
 		metas[i] = s.meta
 	}
@@ -378,7 +362,7 @@ func (db *DB) compactSegments(inputs []*segHandle, tier uint32, major bool) erro
 	}
 	edit := manifest.Edit{}
 	if out != nil {
-		edit.Add = []manifest.SegmentMeta{out.meta}
+		edit.Add = []base.SegmentMeta{out.meta}
 		info.OutputBytes, info.OutputEntries = out.meta.Size, out.meta.Entries
 		if f := out.reader.Filter(); f != nil {
 			info.EstimatedFPR = f.EstimatedFPR()
@@ -450,7 +434,7 @@ func (db *DB) installCompaction(inputs []*segHandle, out *segHandle, info Compac
 		}
 	}
 	db.segments = live
-	db.publishLocked()
+	db.segmentsChangedLocked()
 	for _, s := range inputs {
 		s.obsolete.Store(true)
 		s.unref() // the DB's reference

@@ -77,7 +77,7 @@ func newCorruptFixture(t *testing.T) *corruptFixture {
 		fx.base[corruptKey(i)] = corruptValue(i)
 	}
 	mustDo(t, db.Flush())
-	segs, _ := filepath.Glob(filepath.Join(fx.dir, "*"+segExt))
+	segs, _ := filepath.Glob(filepath.Join(fx.dir, "*"+base.SegmentExt))
 	if len(segs) != 1 {
 		t.Fatalf("want one segment after the first Flush, have %v", segs)
 	}

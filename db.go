@@ -256,6 +256,24 @@ func (o *Options) validated() (Options, error) {
 }
 
 // DB is an open store. Open it with Open; close it with Close.
+//
+// Its locks, outermost first. A goroutine holding one of them may take
+// those below it but never waits for one above it, so no two goroutines
+// can wait on each other:
+//
+//  1. Commit leadership (commitQueue: leading a group in submit, or
+//     exclusive): one goroutine at a time writes the WAL and the
+//     memtable, advances lastSeq and rotates the memtable.
+//  2. compactMu: held shared by each background compaction while it
+//     merges, exclusively by Compact and Close.
+//  3. mu: the fields grouped after it, and every change of current.
+//  4. The manifest's own lock (Apply, NewFileNum), taken with or without
+//     mu; the manifest never calls back into the DB.
+//
+// commit.mu only guards the commit queue and is released before any of
+// the above is taken. The fields before the atomics are set by Open and
+// only read after it (counters and stats are atomic); the atomics need no
+// lock.
 type DB struct {
 	dir    string
 	opts   Options
@@ -269,6 +287,9 @@ type DB struct {
 	counters segment.Counters
 	stats    counters
 
+	// replayedLogs are the WALs a read-only DB replayed (and still needs).
+	replayedLogs []uint64
+
 	// isClosed mirrors closed for iterators, which check it on every move
 	// and must not take db.mu to do so.
 	isClosed atomic.Bool
@@ -279,22 +300,22 @@ type DB struct {
 	// that files outlive the readers that use them.
 	current atomic.Pointer[readState]
 
+	// Lock 1, commit leadership, and what it guards.
 	commit commitQueue // group commit: one leader writes for many writers
 
 	// lastSeq is the sequence number of the last committed write. Only the
 	// commit leader (or Open, before any writer exists) touches it.
 	lastSeq uint64
 
-	// replayedLogs are the WALs a read-only DB replayed (and still needs).
-	replayedLogs []uint64
-
-	// compactMu is held shared by each background compaction and
+	// compactMu (lock 2) is held shared by each background compaction and
 	// exclusively by Compact, which merges everything and so must run
-	// alone; policy picks the inputs.
+	// alone. policy picks the inputs; it is set by Open and only read.
 	compactMu sync.RWMutex
 	policy    compaction.SizeTiered
 
-	// mu guards the fields below and the transitions of current.
+	// mu (lock 3) guards the fields below and the transitions of current.
+	// logw, logNum and mem change only under mu and by the commit leader,
+	// so the leader may use them without mu.
 	mu            sync.Mutex
 	cond          *sync.Cond // signalled when a flush or compaction finishes
 	closed        bool

@@ -17,6 +17,7 @@ import (
 	"testing"
 
 	"github.com/bloomkv/bloomkv/bloom"
+	"github.com/bloomkv/bloomkv/internal/base"
 )
 
 var (
@@ -158,7 +159,7 @@ func TestOpenNotAStore(t *testing.T) {
 	if b, _ := os.ReadFile(precious); string(b) != "mine" {
 		t.Fatal("Open touched a file it does not own")
 	}
-	if _, err := os.Stat(filepath.Join(dir, manifestName)); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(dir, base.ManifestName)); !os.IsNotExist(err) {
 		t.Fatal("Open created a manifest in a foreign directory")
 	}
 }
@@ -173,7 +174,7 @@ func TestCorruptSegmentNamed(t *testing.T) {
 		t.Fatal(err)
 	}
 	db.Close()
-	segs, _ := filepath.Glob(filepath.Join(dir, "*"+segExt))
+	segs, _ := filepath.Glob(filepath.Join(dir, "*"+base.SegmentExt))
 	if len(segs) != 1 {
 		t.Fatalf("want 1 segment after Compact, have %v", segs)
 	}

@@ -4,13 +4,10 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/bloomkv/bloomkv/bloom"
 	"github.com/bloomkv/bloomkv/compaction"
-	"github.com/bloomkv/bloomkv/internal/rangedel"
+	"github.com/bloomkv/bloomkv/internal/base"
 	"github.com/bloomkv/bloomkv/manifest"
 	"github.com/bloomkv/bloomkv/memtable"
-	"github.com/bloomkv/bloomkv/segment"
-	"github.com/bloomkv/bloomkv/vfs"
 )
 
 // Flush writes the memtable to a segment and returns when it, and every
@@ -82,7 +79,7 @@ func (db *DB) flushLoop() {
 			db.segments = append([]*segHandle{s}, db.segments...)
 			db.stats.flushBytes.Add(uint64(s.meta.Size))
 		}
-		db.publishLocked()
+		db.segmentsChangedLocked()
 		db.stats.flushes.Add(1)
 		db.scheduleCompactionLocked()
 		close(f.done)
@@ -92,7 +89,7 @@ func (db *DB) flushLoop() {
 		// segments under db.mu must find the writes in one or the other.
 		// The unlink itself needs no lock.
 		db.mu.Unlock()
-		db.removeFile(walName(f.logNum))
+		db.removeFile(base.WALFileName(f.logNum))
 		db.mu.Lock()
 	}
 	for _, f := range db.imm { // on failure or close: wake Flush callers
@@ -127,7 +124,7 @@ func (db *DB) flushFrozen(f *frozen) (*segHandle, error) {
 	db.mu.Unlock()
 	edit := manifest.Edit{FlushedSeq: &f.maxSeq, LogNum: &nextLog}
 	if s != nil {
-		edit.Add = []manifest.SegmentMeta{s.meta}
+		edit.Add = []base.SegmentMeta{s.meta}
 	}
 	if err := db.manifest.Apply(edit); err != nil {
 		// Whether the commit reached the disk is unknown, so the file
@@ -148,129 +145,4 @@ func (db *DB) writeMemtable(mem *memtable.Memtable, snapshots []uint64) (*segHan
 	it := compaction.NewDedup(mem.NewIter(), snapshots, false)
 	it.SetRangeDels(mem.RangeDels())
 	return db.writeSegment(it, compaction.KeepRangeDels(mem.RangeDels(), snapshots, false), nil, 0)
-}
-
-// writeSegment writes the entries of it and the range tombstones rangeDels
-// to a new segment file, syncs it and opens it for reading. It returns nil
-// (and no error) if there is nothing to write. The file is not live until
-// the caller commits it to the manifest.
-func (db *DB) writeSegment(it compaction.Iterator, rangeDels *rangedel.List, filter *bloom.Filter, tier uint32) (*segHandle, error) {
-	num, err := db.manifest.NewFileNum()
-	if err != nil {
-		return nil, fmt.Errorf("segment file number: %w", err)
-	}
-	name := segFileName(num)
-	f, err := db.fs.Create(db.path(name))
-	if err != nil {
-		return nil, fmt.Errorf("create segment: %w", err)
-	}
-	props, err := db.fillSegment(f, it, rangeDels, filter)
-	empty := props.Entries == 0 && props.RangeDels == 0
-	if err == nil && !empty {
-		err = f.Sync()
-	}
-	if err == nil && !empty {
-		err = db.fs.SyncDir(db.dir)
-	}
-	if err != nil || empty {
-		f.Close()
-		db.fs.Remove(db.path(name))
-		if err != nil {
-			return nil, fmt.Errorf("write segment %s: %w", name, err)
-		}
-		return nil, nil
-	}
-	meta := metaFromProperties(num, props)
-	meta.Tier = tier
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		db.fs.Remove(db.path(name))
-		return nil, fmt.Errorf("write segment %s: %w", name, err)
-	}
-	meta.Size = st.Size()
-	s, err := db.openSegment(f, meta)
-	if err != nil {
-		db.fs.Remove(db.path(name))
-	}
-	return s, err
-}
-
-// fillSegment writes the entries of it as a segment to f. A non-nil filter
-// (compaction's union path) replaces the one the writer would build.
-func (db *DB) fillSegment(f vfs.File, it compaction.Iterator, rangeDels *rangedel.List, filter *bloom.Filter) (segment.Properties, error) {
-	w := segment.NewWriter(f, segment.WriterOptions{
-		BlockSize:   db.opts.BlockSize,
-		Compression: !db.opts.DisableCompression,
-		BitsPerKey:  db.opts.BitsPerKey,
-	})
-	if filter != nil {
-		w.SetFilter(filter)
-	}
-	w.SetRangeDels(rangeDels)
-	for ok := it.First(); ok; ok = it.Next() {
-		if err := w.Add(it.Key(), it.Seq(), it.Kind(), it.Value()); err != nil {
-			return segment.Properties{}, err
-		}
-	}
-	if err := compaction.Err(it); err != nil {
-		return segment.Properties{}, err
-	}
-	return w.Finish()
-}
-
-func metaFromProperties(num uint64, p segment.Properties) manifest.SegmentMeta {
-	return manifest.SegmentMeta{
-		FileNum:      num,
-		Entries:      p.Entries,
-		Tombstones:   p.Tombstones,
-		MinSeq:       p.MinSeq,
-		MaxSeq:       p.MaxSeq,
-		Smallest:     p.Smallest,
-		Largest:      p.Largest,
-		FilterLayout: p.FilterLayout,
-		FilterK:      p.FilterK,
-		FilterBits:   p.FilterBits,
-	}
-}
-
-// openSegment opens the reader of segment file f described by meta; the
-// handle owns f and starts with the DB's reference.
-func (db *DB) openSegment(f vfs.File, meta manifest.SegmentMeta) (*segHandle, error) {
-	name := segFileName(meta.FileNum)
-	ro := segment.ReaderOptions{
-		Cache:    db.cache,
-		Counters: &db.counters,
-		FileNum:  meta.FileNum,
-		Name:     name,
-	}
-	if !db.opts.DisableMmap {
-		m, err := mapSegment(f, meta.Size)
-		if err != nil {
-			f.Close()
-			return nil, fmt.Errorf("open segment %s: %w", name, err)
-		}
-		ro.Mapped = m
-	}
-	if ro.Mapped == nil {
-		adviseRandom(f)
-	}
-	r, err := segment.Open(f, meta.Size, ro)
-	if err != nil {
-		if ro.Mapped != nil {
-			unmapSegment(ro.Mapped)
-		}
-		f.Close()
-		return nil, fmt.Errorf("open segment %s: %w", name, err)
-	}
-	s := &segHandle{meta: meta, name: name, path: db.path(name), fs: db.fs, file: f, mapped: ro.Mapped, reader: r, logger: db.logger}
-	s.refs.Store(1)
-	return s, nil
-}
-
-func segName(s *segHandle) string {
-	if s == nil {
-		return "(empty)"
-	}
-	return s.name
 }

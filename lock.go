@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"path/filepath"
 
+	"github.com/bloomkv/bloomkv/internal/base"
 	"github.com/bloomkv/bloomkv/vfs"
 )
 
@@ -14,7 +15,7 @@ import (
 // a flock, released when the process dies, so a crash leaves no stale
 // lock; a second Open in the same process fails as a second process does).
 func lockDir(fsys vfs.FS, dir string) (io.Closer, error) {
-	l, err := fsys.Lock(filepath.Join(dir, lockName))
+	l, err := fsys.Lock(filepath.Join(dir, base.LockName))
 	if errors.Is(err, vfs.ErrLocked) {
 		return nil, fmt.Errorf("%w: %s", ErrLocked, dir)
 	}
@@ -29,7 +30,7 @@ func lockDir(fsys vfs.FS, dir string) (io.Closer, error) {
 // without a LOCK file (a copy, a read-only snapshot) is opened without a
 // lock, since nothing may be created.
 func lockDirShared(fsys vfs.FS, dir string) (io.Closer, error) {
-	l, err := fsys.LockShared(filepath.Join(dir, lockName))
+	l, err := fsys.LockShared(filepath.Join(dir, base.LockName))
 	switch {
 	case errors.Is(err, vfs.ErrLocked):
 		return nil, fmt.Errorf("%w: %s", ErrLocked, dir)

@@ -93,21 +93,21 @@ func prepareDir(fsys vfs.FS, dir string) error {
 // MANIFEST.tmp that an Open creating the store left when it was
 // interrupted (recognised by its content: see manifest.IsCreateLeftover).
 func checkNewStore(fsys vfs.FS, dir string, entries []string) error {
-	if slices.Contains(entries, manifestName) {
+	if slices.Contains(entries, base.ManifestName) {
 		return nil
 	}
 	for _, name := range entries {
 		switch name {
-		case lockName:
+		case base.LockName:
 			continue
-		case manifestTmpName:
+		case base.ManifestTmpName:
 			if manifest.IsCreateLeftover(fsys, pathIn(dir, name)) {
 				continue
 			}
 			return fmt.Errorf("%w: %s holds %s but no %s (if it is left from an interrupted store creation, remove it)",
-				ErrNotStore, dir, name, manifestName)
+				ErrNotStore, dir, name, base.ManifestName)
 		}
-		return fmt.Errorf("%w: %s holds %s but no %s", ErrNotStore, dir, name, manifestName)
+		return fmt.Errorf("%w: %s holds %s but no %s", ErrNotStore, dir, name, base.ManifestName)
 	}
 	return nil
 }
@@ -137,7 +137,7 @@ func (db *DB) recoverReadOnly() error {
 	db.mem, db.replayedLogs = replayed, files.logs
 	db.visibleSeq.Store(db.lastSeq)
 	db.mu.Lock()
-	db.publishLocked()
+	db.segmentsChangedLocked()
 	db.mu.Unlock()
 	return nil
 }
@@ -167,10 +167,10 @@ func (db *DB) load(openManifest func([]string) (*manifest.Manifest, error)) (sto
 
 // openManifestReadOnly opens an existing manifest for reading only.
 func (db *DB) openManifestReadOnly(entries []string) (*manifest.Manifest, error) {
-	if !slices.Contains(entries, manifestName) {
-		return nil, fmt.Errorf("%w: %s has no %s", ErrNotStore, db.dir, manifestName)
+	if !slices.Contains(entries, base.ManifestName) {
+		return nil, fmt.Errorf("%w: %s has no %s", ErrNotStore, db.dir, base.ManifestName)
 	}
-	m, err := manifest.OpenReadOnly(db.fs, db.path(manifestName))
+	m, err := manifest.OpenReadOnly(db.fs, db.path(base.ManifestName))
 	switch {
 	case errors.Is(err, manifest.ErrLocked):
 		return nil, fmt.Errorf("%w: %w", ErrLocked, err)
@@ -200,7 +200,7 @@ func (db *DB) loadSegments(state manifest.State) error {
 // (manifest.Create builds it under a temporary name and links it into
 // place, so a crash during creation never leaves a half-made MANIFEST).
 func (db *DB) openManifest(entries []string) (*manifest.Manifest, error) {
-	m, err := manifest.Open(db.fs, db.path(manifestName))
+	m, err := manifest.Open(db.fs, db.path(base.ManifestName))
 	if err == nil {
 		return m, nil
 	}
@@ -215,30 +215,10 @@ func (db *DB) openManifest(entries []string) (*manifest.Manifest, error) {
 	if err := checkNewStore(db.fs, db.dir, entries); err != nil {
 		return nil, err
 	}
-	if m, err = manifest.Create(db.fs, db.path(manifestName)); err != nil {
+	if m, err = manifest.Create(db.fs, db.path(base.ManifestName)); err != nil {
 		return nil, fmt.Errorf("bloomkv: create manifest: %w", err)
 	}
 	return m, nil
-}
-
-// loadSegment opens a live segment and checks it against its manifest entry.
-func (db *DB) loadSegment(meta manifest.SegmentMeta) (*segHandle, error) {
-	name := segFileName(meta.FileNum)
-	f, err := db.fs.Open(db.path(name))
-	if err != nil {
-		return nil, fmt.Errorf("bloomkv: live segment %s: %w", name, err)
-	}
-	st, err := f.Stat()
-	if err == nil && st.Size() != meta.Size {
-		// The offset is where the file and the manifest part ways: the end
-		// of the shorter of the two.
-		err = base.Corruptf(name, min(st.Size(), meta.Size), "file is %d bytes, the manifest says %d", st.Size(), meta.Size)
-	}
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("bloomkv: open segment: %w", err)
-	}
-	return db.openSegment(f, meta)
 }
 
 // storeFiles sorts a store directory's WAL and segment files by what
@@ -268,7 +248,7 @@ func classifyFiles(entries []string, st manifest.State) (storeFiles, error) {
 	files.maxNum = max(files.maxNum, st.LogNum)
 	present := make(map[string]bool, len(entries))
 	for _, name := range entries {
-		num, ext, ok := parseFileName(name)
+		num, ext, ok := base.ParseFileName(name)
 		if !ok {
 			continue
 		}
@@ -278,21 +258,21 @@ func classifyFiles(entries []string, st manifest.State) (storeFiles, error) {
 		present[name] = true
 		files.maxNum = max(files.maxNum, num)
 		switch {
-		case ext == walExt && num >= st.LogNum:
+		case ext == base.WALExt && num >= st.LogNum:
 			files.logs = append(files.logs, num)
-		case ext == walExt:
+		case ext == base.WALExt:
 			files.obsolete = append(files.obsolete, name)
 		case !live[num]:
 			files.orphans = append(files.orphans, name)
 		}
 	}
 	for _, s := range st.Segments {
-		if name := segFileName(s.FileNum); !present[name] {
-			return storeFiles{}, base.Corruptf(name, -1, "missing, though %s lists it as live (the manifest is older than the files, or the file was removed)", manifestName)
+		if name := base.SegmentFileName(s.FileNum); !present[name] {
+			return storeFiles{}, base.Corruptf(name, -1, "missing, though %s lists it as live (the manifest is older than the files, or the file was removed)", base.ManifestName)
 		}
 	}
-	if name := walName(st.LogNum); st.LogNum > 0 && !st.Legacy && !present[name] {
-		return storeFiles{}, base.Corruptf(name, -1, "missing, though %s's log number names it: writes not yet in a segment would be lost (the manifest is older than the files, or the file was removed)", manifestName)
+	if name := base.WALFileName(st.LogNum); st.LogNum > 0 && !st.Legacy && !present[name] {
+		return storeFiles{}, base.Corruptf(name, -1, "missing, though %s's log number names it: writes not yet in a segment would be lost (the manifest is older than the files, or the file was removed)", base.ManifestName)
 	}
 	slices.Sort(files.logs)
 	return files, nil
@@ -305,7 +285,7 @@ func checkFileNum(name string, num uint64, st manifest.State) error {
 		return base.Corruptf(name, -1, "file number %d is not one the store issues", num)
 	case num >= st.NextFileNum && !st.Legacy:
 		return base.Corruptf(name, -1, "file number %d is at or above %s's next file number %d: the file is not the store's, or the manifest is older than the files",
-			num, manifestName, st.NextFileNum)
+			num, base.ManifestName, st.NextFileNum)
 	}
 	return nil
 }
@@ -319,7 +299,7 @@ func checkFileNum(name string, num uint64, st manifest.State) error {
 func (db *DB) replay(logs []uint64, flushedSeq uint64) (*memtable.Memtable, error) {
 	mem := memtable.New(db.opts.MemtableSize)
 	for i, num := range logs {
-		name := walName(num)
+		name := base.WALFileName(num)
 		opts := walRecoverOptions(db.fs, db.dir, logs, i, db.bootID)
 		res, err := wal.Recover(db.fs, db.path(name), opts, func(rec []byte, offset int64) error {
 			return decodeBatch(rec, name, offset, func(seq uint64, op batchOp) {
@@ -351,7 +331,7 @@ func (db *DB) replay(logs []uint64, flushedSeq uint64) (*memtable.Memtable, erro
 func walRecoverOptions(fsys vfs.FS, dir string, logs []uint64, i int, boot [16]byte) wal.RecoverOptions {
 	opts := wal.RecoverOptions{UnsyncedMayBeLost: true, BootID: boot}
 	if i+1 < len(logs) {
-		if m, ok := wal.ReadFirstMark(fsys, pathIn(dir, walName(logs[i+1]))); ok && m.PrevSynced {
+		if m, ok := wal.ReadFirstMark(fsys, pathIn(dir, base.WALFileName(logs[i+1]))); ok && m.PrevSynced {
 			opts.UnsyncedMayBeLost = false
 		}
 	}
@@ -365,7 +345,7 @@ func walRecoverOptions(fsys vfs.FS, dir string, logs []uint64, i int, boot [16]b
 // stay (the next Open deletes them if the commit did not land).
 func (db *DB) startFresh(replayed *memtable.Memtable) error {
 	var (
-		added []manifest.SegmentMeta
+		added []base.SegmentMeta
 		seg   *segHandle
 		err   error
 	)
@@ -398,7 +378,7 @@ func (db *DB) startFresh(replayed *memtable.Memtable) error {
 	db.mem = memtable.New(db.opts.MemtableSize)
 	db.visibleSeq.Store(db.lastSeq)
 	db.mu.Lock()
-	db.publishLocked()
+	db.segmentsChangedLocked()
 	db.scheduleCompactionLocked()
 	db.mu.Unlock()
 	return nil
@@ -410,7 +390,7 @@ func (db *DB) startFresh(replayed *memtable.Memtable) error {
 // made it and no longer needs it.
 func (db *DB) removeObsolete(files storeFiles) {
 	for _, num := range files.logs {
-		db.removeFile(walName(num))
+		db.removeFile(base.WALFileName(num))
 	}
 	for _, name := range slices.Concat(files.obsolete, files.orphans) {
 		db.logger.Info("removing obsolete file", "file", name)

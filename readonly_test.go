@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/bloomkv/bloomkv/internal/base"
 	"github.com/bloomkv/bloomkv/vfs"
 )
 
@@ -30,7 +31,7 @@ func TestReadOnlyChangesNothing(t *testing.T) {
 		mustDo(t, db.Put(faultKey(i), faultValue(i)))
 	}
 	mustDo(t, db.Delete(faultKey(7)))
-	wal := filepath.Join(dir, walName(db.logNum))
+	wal := filepath.Join(dir, base.WALFileName(db.logNum))
 	mustDo(t, db.Close())
 	f, err := os.OpenFile(wal, os.O_WRONLY|os.O_APPEND, 0)
 	mustDo(t, err)

@@ -1,14 +1,9 @@
 package bloomkv
 
 import (
-	"bytes"
-	"log/slog"
 	"sync/atomic"
 
-	"github.com/bloomkv/bloomkv/manifest"
 	"github.com/bloomkv/bloomkv/memtable"
-	"github.com/bloomkv/bloomkv/segment"
-	"github.com/bloomkv/bloomkv/vfs"
 )
 
 // readState is one consistent view for readers: the memtables and the live
@@ -69,6 +64,17 @@ func (rs *readState) release() {
 	}
 }
 
+// segmentsChangedLocked is what follows a change of db.segments (a flush,
+// a compaction, recovery): the filters are refitted into
+// Options.FilterBudget, the write stall threshold is recomputed for the new
+// tiers, and the new read state is published. A memtable rotation, which
+// leaves the segments alone, only publishes. db.mu must be held.
+func (db *DB) segmentsChangedLocked() {
+	db.applyFilterBudgetLocked()
+	db.stallAt = db.policy.StallThreshold(db.policy.Tiers(db.metasLocked()))
+	db.publishLocked()
+}
+
 // publishLocked replaces the read state with one built from db.mem, db.imm
 // and db.segments. db.mu must be held.
 func (db *DB) publishLocked() {
@@ -81,51 +87,8 @@ func (db *DB) publishLocked() {
 	for _, s := range rs.segments {
 		s.refs.Add(1)
 	}
-	db.applyFilterBudgetLocked()
 	rs.refs.Store(1) // the DB's own reference, dropped when replaced
-	db.stallAt = db.policy.StallThreshold(db.policy.Tiers(db.metasLocked()))
 	if old := db.current.Swap(rs); old != nil {
 		old.release()
-	}
-}
-
-// segHandle is an open segment: its file, its reader (filter and index in
-// memory) and its manifest entry. The DB holds one reference while the
-// segment is live, each read state one more.
-type segHandle struct {
-	refs     atomic.Int32
-	meta     manifest.SegmentMeta
-	name     string // file name, for errors
-	path     string
-	fs       vfs.FS
-	file     vfs.File
-	mapped   []byte // the file mapped read-only, nil with Options.DisableMmap
-	folds    int    // halvings of the resident filter (filter budget); db.mu
-	reader   *segment.Reader
-	obsolete atomic.Bool // remove the file when the last reference goes
-	logger   *slog.Logger
-}
-
-// covers reports whether key lies within the segment's key range, a check
-// that costs no I/O and no hashing.
-func (s *segHandle) covers(key []byte) bool {
-	return bytes.Compare(key, s.meta.Smallest) >= 0 && bytes.Compare(key, s.meta.Largest) <= 0
-}
-
-func (s *segHandle) unref() {
-	if s.refs.Add(-1) != 0 {
-		return
-	}
-	s.reader.Close()
-	if s.mapped != nil {
-		if err := unmapSegment(s.mapped); err != nil {
-			s.logger.Warn("unmapping segment", "file", s.name, "err", err)
-		}
-	}
-	s.file.Close()
-	if s.obsolete.Load() {
-		if err := s.fs.Remove(s.path); err != nil {
-			s.logger.Warn("removing obsolete segment", "file", s.name, "err", err)
-		}
 	}
 }

@@ -155,7 +155,7 @@ func (db *DB) liveWALs() []uint64 {
 // a flush advances before it removes the WAL, tells that from a loss.
 func (db *DB) verifyWALs(ctx context.Context, wals []uint64, rep *VerifyReport) error {
 	for i, num := range wals {
-		name := walName(num)
+		name := base.WALFileName(num)
 		f, err := db.fs.Open(db.path(name))
 		switch {
 		case errors.Is(err, fs.ErrNotExist) && num < db.manifest.State().LogNum:
@@ -189,7 +189,7 @@ func (db *DB) verifyOpenDir(rs *readState, wals []uint64, rep *VerifyReport) err
 	for _, n := range names {
 		present[n] = true
 	}
-	known := map[string]bool{lockName: true, manifestName: true}
+	known := map[string]bool{base.LockName: true, base.ManifestName: true}
 	for _, s := range rs.segments {
 		known[s.name] = true
 		if !present[s.name] {
@@ -197,18 +197,18 @@ func (db *DB) verifyOpenDir(rs *readState, wals []uint64, rep *VerifyReport) err
 		}
 	}
 	for _, num := range wals {
-		known[walName(num)] = true
+		known[base.WALFileName(num)] = true
 	}
 	var newest uint64
 	if len(wals) > 0 {
 		newest = wals[len(wals)-1]
 	}
 	for _, name := range names {
-		num, ext, ok := parseFileName(name)
+		num, ext, ok := base.ParseFileName(name)
 		switch {
 		case known[name]:
-		case ok && ext == walExt && num > newest: // created since the check began
-		case ok && ext == segExt:
+		case ok && ext == base.WALExt && num > newest: // created since the check began
+		case ok && ext == base.SegmentExt:
 			rep.notef(name, "segment not live when the check began (being written, replaced but still read, or left by a crash; Open removes it)")
 		case ok:
 			rep.notef(name, "WAL not needed (flushed; removed soon or by the next Open)")
@@ -221,7 +221,7 @@ func (db *DB) verifyOpenDir(rs *readState, wals []uint64, rep *VerifyReport) err
 
 // noteForeign notes a file that is not named like a file of the store.
 func noteForeign(name string, rep *VerifyReport) {
-	if name == manifestName+".tmp" {
+	if name == base.ManifestTmpName {
 		rep.notef(name, "temporary file of a store creation that was interrupted; unused, safe to delete")
 		return
 	}
@@ -257,10 +257,10 @@ func VerifyDir(ctx context.Context, fsys vfs.FS, dir string) (*VerifyReport, err
 		return nil, err
 	}
 	defer l.Close()
-	st, err := manifest.ReadState(fsys, filepath.Join(dir, manifestName))
+	st, err := manifest.ReadState(fsys, filepath.Join(dir, base.ManifestName))
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return nil, fmt.Errorf("%w: %s has no %s", ErrNotStore, dir, manifestName)
+		return nil, fmt.Errorf("%w: %s has no %s", ErrNotStore, dir, base.ManifestName)
 	case errors.Is(err, manifest.ErrLocked):
 		return nil, fmt.Errorf("%w: %w", ErrLocked, err)
 	case err != nil && !errors.Is(err, base.ErrCorrupt):
@@ -268,7 +268,7 @@ func VerifyDir(ctx context.Context, fsys vfs.FS, dir string) (*VerifyReport, err
 	}
 	rep := &VerifyReport{}
 	if err != nil {
-		rep.problem(manifestName, err)
+		rep.problem(base.ManifestName, err)
 		return rep, nil
 	}
 	live := make(map[uint64]bool, len(st.Segments))
@@ -291,29 +291,29 @@ func verifyClosedDir(ctx context.Context, fsys vfs.FS, dir string, st manifest.S
 	sawLog := false
 	var logs []uint64 // the WALs Open would replay, oldest first
 	for _, name := range names {
-		if num, ext, ok := parseFileName(name); ok && ext == walExt && num >= st.LogNum && checkFileNum(name, num, st) == nil {
+		if num, ext, ok := base.ParseFileName(name); ok && ext == base.WALExt && num >= st.LogNum && checkFileNum(name, num, st) == nil {
 			logs = append(logs, num)
 		}
 	}
 	slices.Sort(logs)
 	boot := vfs.BootID(fsys)
 	for _, name := range names {
-		num, ext, ok := parseFileName(name)
+		num, ext, ok := base.ParseFileName(name)
 		var numErr error
 		if ok {
 			numErr = checkFileNum(name, num, st)
 		}
 		switch {
-		case name == lockName || name == manifestName:
+		case name == base.LockName || name == base.ManifestName:
 		case !ok:
 			noteForeign(name, rep)
 		case numErr != nil:
 			rep.problem(name, numErr)
-		case ext == segExt && !live[num]:
+		case ext == base.SegmentExt && !live[num]:
 			rep.notef(name, "segment not in the manifest (left by an interrupted flush or compaction); Open removes it")
-		case ext == walExt && num < st.LogNum:
+		case ext == base.WALExt && num < st.LogNum:
 			rep.notef(name, "WAL already flushed; Open removes it")
-		case ext == walExt:
+		case ext == base.WALExt:
 			sawLog = sawLog || num == st.LogNum
 			opts := walRecoverOptions(fsys, dir, logs, slices.Index(logs, num), boot)
 			if err := verifyWALFile(ctx, fsys, filepath.Join(dir, name), name, opts, rep); err != nil {
@@ -324,13 +324,13 @@ func verifyClosedDir(ctx context.Context, fsys vfs.FS, dir string, st manifest.S
 	// A store that was ever opened has a WAL from LogNum on; its loss
 	// would lose the writes after the last flush without a trace.
 	if st.LogNum != 0 && !st.Legacy && !sawLog {
-		rep.problemf(walName(st.LogNum), "the WAL the manifest names as holding the unflushed writes is missing")
+		rep.problemf(base.WALFileName(st.LogNum), "the WAL the manifest names as holding the unflushed writes is missing")
 	}
 	return nil
 }
 
-func verifySegmentFile(ctx context.Context, fsys vfs.FS, dir string, meta manifest.SegmentMeta, rep *VerifyReport) error {
-	name := segFileName(meta.FileNum)
+func verifySegmentFile(ctx context.Context, fsys vfs.FS, dir string, meta base.SegmentMeta, rep *VerifyReport) error {
+	name := base.SegmentFileName(meta.FileNum)
 	f, err := fsys.Open(filepath.Join(dir, name))
 	if errors.Is(err, fs.ErrNotExist) {
 		rep.problemf(name, "live segment is missing from the directory")
@@ -348,11 +348,11 @@ func verifySegmentFile(ctx context.Context, fsys vfs.FS, dir string, meta manife
 // cache, no mapping, so every byte comes from the file) and checks it
 // against meta and, if set, the resident filter. Damage goes into rep; the
 // error is ctx's.
-func verifySegment(ctx context.Context, f vfs.File, meta manifest.SegmentMeta, resident *bloom.Filter, rep *VerifyReport) error {
+func verifySegment(ctx context.Context, f vfs.File, meta base.SegmentMeta, resident *bloom.Filter, rep *VerifyReport) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	name := segFileName(meta.FileNum)
+	name := base.SegmentFileName(meta.FileNum)
 	st, err := f.Stat()
 	if err != nil {
 		rep.problem(name, err)
@@ -391,7 +391,7 @@ func verifySegment(ctx context.Context, f vfs.File, meta manifest.SegmentMeta, r
 }
 
 // sameMeta compares the fields a segment's properties determine.
-func sameMeta(a, b manifest.SegmentMeta) bool {
+func sameMeta(a, b base.SegmentMeta) bool {
 	return a.Entries == b.Entries && a.Tombstones == b.Tombstones && a.MinSeq == b.MinSeq &&
 		a.MaxSeq == b.MaxSeq && bytes.Equal(a.Smallest, b.Smallest) && bytes.Equal(a.Largest, b.Largest) &&
 		a.FilterLayout == b.FilterLayout && a.FilterK == b.FilterK && a.FilterBits == b.FilterBits

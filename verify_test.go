@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/bloomkv/bloomkv/bloom"
+	"github.com/bloomkv/bloomkv/internal/base"
 	"github.com/bloomkv/bloomkv/manifest"
 	"github.com/bloomkv/bloomkv/segment"
 	"github.com/bloomkv/bloomkv/vfs"
@@ -205,7 +206,7 @@ func TestVerifyDirDamage(t *testing.T) {
 		{"orphan segment", func(t *testing.T, dir, seg string) (string, int64) {
 			// Numbered below the manifest's next file number, as the output
 			// of an interrupted flush is.
-			name := segFileName(readManifestState(t, dir).NextFileNum - 1)
+			name := base.SegmentFileName(readManifestState(t, dir).NextFileNum - 1)
 			mustDo(t, os.WriteFile(filepath.Join(dir, name), []byte("junk"), 0o644))
 			return name, -1
 		}, false},
@@ -260,7 +261,7 @@ func newestWAL(t *testing.T, dir string) string {
 	mustDo(t, err)
 	last := ""
 	for _, e := range entries {
-		if strings.HasSuffix(e.Name(), walExt) {
+		if strings.HasSuffix(e.Name(), base.WALExt) {
 			last = e.Name()
 		}
 	}
@@ -294,7 +295,7 @@ func TestVerifyDirWithoutLock(t *testing.T) {
 	db := mustOpen(t, dir, nil)
 	mustDo(t, db.Put([]byte("k"), []byte("v")))
 	mustDo(t, db.Close())
-	mustDo(t, os.Remove(filepath.Join(dir, lockName)))
+	mustDo(t, os.Remove(filepath.Join(dir, base.LockName)))
 	before := dirHash(t, dir)
 	if rep, err := VerifyDir(context.Background(), nil, dir); err != nil || !rep.OK() {
 		t.Fatalf("VerifyDir: %v, %v", rep, err)
@@ -423,7 +424,7 @@ func TestVerifyResidentFilterMiss(t *testing.T) {
 
 func readManifestState(t *testing.T, dir string) manifest.State {
 	t.Helper()
-	st, err := manifest.ReadState(vfs.Default, filepath.Join(dir, manifestName))
+	st, err := manifest.ReadState(vfs.Default, filepath.Join(dir, base.ManifestName))
 	mustDo(t, err)
 	return st
 }

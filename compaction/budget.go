@@ -14,7 +14,7 @@ import (
 	"math"
 
 	"github.com/bloomkv/bloomkv/bloom"
-	"github.com/bloomkv/bloomkv/manifest"
+	"github.com/bloomkv/bloomkv/internal/base"
 )
 
 // FilterInfo describes one segment's filter to PlanBudget.
@@ -26,7 +26,7 @@ type FilterInfo struct {
 // FilterInfoOf returns the FilterInfo of a segment, false if it has no
 // filter. It counts Entries as keys: a flushed or merged segment holds one
 // entry per user key, and the writer adds each user key to the filter.
-func FilterInfoOf(m manifest.SegmentMeta) (FilterInfo, bool) {
+func FilterInfoOf(m base.SegmentMeta) (FilterInfo, bool) {
 	if m.FilterBits == 0 {
 		return FilterInfo{}, false
 	}

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/bloomkv/bloomkv/bloom"
-	"github.com/bloomkv/bloomkv/manifest"
+	"github.com/bloomkv/bloomkv/internal/base"
 )
 
 // tieredFilters returns the filters of a size-tiered store: perTier
@@ -160,11 +160,11 @@ func TestPlanBudgetEmptyFilter(t *testing.T) {
 }
 
 func TestFilterInfoOf(t *testing.T) {
-	if _, ok := FilterInfoOf(manifest.SegmentMeta{FileNum: 1, Entries: 10}); ok {
+	if _, ok := FilterInfoOf(base.SegmentMeta{FileNum: 1, Entries: 10}); ok {
 		t.Error("a segment without a filter has a FilterInfo")
 	}
 	g := writerGeometry(5000)
-	m := manifest.SegmentMeta{FileNum: 1, Entries: 5000, FilterLayout: uint8(g.Layout), FilterK: uint8(g.K), FilterBits: g.Bits}
+	m := base.SegmentMeta{FileNum: 1, Entries: 5000, FilterLayout: uint8(g.Layout), FilterK: uint8(g.K), FilterBits: g.Bits}
 	got, ok := FilterInfoOf(m)
 	if !ok || got != (FilterInfo{Geometry: g, Keys: 5000}) {
 		t.Errorf("FilterInfoOf = %+v, %v; want geometry %+v with 5000 keys", got, ok, g)

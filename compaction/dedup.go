@@ -1,7 +1,8 @@
-// Package compaction merges segments. This file holds the executor's
-// filter over a merged stream (internal/merge does the merging): it keeps
-// the versions some reader can still see and drops the rest.
 package compaction
+
+// This file holds the executor's filter over a merged stream
+// (internal/merge does the merging): it keeps the versions some reader can
+// still see and drops the rest.
 
 import (
 	"bytes"

@@ -7,7 +7,7 @@ package compaction
 import (
 	"math"
 
-	"github.com/bloomkv/bloomkv/manifest"
+	"github.com/bloomkv/bloomkv/internal/base"
 )
 
 // DefaultFanIn is the number of segments SizeTiered merges at once when its
@@ -15,16 +15,8 @@ import (
 // while a store of 4^t flushes needs only t tiers.
 const DefaultFanIn = 4
 
-// Policy decides which segments to merge next.
-type Policy interface {
-	// Pick returns the next merge for the live segments segs, ordered
-	// newest first as the DB probes them, or nil if nothing needs merging.
-	// It must not retain or modify segs.
-	Pick(segs []manifest.SegmentMeta) *Pick
-}
-
 // Pick names one merge: the inputs segs[Start:End] of the slice passed to
-// Policy.Pick. The run is contiguous because the DB orders segments by
+// SizeTiered.Pick. The run is contiguous because the DB orders segments by
 // sequence number: an output made of non-adjacent segments would hold
 // versions both newer and older than a segment it skipped, and no position
 // in the newest-first order would be right for it.
@@ -53,31 +45,36 @@ type SizeTiered struct {
 	// DefaultFanIn.
 	FanIn int
 
-	// MinSize selects how tiers are assigned. Zero: a segment's tier is its
+	// minSize selects how tiers are assigned. Zero: a segment's tier is its
 	// SegmentMeta.Tier, which compaction sets from Pick.Tier (0 for a
 	// flush). Positive: the tier is derived from the file size alone,
-	// floor(log_TierRatio(Size/MinSize)), 0 below MinSize·TierRatio. Size
+	// floor(log_ratio(Size/minSize)), 0 below minSize·ratio. Size
 	// tiers need no bookkeeping and put a merge whose output shrank
 	// (overwrites, deletions) back among segments of its real size instead
-	// of leaving it to wait for peers it will never get. A good MinSize is
+	// of leaving it to wait for peers it will never get. A good minSize is
 	// half the usual flushed segment size: then flushes between half and
 	// twice that size share tier 0.
-	MinSize int64
+	//
+	// The DB leaves it zero; size tiers are kept, unexported, for the
+	// tests and simulations that compare them (DESIGN.md).
+	minSize int64
 
-	// TierRatio is the size ratio between adjacent tiers when MinSize is
-	// set; values at or below 1 mean FanIn. With TierRatio == FanIn a
+	// ratio is the size ratio between adjacent tiers when minSize is
+	// set; values at or below 1 mean FanIn. With ratio == FanIn a
 	// merge of FanIn segments of tier t that drops nothing lands exactly
 	// in tier t+1, however the sizes vary within tier t.
-	TierRatio float64
+	ratio float64
 }
 
-// Pick implements Policy. It returns the oldest FanIn segments of the
+// Pick returns the next merge for the live segments segs, ordered newest
+// first as the DB probes them, or nil if nothing needs merging; it neither
+// retains nor modifies segs. It returns the oldest FanIn segments of the
 // lowest tier that holds FanIn adjacent segments. The lowest tier goes
 // first because its merge is the cheapest and frees as many segment slots
 // as any other; the oldest segments of a longer run go first so that the
 // output, one tier up, lands next to the older and larger segments and the
 // newest-first order keeps non-decreasing tiers.
-func (p SizeTiered) Pick(segs []manifest.SegmentMeta) *Pick {
+func (p SizeTiered) Pick(segs []base.SegmentMeta) *Pick {
 	fanIn := p.fanIn()
 	tiers := p.effectiveTiers(segs)
 	for start := 0; start < len(tiers); {
@@ -101,7 +98,7 @@ func (p SizeTiered) Pick(segs []manifest.SegmentMeta) *Pick {
 // Tiers returns the number of tiers segs span: one more than the highest
 // tier, or 0 for no segments. It is the argument MaxSegments and
 // StallThreshold expect.
-func (p SizeTiered) Tiers(segs []manifest.SegmentMeta) int {
+func (p SizeTiered) Tiers(segs []base.SegmentMeta) int {
 	tiers := p.effectiveTiers(segs)
 	if len(tiers) == 0 {
 		return 0
@@ -140,21 +137,21 @@ func (p SizeTiered) fanIn() int {
 }
 
 func (p SizeTiered) tierRatio() float64 {
-	if p.TierRatio <= 1 || math.IsNaN(p.TierRatio) {
+	if p.ratio <= 1 || math.IsNaN(p.ratio) {
 		return float64(p.fanIn())
 	}
-	return p.TierRatio
+	return p.ratio
 }
 
 // rawTier is the tier of one segment on its own.
-func (p SizeTiered) rawTier(s manifest.SegmentMeta) uint32 {
-	if p.MinSize <= 0 {
+func (p SizeTiered) rawTier(s base.SegmentMeta) uint32 {
+	if p.minSize <= 0 {
 		return s.Tier
 	}
-	if s.Size < p.MinSize {
+	if s.Size < p.minSize {
 		return 0
 	}
-	ratio, r := float64(s.Size)/float64(p.MinSize), p.tierRatio()
+	ratio, r := float64(s.Size)/float64(p.minSize), p.tierRatio()
 	t := math.Floor(math.Log(ratio) / math.Log(r))
 	// The quotient of logarithms can land a hair below an exact power
 	// (log 64 / log 4 = 2.9999…); settle t so that r^t ≤ ratio < r^(t+1).
@@ -173,7 +170,7 @@ func (p SizeTiered) rawTier(s manifest.SegmentMeta) uint32 {
 // that shrank, a file from an older policy) would be cut off from its
 // peers by the larger newer segment and could wait forever; lifted, it
 // joins the next merge of the tier above, which costs only rewriting it.
-func (p SizeTiered) effectiveTiers(segs []manifest.SegmentMeta) []uint32 {
+func (p SizeTiered) effectiveTiers(segs []base.SegmentMeta) []uint32 {
 	tiers := make([]uint32, len(segs))
 	var floor uint32
 	for i, s := range segs {

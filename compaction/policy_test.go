@@ -3,34 +3,34 @@ package compaction
 import (
 	"testing"
 
-	"github.com/bloomkv/bloomkv/manifest"
+	"github.com/bloomkv/bloomkv/internal/base"
 )
 
 // tiered returns segments with the given manifest tiers, newest first.
-func tiered(tiers ...uint32) []manifest.SegmentMeta {
-	segs := make([]manifest.SegmentMeta, len(tiers))
+func tiered(tiers ...uint32) []base.SegmentMeta {
+	segs := make([]base.SegmentMeta, len(tiers))
 	for i, t := range tiers {
-		segs[i] = manifest.SegmentMeta{FileNum: uint64(len(tiers) - i), Tier: t}
+		segs[i] = base.SegmentMeta{FileNum: uint64(len(tiers) - i), Tier: t}
 	}
 	return segs
 }
 
 // sized returns segments with the given sizes, newest first.
-func sized(sizes ...int64) []manifest.SegmentMeta {
-	segs := make([]manifest.SegmentMeta, len(sizes))
+func sized(sizes ...int64) []base.SegmentMeta {
+	segs := make([]base.SegmentMeta, len(sizes))
 	for i, s := range sizes {
-		segs[i] = manifest.SegmentMeta{FileNum: uint64(len(sizes) - i), Size: s}
+		segs[i] = base.SegmentMeta{FileNum: uint64(len(sizes) - i), Size: s}
 	}
 	return segs
 }
 
 func TestSizeTieredPick(t *testing.T) {
 	const mb = 1 << 20
-	bySize := SizeTiered{MinSize: mb} // tiers: [1,4) MiB → 0, [4,16) → 1, [16,64) → 2
+	bySize := SizeTiered{minSize: mb} // tiers: [1,4) MiB → 0, [4,16) → 1, [16,64) → 2
 	tests := []struct {
 		name   string
 		policy SizeTiered
-		segs   []manifest.SegmentMeta
+		segs   []base.SegmentMeta
 		want   *Pick
 	}{
 		{"empty", SizeTiered{}, nil, nil},
@@ -52,10 +52,10 @@ func TestSizeTieredPick(t *testing.T) {
 		{"by size: tier 0 run", bySize, sized(mb, 2*mb, mb/2, 3*mb, 5*mb), &Pick{0, 4, 1, false}},
 		{"by size: tier 1 run", bySize, sized(mb, 4*mb, 15*mb, 8*mb, 4*mb, 20*mb), &Pick{1, 5, 2, false}},
 		{"by size: ignores manifest tier", bySize,
-			[]manifest.SegmentMeta{{Size: mb, Tier: 5}, {Size: mb, Tier: 0}, {Size: mb, Tier: 3}, {Size: mb, Tier: 1}},
+			[]base.SegmentMeta{{Size: mb, Tier: 5}, {Size: mb, Tier: 0}, {Size: mb, Tier: 3}, {Size: mb, Tier: 1}},
 			&Pick{0, 4, 1, true}},
 		{"by size: exact powers land in the upper tier", bySize, sized(16*mb, 16*mb, 16*mb, 16*mb, 64*mb), &Pick{0, 4, 3, false}},
-		{"by size: ratio 2", SizeTiered{MinSize: mb, TierRatio: 2, FanIn: 2}, sized(mb, 2*mb, 3*mb), &Pick{1, 3, 2, true}},
+		{"by size: ratio 2", SizeTiered{minSize: mb, ratio: 2, FanIn: 2}, sized(mb, 2*mb, 3*mb), &Pick{1, 3, 2, true}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -102,10 +102,10 @@ func TestSizeTieredLimits(t *testing.T) {
 type sim struct {
 	t      *testing.T
 	p      SizeTiered
-	segs   []manifest.SegmentMeta // newest first
+	segs   []base.SegmentMeta // newest first
 	seq    uint64
 	file   uint64
-	merged func(inputs []manifest.SegmentMeta) int64 // size of a merge's output
+	merged func(inputs []base.SegmentMeta) int64 // size of a merge's output
 
 	flushed, written int64 // bytes
 	maxSegs          int
@@ -114,8 +114,8 @@ type sim struct {
 func (s *sim) flush(size int64) {
 	s.file++
 	s.seq += 10
-	seg := manifest.SegmentMeta{FileNum: s.file, Size: size, MinSeq: s.seq - 9, MaxSeq: s.seq}
-	s.segs = append([]manifest.SegmentMeta{seg}, s.segs...)
+	seg := base.SegmentMeta{FileNum: s.file, Size: size, MinSeq: s.seq - 9, MaxSeq: s.seq}
+	s.segs = append([]base.SegmentMeta{seg}, s.segs...)
 	s.flushed += size
 	s.written += size
 	s.maxSegs = max(s.maxSegs, len(s.segs))
@@ -140,12 +140,12 @@ func (s *sim) compactOnce() bool {
 	}
 	in := s.segs[pk.Start:pk.End]
 	s.file++
-	out := manifest.SegmentMeta{
+	out := base.SegmentMeta{
 		FileNum: s.file, Size: s.merged(in), Tier: pk.Tier,
 		MinSeq: in[len(in)-1].MinSeq, MaxSeq: in[0].MaxSeq,
 	}
 	s.written += out.Size
-	s.segs = append(append(append([]manifest.SegmentMeta(nil), s.segs[:pk.Start]...), out), s.segs[pk.End:]...)
+	s.segs = append(append(append([]base.SegmentMeta(nil), s.segs[:pk.Start]...), out), s.segs[pk.End:]...)
 	s.checkSeqOrder()
 	return true
 }
@@ -161,7 +161,7 @@ func (s *sim) checkSeqOrder() {
 	}
 }
 
-func sumSizes(in []manifest.SegmentMeta) int64 {
+func sumSizes(in []base.SegmentMeta) int64 {
 	var n int64
 	for _, s := range in {
 		n += s.Size
@@ -180,8 +180,8 @@ func TestSizeTieredSimulation(t *testing.T) {
 		{"tier field, fan-in 2", SizeTiered{FanIn: 2}},
 		{"tier field, fan-in 4", SizeTiered{}},
 		{"tier field, fan-in 8", SizeTiered{FanIn: 8}},
-		{"by size, fan-in 4", SizeTiered{MinSize: size / 2}},
-		{"by size, fan-in 10", SizeTiered{MinSize: size / 2, FanIn: 10}},
+		{"by size, fan-in 4", SizeTiered{minSize: size / 2}},
+		{"by size, fan-in 10", SizeTiered{minSize: size / 2, FanIn: 10}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			s := &sim{t: t, p: tt.p, merged: sumSizes}
@@ -215,8 +215,8 @@ func TestSizeTieredSimulation(t *testing.T) {
 // such outputs in tier 0; the manifest tier would promote them needlessly.
 func TestSizeTieredOverwriteSimulation(t *testing.T) {
 	const size = 1 << 20
-	p := SizeTiered{MinSize: size / 2}
-	largest := func(in []manifest.SegmentMeta) int64 {
+	p := SizeTiered{minSize: size / 2}
+	largest := func(in []base.SegmentMeta) int64 {
 		var n int64
 		for _, s := range in {
 			n = max(n, s.Size)
@@ -247,11 +247,11 @@ func FuzzPick(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte, bySize bool) {
 		p := SizeTiered{FanIn: 2 + len(data)%4}
 		if bySize {
-			p.MinSize = 1000
+			p.minSize = 1000
 		}
-		segs := make([]manifest.SegmentMeta, len(data))
+		segs := make([]base.SegmentMeta, len(data))
 		for i, b := range data {
-			segs[i] = manifest.SegmentMeta{FileNum: uint64(i + 1), Tier: uint32(b % 8), Size: int64(b) * 997}
+			segs[i] = base.SegmentMeta{FileNum: uint64(i + 1), Tier: uint32(b % 8), Size: int64(b) * 997}
 		}
 		for range len(data) + 1 {
 			pk := p.Pick(segs)
@@ -266,8 +266,8 @@ func FuzzPick(f *testing.F) {
 				longestRun(tiers[pk.Start:pk.End]) != p.fanIn() || pk.Tier != tiers[pk.Start]+1 {
 				t.Fatalf("pick %+v over tiers %v", pk, tiers)
 			}
-			out := manifest.SegmentMeta{Tier: pk.Tier, Size: sumSizes(segs[pk.Start:pk.End])}
-			segs = append(append(append([]manifest.SegmentMeta(nil), segs[:pk.Start]...), out), segs[pk.End:]...)
+			out := base.SegmentMeta{Tier: pk.Tier, Size: sumSizes(segs[pk.Start:pk.End])}
+			segs = append(append(append([]base.SegmentMeta(nil), segs[:pk.Start]...), out), segs[pk.End:]...)
 		}
 		t.Fatalf("picks did not terminate")
 	})

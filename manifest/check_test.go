@@ -49,7 +49,7 @@ func buildManifest(t testing.TB, edits ...Edit) built {
 }
 
 // longSeg is a segment whose keys are keyLen bytes long.
-func longSeg(fn uint64, keyLen int) SegmentMeta {
+func longSeg(fn uint64, keyLen int) base.SegmentMeta {
 	s := seg(fn, fn, fn)
 	s.Smallest = bytes.Repeat([]byte{'a'}, keyLen)
 	s.Largest = bytes.Repeat([]byte{'z'}, keyLen)
@@ -59,10 +59,10 @@ func longSeg(fn uint64, keyLen int) SegmentMeta {
 // smallEdits are a small store's history: a few flushes and a compaction.
 func smallEdits() []Edit {
 	return []Edit{
-		{Add: []SegmentMeta{seg(1, 1, 10)}, FlushedSeq: ptr(10), LogNum: ptr(2)},
-		{Add: []SegmentMeta{seg(3, 11, 20)}, FlushedSeq: ptr(20), LogNum: ptr(4)},
-		{Add: []SegmentMeta{seg(5, 1, 20)}, Remove: []uint64{1, 3}},
-		{Add: []SegmentMeta{seg(6, 21, 30)}, FlushedSeq: ptr(30), LogNum: ptr(7)},
+		{Add: []base.SegmentMeta{seg(1, 1, 10)}, FlushedSeq: ptr(10), LogNum: ptr(2)},
+		{Add: []base.SegmentMeta{seg(3, 11, 20)}, FlushedSeq: ptr(20), LogNum: ptr(4)},
+		{Add: []base.SegmentMeta{seg(5, 1, 20)}, Remove: []uint64{1, 3}},
+		{Add: []base.SegmentMeta{seg(6, 21, 30)}, FlushedSeq: ptr(30), LogNum: ptr(7)},
 	}
 }
 
@@ -91,7 +91,7 @@ func validManifests(t testing.TB) map[string]built {
 		"fresh":    buildManifest(t),
 		"small":    buildManifest(t, smallEdits()...),
 		"many":     buildManifest(t, manyEdits(2000, 100)...),
-		"overflow": buildManifest(t, Edit{Add: []SegmentMeta{longSeg(1, 9000), longSeg(2, 30000), seg(3, 1, 2)}}),
+		"overflow": buildManifest(t, Edit{Add: []base.SegmentMeta{longSeg(1, 9000), longSeg(2, 30000), seg(3, 1, 2)}}),
 	}
 }
 

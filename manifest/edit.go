@@ -13,7 +13,7 @@ type State struct {
 	// Segments are the live segments, newest first: by MaxSeq descending,
 	// ties by FileNum descending. Their key bytes are shared and must not
 	// be modified.
-	Segments []SegmentMeta
+	Segments []base.SegmentMeta
 	// NextFileNum bounds the file numbers handed out: NewFileNum never
 	// returns a number at or above the committed NextFileNum, so a file
 	// numbered at or above it is not the store's (or the manifest is older
@@ -55,8 +55,8 @@ func (s State) clone() State {
 // Edit is one atomic change to the manifest. A nil counter field leaves
 // that counter unchanged; a set one may not move it backwards.
 type Edit struct {
-	Add    []SegmentMeta // segments that become live
-	Remove []uint64      // file numbers of segments that stop being live
+	Add    []base.SegmentMeta // segments that become live
+	Remove []uint64           // file numbers of segments that stop being live
 
 	NextFileNum *uint64
 	FlushedSeq  *uint64
@@ -123,7 +123,7 @@ func advance(name string, cur uint64, set *uint64) (uint64, error) {
 
 // applySegments validates e's segment changes against s and returns the
 // new, sorted segment list.
-func (s State) applySegments(e Edit) ([]SegmentMeta, error) {
+func (s State) applySegments(e Edit) ([]base.SegmentMeta, error) {
 	live := make(map[uint64]bool, len(s.Segments))
 	for _, seg := range s.Segments {
 		live[seg.FileNum] = true
@@ -138,14 +138,14 @@ func (s State) applySegments(e Edit) ([]SegmentMeta, error) {
 		}
 		removed[fn] = true
 	}
-	out := make([]SegmentMeta, 0, len(s.Segments)-len(e.Remove)+len(e.Add))
+	out := make([]base.SegmentMeta, 0, len(s.Segments)-len(e.Remove)+len(e.Add))
 	for _, seg := range s.Segments {
 		if !removed[seg.FileNum] {
 			out = append(out, seg)
 		}
 	}
 	for _, seg := range e.Add {
-		if err := seg.check(); err != nil {
+		if err := checkSegment(&seg); err != nil {
 			return nil, invalidf("segment %d: %v", seg.FileNum, err)
 		}
 		// Re-adding a removed number is rejected too: file numbers are
@@ -154,7 +154,7 @@ func (s State) applySegments(e Edit) ([]SegmentMeta, error) {
 			return nil, invalidf("add of segment %d, which is already live", seg.FileNum)
 		}
 		live[seg.FileNum] = true
-		out = append(out, seg.clone())
+		out = append(out, cloneSegment(seg))
 	}
 	slices.SortFunc(out, newestFirst)
 	return out, nil

@@ -19,8 +19,8 @@ import (
 
 func ptr(v uint64) *uint64 { return &v }
 
-func seg(fn, minSeq, maxSeq uint64) SegmentMeta {
-	return SegmentMeta{
+func seg(fn, minSeq, maxSeq uint64) base.SegmentMeta {
+	return base.SegmentMeta{
 		FileNum: fn, Size: int64(fn) * 100, Entries: 10, Tombstones: 1, MinSeq: minSeq, MaxSeq: maxSeq,
 		Smallest: []byte("a"), Largest: []byte("z"), FilterLayout: 1, FilterK: 7, FilterBits: 96,
 	}
@@ -77,10 +77,10 @@ func TestCreateApplyReopen(t *testing.T) {
 		t.Fatalf("new manifest: got %+v, want %+v", got, want)
 	}
 	fn1, fn2, wal := mustNum(t, m), mustNum(t, m), mustNum(t, m)
-	mustApply(t, m, Edit{Add: []SegmentMeta{seg(fn1, 1, 100)}, FlushedSeq: ptr(100), LogNum: ptr(wal)})
-	mustApply(t, m, Edit{Add: []SegmentMeta{seg(fn2, 101, 200)}, FlushedSeq: ptr(200)})
+	mustApply(t, m, Edit{Add: []base.SegmentMeta{seg(fn1, 1, 100)}, FlushedSeq: ptr(100), LogNum: ptr(wal)})
+	mustApply(t, m, Edit{Add: []base.SegmentMeta{seg(fn2, 101, 200)}, FlushedSeq: ptr(200)})
 	want := State{
-		Segments:    []SegmentMeta{seg(fn2, 101, 200), seg(fn1, 1, 100)},
+		Segments:    []base.SegmentMeta{seg(fn2, 101, 200), seg(fn1, 1, 100)},
 		NextFileNum: wal + 1 + reserveAhead, FlushedSeq: 200, LogNum: wal,
 	}
 	if got := m.State(); !sameState(got, want) {
@@ -106,12 +106,12 @@ func mustNum(t testing.TB, m *Manifest) uint64 {
 
 func TestAddAndRemoveInOneEdit(t *testing.T) {
 	m, path := createTemp(t)
-	mustApply(t, m, Edit{Add: []SegmentMeta{seg(1, 1, 10), seg(2, 11, 20), seg(3, 21, 30)}, NextFileNum: ptr(4)})
+	mustApply(t, m, Edit{Add: []base.SegmentMeta{seg(1, 1, 10), seg(2, 11, 20), seg(3, 21, 30)}, NextFileNum: ptr(4)})
 	// A compaction: inputs 1 and 2 become output 4 at a higher tier.
 	out := seg(4, 1, 20)
 	out.Tier = 1
-	mustApply(t, m, Edit{Add: []SegmentMeta{out}, Remove: []uint64{1, 2}})
-	want := State{Segments: []SegmentMeta{seg(3, 21, 30), out}, NextFileNum: 1 + reserveAhead}
+	mustApply(t, m, Edit{Add: []base.SegmentMeta{out}, Remove: []uint64{1, 2}})
+	want := State{Segments: []base.SegmentMeta{seg(3, 21, 30), out}, NextFileNum: 1 + reserveAhead}
 	if got := m.State(); !sameState(got, want) {
 		t.Fatalf("got %+v, want %+v", got, want)
 	}
@@ -122,7 +122,7 @@ func TestAddAndRemoveInOneEdit(t *testing.T) {
 
 func TestSegmentOrder(t *testing.T) {
 	m, _ := createTemp(t)
-	mustApply(t, m, Edit{Add: []SegmentMeta{seg(5, 1, 50), seg(9, 1, 50), seg(2, 60, 70), seg(7, 1, 10)}})
+	mustApply(t, m, Edit{Add: []base.SegmentMeta{seg(5, 1, 50), seg(9, 1, 50), seg(2, 60, 70), seg(7, 1, 10)}})
 	var got []uint64
 	for _, s := range m.State().Segments {
 		got = append(got, s.FileNum)
@@ -142,21 +142,21 @@ func TestInvalidEditsChangeNothing(t *testing.T) {
 	}{
 		{"remove unknown", Edit{Remove: []uint64{99}}},
 		{"remove twice", Edit{Remove: []uint64{1, 1}}},
-		{"add live", Edit{Add: []SegmentMeta{seg(1, 1, 10)}}},
-		{"add twice", Edit{Add: []SegmentMeta{seg(7, 1, 2), seg(7, 3, 4)}}},
-		{"re-add removed", Edit{Remove: []uint64{1}, Add: []SegmentMeta{seg(1, 1, 10)}}},
-		{"remove added", Edit{Add: []SegmentMeta{seg(7, 1, 2)}, Remove: []uint64{7}}},
-		{"invalid segment", Edit{Add: []SegmentMeta{bad}}},
-		{"file number 0", Edit{Add: []SegmentMeta{seg(0, 1, 2)}}},
-		{"key too long", Edit{Add: []SegmentMeta{long}}},
+		{"add live", Edit{Add: []base.SegmentMeta{seg(1, 1, 10)}}},
+		{"add twice", Edit{Add: []base.SegmentMeta{seg(7, 1, 2), seg(7, 3, 4)}}},
+		{"re-add removed", Edit{Remove: []uint64{1}, Add: []base.SegmentMeta{seg(1, 1, 10)}}},
+		{"remove added", Edit{Add: []base.SegmentMeta{seg(7, 1, 2)}, Remove: []uint64{7}}},
+		{"invalid segment", Edit{Add: []base.SegmentMeta{bad}}},
+		{"file number 0", Edit{Add: []base.SegmentMeta{seg(0, 1, 2)}}},
+		{"key too long", Edit{Add: []base.SegmentMeta{long}}},
 		{"next file num backwards", Edit{NextFileNum: ptr(2)}},
 		{"flushed seq backwards", Edit{FlushedSeq: ptr(9)}},
 		{"flushed seq over 56 bits", Edit{FlushedSeq: ptr(base.MaxSeq + 1)}},
 		{"log num backwards", Edit{LogNum: ptr(2)}},
-		{"valid part with invalid part", Edit{Add: []SegmentMeta{seg(8, 30, 40)}, FlushedSeq: ptr(40), Remove: []uint64{99}}},
+		{"valid part with invalid part", Edit{Add: []base.SegmentMeta{seg(8, 30, 40)}, FlushedSeq: ptr(40), Remove: []uint64{99}}},
 	}
 	m, path := createTemp(t)
-	mustApply(t, m, Edit{Add: []SegmentMeta{seg(1, 1, 10), seg(2, 11, 20)}, NextFileNum: ptr(5), FlushedSeq: ptr(20), LogNum: ptr(3)})
+	mustApply(t, m, Edit{Add: []base.SegmentMeta{seg(1, 1, 10), seg(2, 11, 20)}, NextFileNum: ptr(5), FlushedSeq: ptr(20), LogNum: ptr(3)})
 	want := m.State()
 	for _, tt := range tests {
 		if err := m.Apply(tt.e); !errors.Is(err, ErrInvalidEdit) {
@@ -210,7 +210,7 @@ func TestNewFileNum(t *testing.T) {
 		t.Fatalf("NextFileNum after reopen = %d: the new range was not committed", got)
 	}
 	// An added segment's number is never handed out again.
-	mustApply(t, m, Edit{Add: []SegmentMeta{seg(10, 1, 2)}})
+	mustApply(t, m, Edit{Add: []base.SegmentMeta{seg(10, 1, 2)}})
 	m = reopen(t, m, path)
 	if n := mustNum(t, m); n != 11 {
 		t.Fatalf("NewFileNum after reopen with segment 10 live = %d, want 11", n)
@@ -224,7 +224,7 @@ func TestNewFileNum(t *testing.T) {
 
 func TestStateIsACopy(t *testing.T) {
 	m, _ := createTemp(t)
-	add := []SegmentMeta{seg(1, 1, 10), seg(2, 11, 20)}
+	add := []base.SegmentMeta{seg(1, 1, 10), seg(2, 11, 20)}
 	mustApply(t, m, Edit{Add: add})
 	want := m.State()
 	// Neither the caller's edit nor a returned State aliases the manifest.
@@ -405,7 +405,7 @@ func TestOpenForeignLayout(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			m, path := createTemp(t)
-			mustApply(t, m, Edit{Add: []SegmentMeta{seg(1, 1, 10)}, NextFileNum: ptr(5)})
+			mustApply(t, m, Edit{Add: []base.SegmentMeta{seg(1, 1, 10)}, NextFileNum: ptr(5)})
 			if err := m.Close(); err != nil {
 				t.Fatal(err)
 			}
@@ -439,7 +439,7 @@ func TestConcurrentUse(t *testing.T) {
 				if dup {
 					t.Errorf("file number %d handed out twice", fn)
 				}
-				if err := m.Apply(Edit{Add: []SegmentMeta{seg(fn, fn, fn)}}); err != nil {
+				if err := m.Apply(Edit{Add: []base.SegmentMeta{seg(fn, fn, fn)}}); err != nil {
 					t.Error(err)
 				}
 				_ = m.State()
@@ -465,7 +465,7 @@ func BenchmarkApplyFlush(b *testing.B) {
 		fn := mustNum(b, m)
 		s := seg(fn, seq+1, seq+1000)
 		seq += 1000
-		if err := m.Apply(Edit{Add: []SegmentMeta{s}, Remove: remove, FlushedSeq: ptr(seq), LogNum: ptr(fn)}); err != nil {
+		if err := m.Apply(Edit{Add: []base.SegmentMeta{s}, Remove: remove, FlushedSeq: ptr(seq), LogNum: ptr(fn)}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -485,7 +485,7 @@ func TestReadState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := m.Apply(Edit{Add: []SegmentMeta{seg(5, 1, 9)}}); err != nil {
+	if err := m.Apply(Edit{Add: []base.SegmentMeta{seg(5, 1, 9)}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := ReadState(vfs.Default, path); !errors.Is(err, ErrLocked) {
@@ -510,7 +510,7 @@ func TestReadState(t *testing.T) {
 // format 2 with the counters checksummed.
 func TestLegacyFormatUpgrade(t *testing.T) {
 	m, path := createTemp(t)
-	mustApply(t, m, Edit{Add: []SegmentMeta{seg(3, 1, 10)}})
+	mustApply(t, m, Edit{Add: []base.SegmentMeta{seg(3, 1, 10)}})
 	if err := m.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -9,13 +9,14 @@ import (
 	"sort"
 	"testing"
 
+	"github.com/bloomkv/bloomkv/internal/base"
 	"github.com/bloomkv/bloomkv/vfs"
 )
 
 // model is the reference the property test checks the manifest against:
 // a map of live segments and plain counters.
 type model struct {
-	live                         map[uint64]SegmentMeta
+	live                         map[uint64]base.SegmentMeta
 	next, flushed, logNum, count uint64 // count: next number NewFileNum returns
 }
 
@@ -62,7 +63,7 @@ func TestPropertyRandomEdits(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = m.Close() })
-	md := &model{live: map[uint64]SegmentMeta{}, next: 1, count: 1}
+	md := &model{live: map[uint64]base.SegmentMeta{}, next: 1, count: 1}
 	// newNum hands out a file number, checking it against the model.
 	newNum := func() uint64 {
 		fn, err := m.NewFileNum()
@@ -110,7 +111,7 @@ func randomEdit(rng *rand.Rand, newNum func() uint64, md *model, seq *uint64) (E
 		s := randomMeta(rng, fn)
 		s.MinSeq, s.MaxSeq = *seq+1, *seq+1+rng.Uint64N(100)
 		*seq = s.MaxSeq
-		return Edit{Add: []SegmentMeta{s}, FlushedSeq: ptr(*seq), LogNum: ptr(fn)}, true
+		return Edit{Add: []base.SegmentMeta{s}, FlushedSeq: ptr(*seq), LogNum: ptr(fn)}, true
 	case 4, 5, 6: // compaction
 		return randomCompaction(rng, newNum, md), true
 	case 7: // only counters, sometimes with file numbers handed out but unused
@@ -139,7 +140,7 @@ func randomInvalidEdit(rng *rand.Rand, md *model) Edit {
 	live := slices.Sorted(maps.Keys(md.live))
 	switch {
 	case rng.IntN(2) == 0 && len(live) > 0:
-		return Edit{Add: []SegmentMeta{randomMeta(rng, live[rng.IntN(len(live))])}}
+		return Edit{Add: []base.SegmentMeta{randomMeta(rng, live[rng.IntN(len(live))])}}
 	case rng.IntN(2) == 0 && md.flushed > 0:
 		return Edit{FlushedSeq: ptr(md.flushed - 1)}
 	case rng.IntN(2) == 0 && md.logNum > 0:

@@ -13,27 +13,6 @@ import (
 	"github.com/bloomkv/bloomkv/internal/base"
 )
 
-// SegmentMeta describes one live segment file.
-type SegmentMeta struct {
-	FileNum    uint64
-	Size       int64  // file size in bytes
-	Entries    uint64 // internal keys in the segment
-	Tombstones uint64
-	MinSeq     uint64
-	MaxSeq     uint64
-	Smallest   []byte // smallest user key
-	Largest    []byte // largest user key
-
-	// Geometry of the segment's Bloom filter; FilterBits == 0 means the
-	// segment has no filter. The manifest stores these without
-	// interpreting them.
-	FilterLayout uint8
-	FilterK      uint8
-	FilterBits   uint64
-
-	Tier uint32 // compaction tier (0 = fresh flush); compaction sets it
-}
-
 // segmentMetaVersion is the first byte of every encoded SegmentMeta.
 const segmentMetaVersion = 1
 
@@ -46,10 +25,10 @@ const crcLen = 4
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// check reports the first violated invariant of s, or nil. Apply rejects
-// such segments, and the decoder treats them as corruption, so everything
-// in a manifest satisfies these.
-func (s *SegmentMeta) check() error {
+// checkSegment reports the first violated invariant of s, or nil. Apply
+// rejects such segments, and the decoder treats them as corruption, so
+// everything in a manifest satisfies these.
+func checkSegment(s *base.SegmentMeta) error {
 	switch {
 	case s.FileNum == 0:
 		return errors.New("file number 0 is reserved")
@@ -71,9 +50,9 @@ func (s *SegmentMeta) check() error {
 	return nil
 }
 
-// clone returns s with its own copies of the key bytes, so the manifest
-// never shares memory with a caller's buffers.
-func (s SegmentMeta) clone() SegmentMeta {
+// cloneSegment returns s with its own copies of the key bytes, so the
+// manifest never shares memory with a caller's buffers.
+func cloneSegment(s base.SegmentMeta) base.SegmentMeta {
 	s.Smallest = bytes.Clone(s.Smallest)
 	s.Largest = bytes.Clone(s.Largest)
 	return s
@@ -81,7 +60,7 @@ func (s SegmentMeta) clone() SegmentMeta {
 
 // newestFirst orders segments by MaxSeq descending, then FileNum descending:
 // a reader probing segments in this order sees newer versions first.
-func newestFirst(a, b SegmentMeta) int {
+func newestFirst(a, b base.SegmentMeta) int {
 	if c := cmp.Compare(b.MaxSeq, a.MaxSeq); c != 0 {
 		return c
 	}
@@ -90,7 +69,7 @@ func newestFirst(a, b SegmentMeta) int {
 
 // EncodeSegmentMeta returns the version-1 encoding of s described in
 // FORMAT.md. It does not validate s; Apply does before storing it.
-func EncodeSegmentMeta(s SegmentMeta) []byte {
+func EncodeSegmentMeta(s base.SegmentMeta) []byte {
 	n := 1 + 9*binary.MaxVarintLen64 + 2 + len(s.Smallest) + len(s.Largest) + crcLen
 	b := make([]byte, 0, n)
 	b = append(b, segmentMetaVersion)
@@ -115,10 +94,10 @@ func EncodeSegmentMeta(s SegmentMeta) []byte {
 // value has no file; Open reports the manifest's name instead) and whose
 // Offset is the byte position within b. The returned keys never alias b,
 // and the only allocation is for them, so it is never larger than b.
-func DecodeSegmentMeta(b []byte) (SegmentMeta, error) {
+func DecodeSegmentMeta(b []byte) (base.SegmentMeta, error) {
 	s, off, err := decodeSegmentMeta(b)
 	if err != nil {
-		return SegmentMeta{}, base.Corruptf("", int64(off), "segment meta: %v", err)
+		return base.SegmentMeta{}, base.Corruptf("", int64(off), "segment meta: %v", err)
 	}
 	return s, nil
 }
@@ -126,10 +105,10 @@ func DecodeSegmentMeta(b []byte) (SegmentMeta, error) {
 // decodeSegmentMeta does the work of DecodeSegmentMeta, returning a plain
 // error and the offset where it was detected so each caller can report it
 // against the right file.
-func decodeSegmentMeta(b []byte) (SegmentMeta, int, error) {
+func decodeSegmentMeta(b []byte) (base.SegmentMeta, int, error) {
 	body, off, err := openRecord(b, segmentMetaVersion)
 	if err != nil {
-		return SegmentMeta{}, off, err
+		return base.SegmentMeta{}, off, err
 	}
 	d := decoder{b: body, off: 1}
 	s := d.fields()
@@ -137,10 +116,10 @@ func decodeSegmentMeta(b []byte) (SegmentMeta, int, error) {
 		d.fail(fmt.Errorf("%d trailing bytes", len(body)-d.off))
 	}
 	if d.err == nil {
-		d.fail(s.check())
+		d.fail(checkSegment(&s))
 	}
 	if d.err != nil {
-		return SegmentMeta{}, d.off, d.err
+		return base.SegmentMeta{}, d.off, d.err
 	}
 	return s, 0, nil
 }
@@ -166,8 +145,8 @@ func openRecord(b []byte, version byte) (body []byte, off int, err error) {
 
 // fields reads the fields after the version byte in encoding order. After
 // the first error every read returns zero, so the caller checks d.err once.
-func (d *decoder) fields() SegmentMeta {
-	var s SegmentMeta
+func (d *decoder) fields() base.SegmentMeta {
+	var s base.SegmentMeta
 	s.FileNum = d.uvarint()
 	s.Size = int64(d.bounded(math.MaxInt64))
 	s.Entries = d.uvarint()

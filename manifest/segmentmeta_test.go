@@ -14,8 +14,8 @@ import (
 	"github.com/bloomkv/bloomkv/internal/base"
 )
 
-func sampleMeta() SegmentMeta {
-	return SegmentMeta{
+func sampleMeta() base.SegmentMeta {
+	return base.SegmentMeta{
 		FileNum: 42, Size: 1 << 20, Entries: 1000, Tombstones: 10,
 		MinSeq: 5, MaxSeq: 900, Smallest: []byte("apple"), Largest: []byte("zebra"),
 		FilterLayout: 1, FilterK: 7, FilterBits: 9600, Tier: 2,
@@ -23,7 +23,7 @@ func sampleMeta() SegmentMeta {
 }
 
 func TestSegmentMetaRoundTrip(t *testing.T) {
-	tests := []SegmentMeta{
+	tests := []base.SegmentMeta{
 		sampleMeta(),
 		{FileNum: 1},
 		{FileNum: 7, Smallest: []byte("k"), Largest: []byte("k")},
@@ -48,7 +48,7 @@ func TestSegmentMetaRoundTrip(t *testing.T) {
 }
 
 // sameMeta compares metas treating nil and empty keys alike.
-func sameMeta(a, b SegmentMeta) bool {
+func sameMeta(a, b base.SegmentMeta) bool {
 	if !bytes.Equal(a.Smallest, b.Smallest) || !bytes.Equal(a.Largest, b.Largest) {
 		return false
 	}
@@ -58,7 +58,7 @@ func sameMeta(a, b SegmentMeta) bool {
 
 // TestSegmentMetaLayout pins the byte layout documented in FORMAT.md.
 func TestSegmentMetaLayout(t *testing.T) {
-	m := SegmentMeta{
+	m := base.SegmentMeta{
 		FileNum: 300, Size: 5, Entries: 4, Tombstones: 1, MinSeq: 2, MaxSeq: 3,
 		Smallest: []byte("a"), Largest: []byte("bc"), FilterLayout: 1, FilterK: 6, FilterBits: 128, Tier: 9,
 	}
@@ -104,12 +104,12 @@ func TestDecodeSegmentMetaRejects(t *testing.T) {
 		{"key length past end", "remaining bytes", withCRC([]byte{1, 1, 0, 0, 0, 0, 0, 100, 'a'})},
 		{"key length over max", "exceeds 1048576", withCRC(binary.AppendUvarint([]byte{1, 1, 0, 0, 0, 0, 0}, maxKeyLen+1))},
 		{"tier over uint32", "exceeds 4294967295", withCRC(binary.AppendUvarint([]byte{1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, math.MaxUint32+1))},
-		{"file number 0", "reserved", EncodeSegmentMeta(SegmentMeta{})},
-		{"min seq > max seq", "min seq", EncodeSegmentMeta(SegmentMeta{FileNum: 1, MinSeq: 2, MaxSeq: 1})},
-		{"tombstones > entries", "tombstones", EncodeSegmentMeta(SegmentMeta{FileNum: 1, Tombstones: 1})},
-		{"smallest > largest", "smallest key", EncodeSegmentMeta(SegmentMeta{FileNum: 1, Smallest: []byte("b"), Largest: []byte("a")})},
-		{"max seq over 56 bits", "56 bits", EncodeSegmentMeta(SegmentMeta{FileNum: 1, MaxSeq: base.MaxSeq + 1})},
-		{"negative size", "exceeds 9223372036854775807", EncodeSegmentMeta(SegmentMeta{FileNum: 1, Size: -1})},
+		{"file number 0", "reserved", EncodeSegmentMeta(base.SegmentMeta{})},
+		{"min seq > max seq", "min seq", EncodeSegmentMeta(base.SegmentMeta{FileNum: 1, MinSeq: 2, MaxSeq: 1})},
+		{"tombstones > entries", "tombstones", EncodeSegmentMeta(base.SegmentMeta{FileNum: 1, Tombstones: 1})},
+		{"smallest > largest", "smallest key", EncodeSegmentMeta(base.SegmentMeta{FileNum: 1, Smallest: []byte("b"), Largest: []byte("a")})},
+		{"max seq over 56 bits", "56 bits", EncodeSegmentMeta(base.SegmentMeta{FileNum: 1, MaxSeq: base.MaxSeq + 1})},
+		{"negative size", "exceeds 9223372036854775807", EncodeSegmentMeta(base.SegmentMeta{FileNum: 1, Size: -1})},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -170,7 +170,7 @@ func TestDecodeSegmentMetaRandom(t *testing.T) {
 }
 
 // randomMeta returns a valid SegmentMeta with file number fn.
-func randomMeta(rng *rand.Rand, fn uint64) SegmentMeta {
+func randomMeta(rng *rand.Rand, fn uint64) base.SegmentMeta {
 	minSeq := rng.Uint64N(1 << 30)
 	maxSeq := minSeq + rng.Uint64N(1<<20)
 	entries := rng.Uint64N(1 << 20)
@@ -178,7 +178,7 @@ func randomMeta(rng *rand.Rand, fn uint64) SegmentMeta {
 	if bytes.Compare(k1, k2) > 0 {
 		k1, k2 = k2, k1
 	}
-	return SegmentMeta{
+	return base.SegmentMeta{
 		FileNum: fn, Size: rng.Int64N(1 << 32), Entries: entries, Tombstones: rng.Uint64N(entries + 1),
 		MinSeq: minSeq, MaxSeq: maxSeq, Smallest: k1, Largest: k2,
 		FilterLayout: uint8(rng.UintN(3)), FilterK: uint8(rng.UintN(20)), FilterBits: rng.Uint64N(1 << 24),
@@ -196,7 +196,7 @@ func randomKey(rng *rand.Rand) []byte {
 
 func FuzzDecodeSegmentMeta(f *testing.F) {
 	f.Add(EncodeSegmentMeta(sampleMeta()))
-	f.Add(EncodeSegmentMeta(SegmentMeta{FileNum: 1}))
+	f.Add(EncodeSegmentMeta(base.SegmentMeta{FileNum: 1}))
 	f.Add([]byte{1, 1, 0, 0, 0, 0, 0, 100, 'a', 0, 0, 0, 0})
 	f.Add([]byte{1, 1, 0, 0, 0, 0, 0, 1, 'a', 1, 'b', 1, 7, 0x80, 0x01, 0}) // valid once a CRC is appended
 	f.Add([]byte{})
@@ -216,7 +216,7 @@ func checkDecode(t *testing.T, b []byte) {
 		}
 		return
 	}
-	if err := m.check(); err != nil {
+	if err := checkSegment(&m); err != nil {
 		t.Fatalf("decoded an invalid meta: %v", err)
 	}
 	// Encodings are canonical, so anything accepted re-encodes to exactly

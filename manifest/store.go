@@ -165,12 +165,12 @@ func getU64(meta *bolt.Bucket, name, key string) (uint64, error) {
 
 // loadSegments decodes every segment record, checking that each is stored
 // under its own file number and that the number was handed out.
-func loadSegments(tx *bolt.Tx, name string, nextFileNum uint64) ([]SegmentMeta, error) {
+func loadSegments(tx *bolt.Tx, name string, nextFileNum uint64) ([]base.SegmentMeta, error) {
 	b := tx.Bucket([]byte(segmentsBucket))
 	if b == nil {
 		return nil, base.Corruptf(name, -1, "no %q bucket: not a bloomkv manifest", segmentsBucket)
 	}
-	var segs []SegmentMeta
+	var segs []base.SegmentMeta
 	err := b.ForEach(func(k, v []byte) error {
 		if len(k) != 8 || v == nil {
 			return base.Corruptf(name, -1, "segments: key %x is not an 8-byte file number with a value", k)

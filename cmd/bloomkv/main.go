@@ -11,8 +11,8 @@
 // verify exits 0 when the store is intact, 1 when it found problems and 2
 // when it could not check (usage, I/O error, the store is open for writing
 // elsewhere). stats opens the store with Options.ReadOnly: it replays the
-// WALs into memory only. Both share the store with other readers and fail
-// (exit 2) while a writer has it open.
+// WALs into memory only. All three share the store with other readers and
+// fail (exit 2) while a writer has it open.
 package main
 
 import (
@@ -102,7 +102,7 @@ func stats(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	opts := bloomkv.DefaultOptions()
-	opts.ReadOnly = true // look, change nothing
+	opts.ReadOnly = true // the WALs are replayed into memory; nothing is written
 	db, err := bloomkv.Open(args[0], opts)
 	if err != nil {
 		fmt.Fprintf(stderr, "bloomkv stats: %v\n", err)

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/bloomkv/bloomkv"
+	"github.com/bloomkv/bloomkv/internal/base"
 )
 
 // makeStore makes a closed store with one segment.
@@ -83,7 +84,7 @@ func TestVerifyCommand(t *testing.T) {
 		t.Fatalf("verify -json with a stray file: exit %d, %+v", code, rep)
 	}
 
-	segs, _ := filepath.Glob(filepath.Join(dir, "*.seg"))
+	segs, _ := filepath.Glob(filepath.Join(dir, "*"+base.SegmentExt))
 	if len(segs) != 1 {
 		t.Fatalf("segments: %v", segs)
 	}

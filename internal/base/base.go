@@ -1,6 +1,9 @@
 // Package base holds the few definitions every layer of bloomkv shares:
-// the internal key (user key + sequence number + kind), its ordering, and
-// the corruption error that names a file and an offset.
+// the internal key (user key + sequence number + kind), its ordering, the
+// corruption error that names a file and an offset, and the metadata of a
+// segment (SegmentMeta), which the manifest stores and the compaction
+// policy reads: defined here, the policy needs no import of the manifest
+// and its database.
 //
 // It sits at the bottom of the import graph: memtable, segment, wal and
 // manifest import it; it imports nothing of bloomkv's.

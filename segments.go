@@ -1,0 +1,217 @@
+package bloomkv
+
+import (
+	"bytes"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+
+	"github.com/bloomkv/bloomkv/bloom"
+	"github.com/bloomkv/bloomkv/compaction"
+	"github.com/bloomkv/bloomkv/internal/base"
+	"github.com/bloomkv/bloomkv/internal/rangedel"
+	"github.com/bloomkv/bloomkv/segment"
+	"github.com/bloomkv/bloomkv/vfs"
+)
+
+// segHandle is an open segment: its file, its reader (filter and index in
+// memory) and its manifest entry. The DB holds one reference while the
+// segment is live, each read state one more.
+type segHandle struct {
+	refs     atomic.Int32
+	meta     base.SegmentMeta
+	name     string // file name, for errors
+	path     string
+	fs       vfs.FS
+	file     vfs.File
+	mapped   []byte // the file mapped read-only, nil with Options.DisableMmap
+	folds    int    // halvings of the resident filter (filter budget); db.mu
+	reader   *segment.Reader
+	obsolete atomic.Bool // remove the file when the last reference goes
+	logger   *slog.Logger
+}
+
+// covers reports whether key lies within the segment's key range, a check
+// that costs no I/O and no hashing.
+func (s *segHandle) covers(key []byte) bool {
+	return bytes.Compare(key, s.meta.Smallest) >= 0 && bytes.Compare(key, s.meta.Largest) <= 0
+}
+
+func (s *segHandle) unref() {
+	if s.refs.Add(-1) != 0 {
+		return
+	}
+	s.reader.Close()
+	if s.mapped != nil {
+		if err := unmapSegment(s.mapped); err != nil {
+			s.logger.Warn("unmapping segment", "file", s.name, "err", err)
+		}
+	}
+	s.file.Close()
+	if s.obsolete.Load() {
+		if err := s.fs.Remove(s.path); err != nil {
+			s.logger.Warn("removing obsolete segment", "file", s.name, "err", err)
+		}
+	}
+}
+
+// refSegmentsLocked returns db.segments[start:end] with a reference each,
+// so they stay open while a merge reads them.
+func (db *DB) refSegmentsLocked(start, end int) []*segHandle {
+	out := append([]*segHandle(nil), db.segments[start:end]...)
+	for _, s := range out {
+		s.refs.Add(1)
+	}
+	return out
+}
+
+func unrefAll(segs []*segHandle) {
+	for _, s := range segs {
+		s.unref()
+	}
+}
+
+// writeSegment writes the entries of it and the range tombstones rangeDels
+// to a new segment file, syncs it and opens it for reading. It returns nil
+// (and no error) if there is nothing to write. The file is not live until
+// the caller commits it to the manifest.
+func (db *DB) writeSegment(it compaction.Iterator, rangeDels *rangedel.List, filter *bloom.Filter, tier uint32) (*segHandle, error) {
+	num, err := db.manifest.NewFileNum()
+	if err != nil {
+		return nil, fmt.Errorf("segment file number: %w", err)
+	}
+	name := base.SegmentFileName(num)
+	f, err := db.fs.Create(db.path(name))
+	if err != nil {
+		return nil, fmt.Errorf("create segment: %w", err)
+	}
+	props, err := db.fillSegment(f, it, rangeDels, filter)
+	empty := props.Entries == 0 && props.RangeDels == 0
+	if err == nil && !empty {
+		err = f.Sync()
+	}
+	if err == nil && !empty {
+		err = db.fs.SyncDir(db.dir)
+	}
+	if err != nil || empty {
+		f.Close()
+		db.fs.Remove(db.path(name))
+		if err != nil {
+			return nil, fmt.Errorf("write segment %s: %w", name, err)
+		}
+		return nil, nil
+	}
+	meta := metaFromProperties(num, props)
+	meta.Tier = tier
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		db.fs.Remove(db.path(name))
+		return nil, fmt.Errorf("write segment %s: %w", name, err)
+	}
+	meta.Size = st.Size()
+	s, err := db.openSegment(f, meta)
+	if err != nil {
+		db.fs.Remove(db.path(name))
+	}
+	return s, err
+}
+
+// fillSegment writes the entries of it as a segment to f. A non-nil filter
+// (compaction's union path) replaces the one the writer would build.
+func (db *DB) fillSegment(f vfs.File, it compaction.Iterator, rangeDels *rangedel.List, filter *bloom.Filter) (segment.Properties, error) {
+	w := segment.NewWriter(f, segment.WriterOptions{
+		BlockSize:   db.opts.BlockSize,
+		Compression: !db.opts.DisableCompression,
+		BitsPerKey:  db.opts.BitsPerKey,
+	})
+	if filter != nil {
+		w.SetFilter(filter)
+	}
+	w.SetRangeDels(rangeDels)
+	for ok := it.First(); ok; ok = it.Next() {
+		if err := w.Add(it.Key(), it.Seq(), it.Kind(), it.Value()); err != nil {
+			return segment.Properties{}, err
+		}
+	}
+	if err := compaction.Err(it); err != nil {
+		return segment.Properties{}, err
+	}
+	return w.Finish()
+}
+
+func metaFromProperties(num uint64, p segment.Properties) base.SegmentMeta {
+	return base.SegmentMeta{
+		FileNum:      num,
+		Entries:      p.Entries,
+		Tombstones:   p.Tombstones,
+		MinSeq:       p.MinSeq,
+		MaxSeq:       p.MaxSeq,
+		Smallest:     p.Smallest,
+		Largest:      p.Largest,
+		FilterLayout: p.FilterLayout,
+		FilterK:      p.FilterK,
+		FilterBits:   p.FilterBits,
+	}
+}
+
+// openSegment opens the reader of segment file f described by meta; the
+// handle owns f and starts with the DB's reference.
+func (db *DB) openSegment(f vfs.File, meta base.SegmentMeta) (*segHandle, error) {
+	name := base.SegmentFileName(meta.FileNum)
+	ro := segment.ReaderOptions{
+		Cache:    db.cache,
+		Counters: &db.counters,
+		FileNum:  meta.FileNum,
+		Name:     name,
+	}
+	if !db.opts.DisableMmap {
+		m, err := mapSegment(f, meta.Size)
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("open segment %s: %w", name, err)
+		}
+		ro.Mapped = m
+	}
+	if ro.Mapped == nil {
+		adviseRandom(f)
+	}
+	r, err := segment.Open(f, meta.Size, ro)
+	if err != nil {
+		if ro.Mapped != nil {
+			unmapSegment(ro.Mapped)
+		}
+		f.Close()
+		return nil, fmt.Errorf("open segment %s: %w", name, err)
+	}
+	s := &segHandle{meta: meta, name: name, path: db.path(name), fs: db.fs, file: f, mapped: ro.Mapped, reader: r, logger: db.logger}
+	s.refs.Store(1)
+	return s, nil
+}
+
+func segName(s *segHandle) string {
+	if s == nil {
+		return "(empty)"
+	}
+	return s.name
+}
+
+// loadSegment opens a live segment and checks it against its manifest entry.
+func (db *DB) loadSegment(meta base.SegmentMeta) (*segHandle, error) {
+	name := base.SegmentFileName(meta.FileNum)
+	f, err := db.fs.Open(db.path(name))
+	if err != nil {
+		return nil, fmt.Errorf("bloomkv: live segment %s: %w", name, err)
+	}
+	st, err := f.Stat()
+	if err == nil && st.Size() != meta.Size {
+		// The offset is where the file and the manifest part ways: the end
+		// of the shorter of the two.
+		err = base.Corruptf(name, min(st.Size(), meta.Size), "file is %d bytes, the manifest says %d", st.Size(), meta.Size)
+	}
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("bloomkv: open segment: %w", err)
+	}
+	return db.openSegment(f, meta)
+}
