@@ -132,3 +132,20 @@ func BenchmarkCovering1000(b *testing.B) {
 		l.Covering(key, 1<<40)
 	}
 }
+
+// BenchmarkCovering1000Random is BenchmarkCovering1000 with random 16-byte
+// keys, whose 8-byte prefixes differ (the other's share theirs in runs).
+func BenchmarkCovering1000Random(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 1))
+	ts := make([]Tombstone, 1000)
+	for i := range ts {
+		k := fmt.Appendf(nil, "%016x", rng.Uint64())
+		ts[i] = Tombstone{Start: k, End: append(k, 0), Seq: uint64(i + 1)}
+	}
+	l := Build(ts)
+	key := []byte("7fffffffffffffff")
+	b.ResetTimer()
+	for range b.N {
+		l.Covering(key, 1<<40)
+	}
+}
