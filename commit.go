@@ -13,11 +13,16 @@ import (
 // stall. Two lets one flush run while the next memtable fills.
 const maxFrozen = 2
 
-// rangeDelRotateShare: a range deletion rotates a memtable that is at
-// least 1/rangeDelRotateShare full (makeRoomLocked), so an iterator steps
-// over at most that much of a memtable's covered data; the smallest
-// segment this makes is as large.
-const rangeDelRotateShare = 16
+// A range deletion rotates a memtable that is at least 1/rangeDelRotateShare
+// full (makeRoomLocked), so an iterator steps over at most that much of a
+// memtable's covered data; the smallest segment this makes is as large. It
+// also rotates one holding maxMemtableRangeDels range tombstones: a
+// memtable re-fragments its tombstones at each one added, which stays
+// below a tenth of a millisecond at that count.
+const (
+	rangeDelRotateShare  = 16
+	maxMemtableRangeDels = 1024
+)
 
 // commitQueue implements group commit. Writers queue their batches; the
 // first to find no leader becomes the leader and commits everything queued
@@ -175,7 +180,7 @@ func (db *DB) makeRoomLocked(size int, rangeDels bool) error {
 		}
 		used := db.mem.ApproximateSize()
 		if db.mem.Empty() || used+size <= db.opts.MemtableSize &&
-			!(rangeDels && used >= db.opts.MemtableSize/rangeDelRotateShare) {
+			!(rangeDels && (used >= db.opts.MemtableSize/rangeDelRotateShare || db.mem.RangeDels().Len() >= maxMemtableRangeDels)) {
 			return nil
 		}
 		if len(db.imm) >= maxFrozen {

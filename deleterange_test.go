@@ -506,3 +506,33 @@ func BenchmarkRaftFirstIndex(b *testing.B) {
 		})
 	}
 }
+
+// TestDeleteRangeManyInARow: thousands of range deletions in a row (a
+// tenant clean-up loop) rotate the memtable at maxMemtableRangeDels, so
+// none re-fragments more than that many, and all of them apply.
+func TestDeleteRangeManyInARow(t *testing.T) {
+	o := smallOptions()
+	o.MemtableSize = 64 << 20 // the size alone would never rotate
+	db := mustOpen(t, t.TempDir(), o)
+	defer db.Close()
+	const n = 3000
+	for i := range n {
+		mustDo(t, db.Put(fmt.Appendf(nil, "t%05d/a", i), []byte("v")))
+		mustDo(t, db.Put(fmt.Appendf(nil, "t%05d/b", i), []byte("v")))
+	}
+	for i := range n {
+		if i%3 != 0 {
+			mustDo(t, db.DeleteRange(fmt.Appendf(nil, "t%05d/", i), fmt.Appendf(nil, "t%05d0", i)))
+		}
+	}
+	if got, want := len(keysOf(t, db.NewIterator)), 2*(n/3); got != want {
+		t.Fatalf("%d keys left, want %d", got, want)
+	}
+	rs := db.acquire()
+	defer rs.release()
+	for _, m := range rs.mems {
+		if m.RangeDels().Len() > maxMemtableRangeDels {
+			t.Fatalf("a memtable holds %d range tombstones, more than %d", m.RangeDels().Len(), maxMemtableRangeDels)
+		}
+	}
+}
