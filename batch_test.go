@@ -42,6 +42,9 @@ func FuzzDecodeBatch(f *testing.F) {
 	b.Put([]byte("key"), []byte("value"))
 	b.Delete([]byte("gone"))
 	f.Add(bytes.Clone(b.setSeq(7)))
+	b.DeleteRange(nil, []byte("m"))
+	b.DeleteRange([]byte("p"), []byte("q"))
+	f.Add(bytes.Clone(b.setSeq(9)))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, rec []byte) {
 		re := NewBatch()
@@ -50,9 +53,14 @@ func FuzzDecodeBatch(f *testing.F) {
 			if first == 0 {
 				first = seq
 			}
-			if op.kind == base.KindPut {
+			switch op.kind {
+			case base.KindPut:
 				re.Put(op.key, op.value)
-			} else {
+			case base.KindRangeDelete:
+				if err := re.DeleteRange(op.key, op.value); err != nil || re.count == 0 {
+					t.Fatalf("decoded a range deletion [%q, %q) that DeleteRange refuses or drops: %v", op.key, op.value, err)
+				}
+			default:
 				re.Delete(op.key)
 			}
 		})
