@@ -337,12 +337,38 @@ type DB struct {
 
 // Get returns the value of key, or an error matching ErrNotFound if it has
 // none. The returned slice is the caller's.
-func (db *DB) Get(key []byte) ([]byte, error) {
-	return db.get(key, latestSeq)
+func (db *DB) Get(key []byte) ([]byte, error) { return db.getCopy(key, latestSeq) }
+
+// getCopy is get with the value copied for the caller.
+func (db *DB) getCopy(key []byte, snapSeq uint64) ([]byte, error) {
+	v, err := db.get(key, snapSeq)
+	if err != nil {
+		return nil, err
+	}
+	return bytes.Clone(v), nil
+}
+
+// Has reports whether key has a value. It finds the value as Get does but
+// does not copy it: cheaper than Get for large values.
+func (db *DB) Has(key []byte) (bool, error) {
+	_, err := db.get(key, latestSeq)
+	if errors.Is(err, ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// ValueSize returns the length of key's value, or an error matching
+// ErrNotFound if it has none, without copying the value.
+func (db *DB) ValueSize(key []byte) (int, error) {
+	v, err := db.get(key, latestSeq)
+	return len(v), err
 }
 
 // get returns the newest value of key with a sequence number <= snapSeq
-// (latestSeq: the newest committed).
+// (latestSeq: the newest committed). The value aliases memtable or segment
+// memory, which the read state only kept valid until get returned: a
+// caller copies it before looking at its bytes, or uses only its length.
 func (db *DB) get(key []byte, snapSeq uint64) ([]byte, error) {
 	if err := checkEntry(key, nil); err != nil {
 		return nil, err
@@ -362,10 +388,7 @@ func (db *DB) get(key []byte, snapSeq uint64) ([]byte, error) {
 	for _, m := range rs.mems {
 		deleted = max(deleted, m.RangeDels().Covering(key, seq))
 		if v, vseq, kind, ok := m.GetVersion(key, seq); ok {
-			if kind == base.KindDelete || vseq < deleted {
-				return nil, ErrNotFound
-			}
-			return bytes.Clone(v), nil
+			return visible(v, vseq, kind, deleted)
 		}
 		if deleted > 0 {
 			return nil, ErrNotFound
@@ -374,48 +397,74 @@ func (db *DB) get(key []byte, snapSeq uint64) ([]byte, error) {
 	return db.getFromSegments(rs.segments, key, seq)
 }
 
+// visible turns the version found into get's result: its value, or
+// ErrNotFound for a tombstone or a version older than the range tombstone
+// deleted (0: none) that covers it.
+func visible(v []byte, seq uint64, kind base.Kind, deleted uint64) ([]byte, error) {
+	if kind == base.KindDelete || seq < deleted {
+		return nil, ErrNotFound
+	}
+	return v, nil
+}
+
 // getFromSegments searches the segments newest first. The key is hashed
 // once for every filter; a filter's "no" skips its segment with no I/O. A
 // segment's range tombstones are in memory, so checking them costs no I/O
 // either.
 func (db *DB) getFromSegments(segments []*segHandle, key []byte, seq uint64) ([]byte, error) {
-	h := bloom.Hash(key)
-	// Counted locally and published once: a shared atomic per segment
-	// probed would bounce a cache line between cores on every Get.
-	var probed, negatives, falsePositives uint64
-	defer func() {
-		db.stats.segmentsProbed.Add(probed)
-		db.stats.filterNegatives.Add(negatives)
-		db.stats.filterFalsePositives.Add(falsePositives)
-	}()
+	p := probe{key: key, hash: bloom.Hash(key), seq: seq}
+	defer p.publish(&db.stats)
 	var deleted uint64 // as in get
 	for _, s := range segments {
 		deleted = max(deleted, s.reader.RangeDels().Covering(key, seq))
-		if s.covers(key) {
-			probed++
-			if !s.reader.MayContain(h) {
-				negatives++
-			} else {
-				v, vseq, kind, ok, err := s.reader.GetVersion(nil, key, seq) // v is a fresh copy
-				if err != nil {
-					return nil, fmt.Errorf("bloomkv: get from segment %s: %w", s.name, err)
-				}
-				if ok {
-					if kind == base.KindDelete || vseq < deleted {
-						return nil, ErrNotFound
-					}
-					return v, nil
-				}
-				if s.reader.Filter() != nil {
-					falsePositives++
-				}
-			}
+		v, vseq, kind, ok, err := p.lookup(s)
+		if err != nil {
+			return nil, fmt.Errorf("bloomkv: get from segment %s: %w", s.name, err)
+		}
+		if ok {
+			return visible(v, vseq, kind, deleted)
 		}
 		if deleted > 0 {
 			break
 		}
 	}
 	return nil, ErrNotFound
+}
+
+// probe is one Get's search of the segments, with its filter counters:
+// counted locally and published once, since a shared atomic per segment
+// probed would bounce a cache line between cores on every Get.
+type probe struct {
+	key                               []byte
+	hash                              uint64
+	seq                               uint64
+	probed, negatives, falsePositives uint64
+}
+
+// lookup returns the newest version of the key in s with a sequence
+// number <= p.seq (aliasing the segment's memory), asking the filter
+// first: a segment whose key range or filter rules the key out costs no
+// I/O.
+func (p *probe) lookup(s *segHandle) (v []byte, seq uint64, kind base.Kind, found bool, err error) {
+	if !s.covers(p.key) {
+		return nil, 0, 0, false, nil
+	}
+	p.probed++
+	if !s.reader.MayContain(p.hash) {
+		p.negatives++
+		return nil, 0, 0, false, nil
+	}
+	v, seq, kind, found, err = s.reader.Lookup(p.key, p.seq)
+	if err == nil && !found && s.reader.Filter() != nil {
+		p.falsePositives++
+	}
+	return v, seq, kind, found, err
+}
+
+func (p *probe) publish(c *counters) {
+	c.segmentsProbed.Add(p.probed)
+	c.filterNegatives.Add(p.negatives)
+	c.filterFalsePositives.Add(p.falsePositives)
 }
 
 // Put sets key to value.

@@ -515,3 +515,67 @@ func BenchmarkGetMiss(b *testing.B) {
 	st := db.Stats()
 	b.ReportMetric(float64(st.BlockReads-before.BlockReads)/float64(b.N), "blockreads/op")
 }
+
+// TestHasAndValueSize: both agree with Get in a memtable, in a segment,
+// after a delete and under a range deletion, and copy nothing.
+func TestHasAndValueSize(t *testing.T) {
+	db := mustOpen(t, t.TempDir(), smallOptions())
+	defer db.Close()
+	big := benchValue(make([]byte, 256<<10), 7) // incompressible: stored raw, read from the mapping
+	mustDo(t, db.Put([]byte("big"), big))
+	mustDo(t, db.Put([]byte("empty"), nil))
+	mustDo(t, db.Put([]byte("gone"), []byte("v")))
+	mustDo(t, db.Delete([]byte("gone")))
+	mustDo(t, db.Put([]byte("ranged"), []byte("v")))
+	mustDo(t, db.DeleteRange([]byte("r"), []byte("s")))
+	check := func(stage string) {
+		t.Helper()
+		for _, tc := range []struct {
+			key  string
+			has  bool
+			size int
+		}{{"big", true, len(big)}, {"empty", true, 0}, {"gone", false, 0}, {"ranged", false, 0}, {"never", false, 0}} {
+			has, err := db.Has([]byte(tc.key))
+			if err != nil || has != tc.has {
+				t.Fatalf("%s: Has(%s) = %v, %v; want %v", stage, tc.key, has, err, tc.has)
+			}
+			n, err := db.ValueSize([]byte(tc.key))
+			if tc.has && (err != nil || n != tc.size) || !tc.has && !errors.Is(err, ErrNotFound) {
+				t.Fatalf("%s: ValueSize(%s) = %d, %v; want %d (present %v)", stage, tc.key, n, err, tc.size, tc.has)
+			}
+		}
+		if allocs := testing.AllocsPerRun(20, func() { db.Has([]byte("big")); db.ValueSize([]byte("big")) }); allocs > 0 {
+			t.Fatalf("%s: Has and ValueSize of a 256 KiB value allocate %v times", stage, allocs)
+		}
+	}
+	check("memtable")
+	mustDo(t, db.Flush())
+	check("segment")
+	if _, err := db.Has(nil); !errors.Is(err, ErrEmptyKey) {
+		t.Fatalf("Has(nil): %v", err)
+	}
+}
+
+// BenchmarkHasLargeValue compares Get and Has on a 256 KiB value in a
+// flushed segment: Has finds it without copying it.
+func BenchmarkHasLargeValue(b *testing.B) {
+	db := mustOpen(b, b.TempDir(), nil)
+	defer db.Close()
+	mustDo(b, db.Put([]byte("big"), benchValue(make([]byte, 256<<10), 1)))
+	mustDo(b, db.Flush())
+	for _, op := range []struct {
+		name string
+		fn   func([]byte) error
+	}{
+		{"Get", func(k []byte) error { _, err := db.Get(k); return err }},
+		{"Has", func(k []byte) error { _, err := db.Has(k); return err }},
+		{"ValueSize", func(k []byte) error { _, err := db.ValueSize(k); return err }},
+	} {
+		b.Run(op.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for range b.N {
+				mustDo(b, op.fn([]byte("big")))
+			}
+		})
+	}
+}

@@ -38,7 +38,7 @@ func (s *Snapshot) Get(key []byte) ([]byte, error) {
 	if s.released() {
 		return nil, ErrSnapshotReleased
 	}
-	return s.db.get(key, s.seq)
+	return s.db.getCopy(key, s.seq)
 }
 
 // NewIterator returns an iterator over the snapshot's view; opts may be

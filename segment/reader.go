@@ -517,38 +517,52 @@ func (r *Reader) GetAppend(dst, key []byte, maxSeq uint64) (value []byte, kind b
 // version found, which a reader compares with the range tombstones that
 // cover key.
 func (r *Reader) GetVersion(dst, key []byte, maxSeq uint64) (value []byte, seq uint64, kind base.Kind, found bool, err error) {
+	value, seq, kind, found, err = r.Lookup(key, maxSeq)
+	if found {
+		value = append(dst, value...)
+	} else {
+		value = dst
+	}
+	return value, seq, kind, found, err
+}
+
+// Lookup is GetVersion without the copy: value aliases the block it was
+// found in (in the cache, the mapping or a buffer of its own), which stays
+// valid while the Reader is open. It must not be modified. For callers that
+// only need to know whether key is there, or its value's length.
+func (r *Reader) Lookup(key []byte, maxSeq uint64) (value []byte, seq uint64, kind base.Kind, found bool, err error) {
 	// Versions are ordered newest first, so the first entry at or after
 	// (key, maxSeq, largest kind) is the newest version <= maxSeq, if its
 	// user key is key.
 	trailer := base.MakeTrailer(min(maxSeq, base.MaxSeq), 0xff)
 	i := r.searchIndex(key, trailer)
 	if i == len(r.index) {
-		return dst, 0, 0, false, nil
+		return nil, 0, 0, false, nil
 	}
 	block, err := r.dataBlock(i, cacheFill, nil)
 	if err != nil {
-		return dst, 0, 0, false, err
+		return nil, 0, 0, false, err
 	}
 	it := r.iters.Get().(*blockIter)
 	defer r.putIter(it)
 	if err := it.init(block, true, r.opts.Name, int64(r.index[i].h.offset)); err != nil {
-		return dst, 0, 0, false, err
+		return nil, 0, 0, false, err
 	}
 	// If the block runs out, key is absent: the separator is either the
 	// block's last key or lies strictly between the user keys of this
 	// block and the next, so the next block starts with a larger user key.
 	if !it.seekGE(key, trailer) {
-		return dst, 0, 0, false, it.err
+		return nil, 0, 0, false, it.err
 	}
 	ukey, t := splitInternalKey(it.key)
 	if !bytes.Equal(ukey, key) {
-		return dst, 0, 0, false, nil
+		return nil, 0, 0, false, nil
 	}
 	seq, kind = base.SplitTrailer(t)
 	if kind != base.KindPut && kind != base.KindDelete {
-		return dst, 0, 0, false, r.corrupt(r.index[i].h.offset, "entry of unknown kind %d", kind)
+		return nil, 0, 0, false, r.corrupt(r.index[i].h.offset, "entry of unknown kind %d", kind)
 	}
-	return append(dst, it.val...), seq, kind, true, nil
+	return it.val, seq, kind, true, nil
 }
 
 // putIter returns a Get iterator to the pool without letting it keep the
