@@ -87,12 +87,14 @@ var (
 	ErrValueTooLarge = errors.New("bloomkv: value too large")
 	// ErrBatchTooLarge rejects batches whose encoding exceeds MaxBatchSize.
 	ErrBatchTooLarge = errors.New("bloomkv: batch too large")
-	// ErrReadOnly is returned by writes to a DB opened with
-	// Options.ReadOnly, and by writes after a WAL write or sync, a flush or
-	// a compaction failed: the DB can no longer promise durability, so it
-	// stops accepting writes rather than guess. Reads still work; reopen to
-	// recover.
-	ErrReadOnly = errors.New("bloomkv: read-only after a write failure")
+	// ErrReadOnly is returned by writes (and Flush, Compact) to a DB
+	// opened with Options.ReadOnly, and by writes after a WAL write or
+	// sync, a flush, a compaction or a manifest commit failed, including
+	// a background compaction that found damage: the DB can no longer
+	// promise durability, so it stops accepting writes rather than guess.
+	// The error wraps the failure that caused it. Reads still work;
+	// reopen to recover.
+	ErrReadOnly = errors.New("bloomkv: read-only")
 	// ErrInvalidOptions is returned by Open for an option out of its
 	// documented range; the error names the option.
 	ErrInvalidOptions = errors.New("bloomkv: invalid options")
@@ -363,7 +365,9 @@ func (db *DB) getFromSegments(segments []*segHandle, key []byte, seq uint64) ([]
 		}
 		v, kind, ok, err := s.reader.Get(key, seq) // v is a fresh copy
 		if err != nil {
-			return nil, fmt.Errorf("bloomkv: get from segment %s: %w", s.name, err)
+			// The segment's errors name the file (a CorruptError, or
+			// "segment NAME: read ..."): add only the operation.
+			return nil, fmt.Errorf("bloomkv: get: %w", err)
 		}
 		if ok {
 			if kind == base.KindDelete {
