@@ -116,14 +116,23 @@ const (
 	MaxBatchSize = base.MaxBatchSize // 256 MiB: one batch is one WAL record
 )
 
-// Options configure a DB. Start from DefaultOptions and change what you
-// need: every zero size falls back to its default, but BitsPerKey 0 really
-// means "no filters".
+// Options configure a DB. The zero value is the defaults (as is a nil
+// *Options, and DefaultOptions()): every zero field means its default, so
+// a caller sets only what it changes. Switches that turn something off are
+// named Disable… and default to false. Open refuses a value out of range
+// with ErrInvalidOptions naming the option; nothing is clamped silently.
 type Options struct {
-	// BitsPerKey sizes each segment's Bloom filter. 10 gives a
-	// false-positive rate of about 0.9% (bloom.FPR). 0 disables filters, so
-	// every segment is searched (for A/B measurements).
+	// BitsPerKey sizes each segment's Bloom filter, in bits of filter per
+	// distinct key. 10 (the default, used for 0) gives a false-positive
+	// rate of about 0.9% (bloom.FPR); each extra bit divides it by about
+	// 1.6. Valid: 0 or 1 to 64. Filters written with other settings stay
+	// as they were written.
 	BitsPerKey float64
+	// DisableFilters writes segments without Bloom filters, so every Get
+	// searches every segment whose key range holds the key: for A/B
+	// measurements of what the filters save. BitsPerKey is then ignored
+	// (but still checked). Segments written earlier keep their filters.
+	DisableFilters bool
 	// MemtableSize is the size at which the memtable is frozen and flushed
 	// to a segment. Default 4 MiB.
 	MemtableSize int
@@ -200,6 +209,7 @@ func DefaultOptions() *Options {
 
 // Limits of the options, checked by Open.
 const (
+	minBitsPerKey   = 1       // bloom.GeometryFor gives no filter less than one bit per key
 	maxBitsPerKey   = 64      // beyond ~30 bits per key a filter no longer lowers the false-positive rate measurably
 	maxMemtableSize = 1 << 30 // 1 GiB: recovery replays a whole memtable into memory
 	maxBlockSize    = 8 << 20 // segment.MaxBlockSize leaves room for one largest entry beyond it
@@ -210,6 +220,10 @@ const (
 // validated returns o with defaults filled in, or an error matching
 // ErrInvalidOptions naming the first option out of range. Nothing is
 // clamped silently: a value the store cannot honour is refused.
+//
+// In the result, BitsPerKey 0 means "write no filters" (DisableFilters):
+// that is how the flush and compaction code, and segment.WriterOptions,
+// read it.
 func (o *Options) validated() (Options, error) {
 	if o == nil {
 		o = DefaultOptions()
@@ -219,8 +233,10 @@ func (o *Options) validated() (Options, error) {
 		return Options{}, fmt.Errorf("%w: %s = %v, want %s", ErrInvalidOptions, name, v, want)
 	}
 	switch {
-	case math.IsNaN(out.BitsPerKey) || out.BitsPerKey < 0 || out.BitsPerKey > maxBitsPerKey:
-		return bad("BitsPerKey", out.BitsPerKey, fmt.Sprintf("0 (no filters) to %d", maxBitsPerKey))
+	case math.IsNaN(out.BitsPerKey) || out.BitsPerKey < 0 || out.BitsPerKey > maxBitsPerKey ||
+		out.BitsPerKey > 0 && out.BitsPerKey < minBitsPerKey:
+		return bad("BitsPerKey", out.BitsPerKey, fmt.Sprintf("0 (default %v) or %d to %d (DisableFilters turns filters off)",
+			def.BitsPerKey, minBitsPerKey, maxBitsPerKey))
 	case out.MemtableSize < 0 || out.MemtableSize > maxMemtableSize:
 		return bad("MemtableSize", out.MemtableSize, fmt.Sprintf("0 (default) to %d", maxMemtableSize))
 	case out.BlockSize < 0 || out.BlockSize > maxBlockSize:
@@ -233,6 +249,12 @@ func (o *Options) validated() (Options, error) {
 		return bad("CompactionFanIn", out.CompactionFanIn, fmt.Sprintf("0 (default) or 2 to %d", maxFanIn))
 	case out.CompactionConcurrency < 0 || out.CompactionConcurrency > maxConcurrency:
 		return bad("CompactionConcurrency", out.CompactionConcurrency, fmt.Sprintf("0 (default) to %d", maxConcurrency))
+	}
+	switch {
+	case out.DisableFilters:
+		out.BitsPerKey = 0
+	case out.BitsPerKey == 0:
+		out.BitsPerKey = def.BitsPerKey
 	}
 	if out.MemtableSize == 0 {
 		out.MemtableSize = def.MemtableSize
