@@ -212,7 +212,7 @@ func (db *DB) compactSegments(inputs []*segHandle, tier uint32, major bool) erro
 	info := CompactionInfo{Inputs: len(inputs), Tier: tier, Major: major}
 	srcs := make([]merge.Source, len(inputs))
 	for i, s := range inputs {
-		it := s.reader.NewIter(false)
+		it := s.reader.NewIterWithCounters(false, &db.compactionCounters)
 		defer it.Close()
 		srcs[i] = it
 		info.InputBytes += s.meta.Size

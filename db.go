@@ -289,8 +289,11 @@ type DB struct {
 	lockFile io.Closer
 	manifest *manifest.Manifest
 	cache    *segment.Cache
-	counters segment.Counters
-	stats    counters
+	counters segment.Counters // reads of Gets and scans
+	// compactionCounters are the reads of compaction inputs, kept apart
+	// so that Stats' read counters describe what readers cost.
+	compactionCounters segment.Counters
+	stats              counters
 
 	// isClosed mirrors closed for iterators, which check it on every move
 	// and must not take db.mu to do so.
