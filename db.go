@@ -314,9 +314,11 @@ type DB struct {
 	// replayedLogs are the WALs a read-only DB replayed (and still needs).
 	replayedLogs []uint64
 
-	// compactMu is held shared by each background compaction and
+	// compactMu is held shared by each background merge (one
+	// compactSegments call; concurrent merges take disjoint runs) and
 	// exclusively by Compact, which merges everything and so must run
-	// alone; policy picks the inputs.
+	// alone, and by Close, to wait out a Compact in progress. policy picks
+	// the inputs of background merges.
 	compactMu sync.RWMutex
 	policy    compaction.SizeTiered
 
@@ -337,7 +339,9 @@ type DB struct {
 	stallAt       int                 // segment count at which writers wait for compaction
 	expectedReads float64             // predicted block reads per absent Get under FilterBudget
 	history       []CompactionInfo    // the latest compactions, oldest first
-	bgWG          sync.WaitGroup
+	// bgWG counts the background goroutines: the flush loop and every
+	// background compaction loop. Close waits for it.
+	bgWG sync.WaitGroup
 }
 
 // Get returns the value of key, or an error matching ErrNotFound if it has
@@ -488,8 +492,8 @@ func (db *DB) Close() error {
 	db.mu.Unlock()
 
 	db.commit.exclusive(db, func() {}) // wait out the current leader
-	db.bgWG.Wait()                     // and the flush in progress
-	db.compactMu.Lock()                // and the compaction in progress
+	db.bgWG.Wait()                     // and the background flush and compactions
+	db.compactMu.Lock()                // and a Compact in progress
 	defer db.compactMu.Unlock()
 	db.mu.Lock()
 	defer db.mu.Unlock()
