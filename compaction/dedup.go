@@ -1,6 +1,7 @@
-// Package compaction merges segments. This file holds the executor's
-// filter over a merged stream (internal/merge does the merging): it keeps
-// the versions some reader can still see and drops the rest.
+// This file holds the executor's filter over a merged stream
+// (internal/merge does the merging): it keeps the versions some reader can
+// still see and drops the rest. The package comment is in doc.go.
+
 package compaction
 
 import (
