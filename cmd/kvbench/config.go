@@ -85,7 +85,7 @@ compactions ("settle") before anything reads it. Read workloads run for
 Sections after the workloads:
   disk reads avoided   get-miss on the fill-random store and on a twin
                        store with the same data but no filters
-                       (BitsPerKey 0), side by side
+                       (Options.DisableFilters), side by side
   negative lookups     Bigtable-style: -keys/8 keys in -neg-segments
                        segments (a Flush every so many Puts, compaction
                        off), 90% of the Gets for absent keys, with filters
