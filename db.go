@@ -456,6 +456,9 @@ func (db *DB) Close() error {
 	db.mu.Lock()
 	defer db.mu.Unlock()
 	err := db.closeFiles()
+	if err != nil {
+		err = fmt.Errorf("bloomkv: close: %w", err)
+	}
 	if db.bgErr != nil {
 		// A flush or compaction failed earlier: say so here too, so that
 		// a caller who only checks Close still learns of it.
