@@ -155,7 +155,10 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// DefaultOptions returns the options Open uses when given nil.
+// DefaultOptions returns the defaults spelled out: what Open uses for nil
+// and for every zero field, so the result opens the same store as
+// &Options{}. It is there to read or print the defaults, or to start from
+// them.
 func DefaultOptions() *Options {
 	return &Options{
 		BitsPerKey:     10,
