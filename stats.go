@@ -47,7 +47,7 @@ type Stats struct {
 	FilterExpectedReads float64
 	Memtables           int    // active plus frozen memtables now, in memtables
 	Writes              uint64 // committed batches (a Put or a Delete is one), in batches
-	WALBytes            uint64 // bytes appended to WALs, record headers and sync marks included, in bytes
+	WALBytes            uint64 // bytes commits appended to WALs, record headers and sync marks included, in bytes
 	// WriteStalls counts the waits of writers for room: for a flush when
 	// too many memtables are frozen, or for a compaction when the segment
 	// count passed the policy's stall threshold. One stall that is woken
