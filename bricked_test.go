@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -437,6 +438,8 @@ func TestOptionsValidated(t *testing.T) {
 		{"BitsPerKey NaN", func(o *Options) { o.BitsPerKey = math.NaN() }},
 		{"BitsPerKey negative", func(o *Options) { o.BitsPerKey = -1 }},
 		{"BitsPerKey 65", func(o *Options) { o.BitsPerKey = 65 }},
+		{"BitsPerKey 0.5", func(o *Options) { o.BitsPerKey = 0.5 }}, // bloom would make it 1
+		{"BitsPerKey -Inf with DisableFilters", func(o *Options) { o.BitsPerKey, o.DisableFilters = math.Inf(-1), true }},
 		{"MemtableSize negative", func(o *Options) { o.MemtableSize = -1 }},
 		{"MemtableSize 2 GiB", func(o *Options) { o.MemtableSize = 2 << 30 }},
 		{"BlockSize negative", func(o *Options) { o.BlockSize = -4096 }},
@@ -444,7 +447,9 @@ func TestOptionsValidated(t *testing.T) {
 		{"BlockCacheSize negative", func(o *Options) { o.BlockCacheSize = -1 }},
 		{"FilterBudget negative", func(o *Options) { o.FilterBudget = -1 }},
 		{"CompactionFanIn 1", func(o *Options) { o.CompactionFanIn = 1 }},
+		{"CompactionFanIn 65", func(o *Options) { o.CompactionFanIn = 65 }},
 		{"CompactionConcurrency negative", func(o *Options) { o.CompactionConcurrency = -2 }},
+		{"CompactionConcurrency 65", func(o *Options) { o.CompactionConcurrency = 65 }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "store")
@@ -453,6 +458,9 @@ func TestOptionsValidated(t *testing.T) {
 			_, err := Open(dir, o)
 			if !errors.Is(err, ErrInvalidOptions) {
 				t.Fatalf("Open = %v, want ErrInvalidOptions", err)
+			}
+			if name := strings.Fields(tc.name)[0]; !strings.Contains(err.Error(), name+" = ") {
+				t.Fatalf("Open = %v, want it to name %s", err, name)
 			}
 			if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
 				t.Fatalf("Open with invalid options created the directory: %v", err)

@@ -117,7 +117,7 @@ func (db *DB) captureLogsLocked(cp *checkpoint) error {
 	for i, num := range nums {
 		f, err := db.fs.Open(db.path(base.WALFileName(num)))
 		if err != nil {
-			return err
+			return fmt.Errorf("bloomkv: checkpoint: %w", err)
 		}
 		size := int64(-1) // all of it
 		if i == len(nums)-1 && !db.opts.ReadOnly {

@@ -61,7 +61,10 @@ func (db *DB) Compact() error {
 	for _, s := range inputs {
 		tier = max(tier, s.meta.Tier+1)
 	}
-	return db.compactSegments(inputs, tier, true)
+	if err := db.compactSegments(inputs, tier, true); err != nil {
+		return fmt.Errorf("bloomkv: compact: %w", err)
+	}
+	return nil
 }
 
 // WaitForCompactions blocks until no background compaction runs or is
@@ -339,7 +342,7 @@ func (db *DB) compactSegments(inputs []*segHandle, tier uint32, major bool) erro
 	srcs := make([]merge.Source, len(inputs))
 	rangeDels := make([]*rangedel.List, 0, len(inputs))
 	for i, s := range inputs {
-		it := s.reader.NewIter(false)
+		it := s.reader.NewIterWithCounters(false, &db.compactionCounters)
 		defer it.Close()
 		srcs[i] = it
 		info.InputBytes += s.meta.Size

@@ -1,45 +1,3 @@
-// Package bloomkv is an embedded key-value store: a log-structured merge
-// tree whose on-disk segments each carry a Bloom filter, so that looking up
-// a key that is not there costs no disk read at all for almost every
-// segment.
-//
-// # Data path
-//
-// A write (Put, Delete, Write of a Batch) is appended to the write-ahead log
-// (wal/) as one record and then inserted into the memtable (memtable/), a
-// sorted in-memory skiplist. When the memtable reaches Options.MemtableSize
-// it becomes immutable, a new one takes the writes, and a background flush
-// writes the immutable one to a segment file (segment/): sorted,
-// prefix-compressed, snappy-compressed, checksummed blocks, an index, and a
-// Bloom filter (bloom/) of the segment's keys. The set of live segments is
-// kept in a bbolt database (manifest/), changed in one ACID transaction per
-// flush or compaction.
-//
-// A Get looks in the memtable, then the immutable memtables, then the
-// segments newest first. The key is hashed once; each segment's filter is
-// asked with that hash, and a segment whose filter says "not here" is
-// skipped without any I/O. Only a "maybe" leads to an index lookup and a
-// block read, from the block cache or the file.
-//
-// Scans go through an Iterator (NewIterator): a merge of the memtables and
-// every segment (internal/merge) that shows, for each key, the newest
-// version the reader may see. A Snapshot fixes that "may see" to the
-// moment it was taken.
-//
-// # Guarantees
-//
-// Every method is safe for concurrent use. A write that returned nil
-// survives a crash of the process: it is in the kernel's page cache (the
-// WAL is appended through a shared mapping of a preallocated file, or with
-// write(2)) before Write returns. With Options.Sync it also survives a
-// crash of the machine (power loss): each commit is fsynced before it
-// returns; concurrent writers share one write and one fsync (group
-// commit). Without Sync, a power loss can lose the writes of the last
-// moments, but never leaves a torn batch: a batch is all there or not at
-// all.
-//
-// Damaged files are reported, never guessed around: an error matching
-// ErrCorrupt names the file and offset.
 package bloomkv
 
 import (
@@ -88,12 +46,14 @@ var (
 	ErrValueTooLarge = errors.New("bloomkv: value too large")
 	// ErrBatchTooLarge rejects batches whose encoding exceeds MaxBatchSize.
 	ErrBatchTooLarge = errors.New("bloomkv: batch too large")
-	// ErrReadOnly is returned by writes to a DB opened with
-	// Options.ReadOnly, and by writes after a WAL write or sync, a flush or
-	// a compaction failed: the DB can no longer promise durability, so it
-	// stops accepting writes rather than guess. Reads still work; reopen to
-	// recover.
-	ErrReadOnly = errors.New("bloomkv: read-only after a write failure")
+	// ErrReadOnly is returned by writes (and Flush, Compact) to a DB
+	// opened with Options.ReadOnly, and by writes after a WAL write or
+	// sync, a flush, a compaction or a manifest commit failed, including
+	// a background compaction that found damage: the DB can no longer
+	// promise durability, so it stops accepting writes rather than guess.
+	// The error wraps the failure that caused it. Reads still work;
+	// reopen to recover.
+	ErrReadOnly = errors.New("bloomkv: read-only")
 	// ErrInvalidOptions is returned by Open for an option out of its
 	// documented range; the error names the option.
 	ErrInvalidOptions = errors.New("bloomkv: invalid options")
@@ -115,14 +75,23 @@ const (
 	MaxBatchSize = base.MaxBatchSize // 256 MiB: one batch is one WAL record
 )
 
-// Options configure a DB. Start from DefaultOptions and change what you
-// need: every zero size falls back to its default, but BitsPerKey 0 really
-// means "no filters".
+// Options configure a DB. The zero value is the defaults (as is a nil
+// *Options, and DefaultOptions()): every zero field means its default, so
+// a caller sets only what it changes. Switches that turn something off are
+// named Disable… and default to false. Open refuses a value out of range
+// with ErrInvalidOptions naming the option; nothing is clamped silently.
 type Options struct {
-	// BitsPerKey sizes each segment's Bloom filter. 10 gives a
-	// false-positive rate of about 0.9% (bloom.FPR). 0 disables filters, so
-	// every segment is searched (for A/B measurements).
+	// BitsPerKey sizes each segment's Bloom filter, in bits of filter per
+	// distinct key. 10 (the default, used for 0) gives a false-positive
+	// rate of about 0.9% (bloom.FPR); each extra bit divides it by about
+	// 1.6. Valid: 0 or 1 to 64. Filters written with other settings stay
+	// as they were written.
 	BitsPerKey float64
+	// DisableFilters writes segments without Bloom filters, so every Get
+	// searches every segment whose key range holds the key: for A/B
+	// measurements of what the filters save. BitsPerKey is then ignored
+	// (but still checked). Segments written earlier keep their filters.
+	DisableFilters bool
 	// MemtableSize is the size at which the memtable is frozen and flushed
 	// to a segment. Default 4 MiB.
 	MemtableSize int
@@ -187,7 +156,10 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// DefaultOptions returns the options Open uses when given nil.
+// DefaultOptions returns the defaults spelled out: what Open uses for nil
+// and for every zero field, so the result opens the same store as
+// &Options{}. It is there to read or print the defaults, or to start from
+// them.
 func DefaultOptions() *Options {
 	return &Options{
 		BitsPerKey:     10,
@@ -199,6 +171,7 @@ func DefaultOptions() *Options {
 
 // Limits of the options, checked by Open.
 const (
+	minBitsPerKey   = 1       // bloom.GeometryFor gives no filter less than one bit per key
 	maxBitsPerKey   = 64      // beyond ~30 bits per key a filter no longer lowers the false-positive rate measurably
 	maxMemtableSize = 1 << 30 // 1 GiB: recovery replays a whole memtable into memory
 	maxBlockSize    = 8 << 20 // segment.MaxBlockSize leaves room for one largest entry beyond it
@@ -209,6 +182,10 @@ const (
 // validated returns o with defaults filled in, or an error matching
 // ErrInvalidOptions naming the first option out of range. Nothing is
 // clamped silently: a value the store cannot honour is refused.
+//
+// In the result, BitsPerKey 0 means "write no filters" (DisableFilters):
+// that is how the flush and compaction code, and segment.WriterOptions,
+// read it.
 func (o *Options) validated() (Options, error) {
 	if o == nil {
 		o = DefaultOptions()
@@ -218,8 +195,10 @@ func (o *Options) validated() (Options, error) {
 		return Options{}, fmt.Errorf("%w: %s = %v, want %s", ErrInvalidOptions, name, v, want)
 	}
 	switch {
-	case math.IsNaN(out.BitsPerKey) || out.BitsPerKey < 0 || out.BitsPerKey > maxBitsPerKey:
-		return bad("BitsPerKey", out.BitsPerKey, fmt.Sprintf("0 (no filters) to %d", maxBitsPerKey))
+	case math.IsNaN(out.BitsPerKey) || out.BitsPerKey < 0 || out.BitsPerKey > maxBitsPerKey ||
+		out.BitsPerKey > 0 && out.BitsPerKey < minBitsPerKey:
+		return bad("BitsPerKey", out.BitsPerKey, fmt.Sprintf("0 (default %v) or %d to %d (DisableFilters turns filters off)",
+			def.BitsPerKey, minBitsPerKey, maxBitsPerKey))
 	case out.MemtableSize < 0 || out.MemtableSize > maxMemtableSize:
 		return bad("MemtableSize", out.MemtableSize, fmt.Sprintf("0 (default) to %d", maxMemtableSize))
 	case out.BlockSize < 0 || out.BlockSize > maxBlockSize:
@@ -232,6 +211,12 @@ func (o *Options) validated() (Options, error) {
 		return bad("CompactionFanIn", out.CompactionFanIn, fmt.Sprintf("0 (default) or 2 to %d", maxFanIn))
 	case out.CompactionConcurrency < 0 || out.CompactionConcurrency > maxConcurrency:
 		return bad("CompactionConcurrency", out.CompactionConcurrency, fmt.Sprintf("0 (default) to %d", maxConcurrency))
+	}
+	switch {
+	case out.DisableFilters:
+		out.BitsPerKey = 0
+	case out.BitsPerKey == 0:
+		out.BitsPerKey = def.BitsPerKey
 	}
 	if out.MemtableSize == 0 {
 		out.MemtableSize = def.MemtableSize
@@ -284,8 +269,11 @@ type DB struct {
 	lockFile io.Closer
 	manifest *manifest.Manifest
 	cache    *segment.Cache
-	counters segment.Counters
-	stats    counters
+	counters segment.Counters // reads of Gets and scans
+	// compactionCounters are the reads of compaction inputs, kept apart
+	// so that Stats' read counters describe what readers cost.
+	compactionCounters segment.Counters
+	stats              counters
 
 	// replayedLogs are the WALs a read-only DB replayed (and still needs).
 	replayedLogs []uint64
@@ -307,9 +295,11 @@ type DB struct {
 	// commit leader (or Open, before any writer exists) touches it.
 	lastSeq uint64
 
-	// compactMu (lock 2) is held shared by each background compaction and
+	// compactMu (lock 2) is held shared by each background merge (one
+	// compactSegments call; concurrent merges take disjoint runs) and
 	// exclusively by Compact, which merges everything and so must run
-	// alone. policy picks the inputs; it is set by Open and only read.
+	// alone, and by Close, to wait out a Compact in progress. policy picks
+	// the inputs of background merges; it is set by Open and only read.
 	compactMu sync.RWMutex
 	policy    compaction.SizeTiered
 
@@ -332,7 +322,9 @@ type DB struct {
 	stallAt       int                 // segment count at which writers wait for compaction
 	expectedReads float64             // predicted block reads per absent Get under FilterBudget
 	history       []CompactionInfo    // the latest compactions, oldest first
-	bgWG          sync.WaitGroup
+	// bgWG counts the background goroutines: the flush loop and every
+	// background compaction loop. Close waits for it.
+	bgWG sync.WaitGroup
 }
 
 // Get returns the value of key, or an error matching ErrNotFound if it has
@@ -419,7 +411,9 @@ func (db *DB) getFromSegments(segments []*segHandle, key []byte, seq uint64) ([]
 		deleted = max(deleted, s.reader.RangeDels().Covering(key, seq))
 		v, vseq, kind, ok, err := p.lookup(s)
 		if err != nil {
-			return nil, fmt.Errorf("bloomkv: get from segment %s: %w", s.name, err)
+			// The segment's errors name the file (a CorruptError, or
+			// "segment NAME: read ..."): add only the operation.
+			return nil, fmt.Errorf("bloomkv: get: %w", err)
 		}
 		if ok {
 			return visible(v, vseq, kind, deleted)
@@ -558,12 +552,15 @@ func (db *DB) Close() error {
 	db.mu.Unlock()
 
 	db.commit.exclusive(db, func() {}) // wait out the current leader
-	db.bgWG.Wait()                     // and the flush in progress
-	db.compactMu.Lock()                // and the compaction in progress
+	db.bgWG.Wait()                     // and the background flush and compactions
+	db.compactMu.Lock()                // and a Compact in progress
 	defer db.compactMu.Unlock()
 	db.mu.Lock()
 	defer db.mu.Unlock()
 	err := db.closeFiles()
+	if err != nil {
+		err = fmt.Errorf("bloomkv: close: %w", err)
+	}
 	if db.bgErr != nil {
 		// A flush or compaction failed earlier: say so here too, so that
 		// a caller who only checks Close still learns of it.

@@ -340,6 +340,7 @@ func TestFiltersSkipReads(t *testing.T) {
 	for _, bpk := range []float64{10, 0} {
 		opts := smallOptions()
 		opts.BitsPerKey = bpk
+		opts.DisableFilters = bpk == 0
 		opts.MemtableSize = 1 << 20
 		opts.DisableAutoCompaction = true // keep the 20 segments
 		db := mustOpen(t, t.TempDir(), opts)

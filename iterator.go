@@ -3,6 +3,7 @@ package bloomkv
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"iter"
 
 	"github.com/bloomkv/bloomkv/internal/base"
@@ -27,7 +28,9 @@ type IterOptions struct {
 	FillCache bool
 }
 
-// ErrIteratorClosed is returned by the methods of a closed Iterator.
+// ErrIteratorClosed is what Error reports once an Iterator is closed: using
+// a closed Iterator is a programming error, so its positioning methods
+// return false and say why here rather than panic.
 var ErrIteratorClosed = errors.New("bloomkv: iterator closed")
 
 // An Iterator walks the keys of the DB (or of a Snapshot) in order,
@@ -338,7 +341,7 @@ func (it *Iterator) findPrev() bool {
 func (it *Iterator) stop() bool {
 	it.valid, it.key, it.value = false, nil, nil
 	if err := it.m.Error(); err != nil && it.err == nil {
-		it.err = err
+		it.err = fmt.Errorf("bloomkv: iterator: %w", err) // sources name their file
 	}
 	return false
 }
@@ -367,23 +370,21 @@ func (it *Iterator) Key() []byte { return it.key }
 func (it *Iterator) Value() []byte { return it.value }
 
 // Error returns the error that stopped the iteration: ErrCorrupt (naming
-// file and offset) for damaged data, ErrClosed if the DB was closed,
-// ErrIteratorClosed after Close. An iterator that simply ran out of keys
-// has no error.
-func (it *Iterator) Error() error {
-	if it.err == ErrIteratorClosed {
-		return nil
-	}
-	return it.err
-}
+// file and offset) for damaged data, ErrClosed if the DB was closed, and
+// ErrIteratorClosed once Close has been called (Close itself returns the
+// iteration's error). An iterator that simply ran out of keys has no
+// error.
+func (it *Iterator) Error() error { return it.err }
 
-// Close releases the iterator's memtables and files and returns its
-// error, if any. Closing twice is harmless.
+// Close releases the iterator's memtables and files and returns the
+// iteration's error, if any. After Close the positioning methods return
+// false and Error returns ErrIteratorClosed. Closing again does nothing
+// and returns nil, so a deferred Close may follow an explicit one.
 func (it *Iterator) Close() error {
 	if it.err == ErrIteratorClosed {
 		return nil
 	}
-	err := it.Error()
+	err := it.err
 	for _, si := range it.segIts {
 		si.Close()
 	}

@@ -348,8 +348,8 @@ func TestIteratorAfterClose(t *testing.T) {
 	if err := it.Close(); err != nil {
 		t.Fatalf("second Close = %v", err)
 	}
-	if it.First() || !errors.Is(it.Error(), nil) {
-		t.Fatalf("First after Close: valid %v err %v", it.Valid(), it.Error())
+	if it.First() || !errors.Is(it.Error(), ErrIteratorClosed) {
+		t.Fatalf("First after Close: valid %v err %v; want ErrIteratorClosed", it.Valid(), it.Error())
 	}
 	if _, err := db.NewIterator(nil); !errors.Is(err, ErrClosed) {
 		t.Fatalf("NewIterator on a closed DB: %v", err)

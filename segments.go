@@ -213,5 +213,9 @@ func (db *DB) loadSegment(meta base.SegmentMeta) (*segHandle, error) {
 		f.Close()
 		return nil, fmt.Errorf("bloomkv: open segment: %w", err)
 	}
-	return db.openSegment(f, meta)
+	s, err := db.openSegment(f, meta)
+	if err != nil {
+		return nil, fmt.Errorf("bloomkv: %w", err)
+	}
+	return s, nil
 }

@@ -1,32 +1,64 @@
 package bloomkv
 
-import "sync/atomic"
+import (
+	"expvar"
+	"math"
+	"sync/atomic"
+)
 
-// Stats is a snapshot of the DB's counters, cumulative since Open.
+// Stats is a snapshot of the DB's counters and the shape of its live data.
+// Counters (uint64) are cumulative since Open and only grow; the others
+// describe the moment of the call. Read counters (BlockReads,
+// BlockCacheHits, BytesRead) count what Gets and iterators cost;
+// compactions count theirs separately (CompactionBlockReads, …), so a
+// Compact or a background merge leaves the read counters alone.
 type Stats struct {
-	Gets                 uint64 // Get calls that reached the lookup
-	SegmentsProbed       uint64 // segment filters consulted by Gets
-	FilterNegatives      uint64 // segments skipped because their filter said "not here"
-	FilterFalsePositives uint64 // filter said "maybe" but the segment did not hold the key
-	BlockReads           uint64 // data blocks read from segment files
-	BlockCacheHits       uint64 // data blocks served by the block cache
-	BytesRead            uint64 // bytes read from segment files for data blocks
-	Segments             int    // live segments now
-	SegmentBytes         int64  // their total file size
-	FilterBytes          int64  // memory held by their resident filters (after budget folds)
+	Gets           uint64 // Get calls (DB and Snapshot) that reached the lookup, in calls
+	SegmentsProbed uint64 // segments whose filter Gets consulted (key in the segment's range), in segments
+	// FilterNegatives is the segments Gets skipped because their filter
+	// said "not here", in segments: each is a block read avoided.
+	FilterNegatives uint64
+	// FilterFalsePositives is the segments whose filter said "maybe" to a
+	// Get but that did not hold the key, in segments: each cost an index
+	// search and, unless cached, a block read.
+	FilterFalsePositives uint64
+	// BlockReads is the data blocks Gets and iterators read from segment
+	// files or their mappings (block cache misses), in blocks.
+	BlockReads uint64
+	// BlockCacheHits is the data blocks Gets and iterators found in the
+	// block cache, in blocks.
+	BlockCacheHits uint64
+	// BytesRead is the bytes read from segment files by Gets and
+	// iterators (data blocks with their trailers, read-ahead windows),
+	// plus the metadata (footer, index, filter, properties) read once when
+	// a segment is opened — by Open, a flush or a compaction — in bytes.
+	BytesRead uint64
+	// CompactionBlockReads and CompactionBlockCacheHits are BlockReads
+	// and BlockCacheHits of compaction inputs, in blocks;
+	// CompactionBytesRead (below) is their volume.
+	CompactionBlockReads     uint64
+	CompactionBlockCacheHits uint64
+	Segments                 int   // live segments now, in segments
+	SegmentBytes             int64 // their total file size now, in bytes
+	FilterBytes              int64 // memory held now by their resident filters (after budget folds), in bytes
 	// FilterExpectedReads is the predicted block reads per Get of an
-	// absent key (the sum of the resident filters' theoretical FPRs), set
-	// when Options.FilterBudget is in force.
+	// absent key (the sum of the resident filters' theoretical FPRs), in
+	// blocks per Get; set only when Options.FilterBudget is in force.
 	FilterExpectedReads float64
-	Memtables           int    // active plus frozen memtables now
-	Writes              uint64 // committed batches (a Put is one)
-	WALBytes            uint64 // bytes written to WALs
-	WriteStalls         uint64 // times a writer waited for a flush
-	Flushes             uint64 // memtables written to segments
-	Compactions         uint64 // merges committed
+	Memtables           int    // active plus frozen memtables now, in memtables
+	Writes              uint64 // committed batches (a Put or a Delete is one), in batches
+	WALBytes            uint64 // bytes commits appended to WALs, record headers and sync marks included, in bytes
+	// WriteStalls counts the waits of writers for room: for a flush when
+	// too many memtables are frozen, or for a compaction when the segment
+	// count passed the policy's stall threshold. One stall that is woken
+	// up several times before it ends counts each wait, in waits.
+	WriteStalls uint64
+	Flushes     uint64 // memtables written to segments, in flushes
+	Compactions uint64 // merges committed (background and Compact), in compactions
 	// FlushBytes, CompactionBytesRead and CompactionBytesWritten are the
-	// segment bytes written by flushes and read and written by merges;
-	// with WALBytes they give the write amplification.
+	// segment bytes written by flushes and read (the inputs' file sizes)
+	// and written by merges, in bytes; with WALBytes they give the write
+	// amplification.
 	FlushBytes             uint64
 	CompactionBytesRead    uint64
 	CompactionBytesWritten uint64
@@ -45,21 +77,23 @@ type counters struct {
 // Stats returns the DB's counters and the shape of its live data.
 func (db *DB) Stats() Stats {
 	s := Stats{
-		Gets:                   db.stats.gets.Load(),
-		SegmentsProbed:         db.stats.segmentsProbed.Load(),
-		FilterNegatives:        db.stats.filterNegatives.Load(),
-		FilterFalsePositives:   db.stats.filterFalsePositives.Load(),
-		BlockReads:             db.counters.BlockReads.Load(),
-		BlockCacheHits:         db.counters.BlockCacheHits.Load(),
-		BytesRead:              db.counters.BytesRead.Load(),
-		Writes:                 db.stats.writes.Load(),
-		WALBytes:               db.stats.walBytes.Load(),
-		WriteStalls:            db.stats.writeStalls.Load(),
-		Flushes:                db.stats.flushes.Load(),
-		Compactions:            db.stats.compactions.Load(),
-		FlushBytes:             db.stats.flushBytes.Load(),
-		CompactionBytesRead:    db.stats.compactionBytesRead.Load(),
-		CompactionBytesWritten: db.stats.compactionBytesWritten.Load(),
+		Gets:                     db.stats.gets.Load(),
+		SegmentsProbed:           db.stats.segmentsProbed.Load(),
+		FilterNegatives:          db.stats.filterNegatives.Load(),
+		FilterFalsePositives:     db.stats.filterFalsePositives.Load(),
+		BlockReads:               db.counters.BlockReads.Load(),
+		BlockCacheHits:           db.counters.BlockCacheHits.Load(),
+		BytesRead:                db.counters.BytesRead.Load(),
+		CompactionBlockReads:     db.compactionCounters.BlockReads.Load(),
+		CompactionBlockCacheHits: db.compactionCounters.BlockCacheHits.Load(),
+		Writes:                   db.stats.writes.Load(),
+		WALBytes:                 db.stats.walBytes.Load(),
+		WriteStalls:              db.stats.writeStalls.Load(),
+		Flushes:                  db.stats.flushes.Load(),
+		Compactions:              db.stats.compactions.Load(),
+		FlushBytes:               db.stats.flushBytes.Load(),
+		CompactionBytesRead:      db.stats.compactionBytesRead.Load(),
+		CompactionBytesWritten:   db.stats.compactionBytesWritten.Load(),
 	}
 	db.mu.Lock()
 	s.RecentCompactions = append([]CompactionInfo(nil), db.history...)
@@ -75,6 +109,34 @@ func (db *DB) Stats() Stats {
 				s.FilterBytes += int64(f.SizeBytes())
 			}
 		}
+	}
+	return s
+}
+
+// StatsVar returns an expvar.Var whose value is the DB's Stats as JSON,
+// computed at every read, for scraping through expvar's /debug/vars:
+//
+//	expvar.Publish("bloomkv", db.StatsVar())
+//
+// Publishing is left to the caller, who owns the name space (expvar.Publish
+// panics on a name used twice; an expvar.Map's Set replaces). After Close
+// the Var still reports the counters, with no live data.
+func (db *DB) StatsVar() expvar.Var {
+	return expvar.Func(func() any { return db.Stats().jsonSafe() })
+}
+
+// jsonSafe returns s with non-finite floats set to 0: encoding/json
+// refuses NaN and ±Inf, and expvar would then publish nothing at all.
+func (s Stats) jsonSafe() Stats {
+	finite := func(f *float64) {
+		if math.IsNaN(*f) || math.IsInf(*f, 0) {
+			*f = 0
+		}
+	}
+	finite(&s.FilterExpectedReads)
+	for i := range s.RecentCompactions {
+		finite(&s.RecentCompactions[i].EstimatedFPR)
+		finite(&s.RecentCompactions[i].MeasuredFPR)
 	}
 	return s
 }

@@ -56,6 +56,24 @@ func (p Problem) String() string {
 // OK reports whether no problem was found. Notes do not count.
 func (r *VerifyReport) OK() bool { return len(r.Problems) == 0 }
 
+// Err returns nil if the report has no problem, and otherwise an error for
+// the first one, matching ErrCorrupt, that errors.As turns into a
+// *CorruptError with its file and offset: for callers that treat any
+// problem as damage ("if err := rep.Err(); err != nil"). Its text is
+// "bloomkv: verify: corrupt data: FILE at offset N: ...", with the number
+// of further problems; Problems has them all.
+func (r *VerifyReport) Err() error {
+	if r == nil || r.OK() {
+		return nil
+	}
+	p := r.Problems[0]
+	ce := &CorruptError{File: p.File, Offset: p.Offset, Reason: p.Message}
+	if n := len(r.Problems) - 1; n > 0 {
+		return fmt.Errorf("bloomkv: verify: %w (and %d more problems)", ce, n)
+	}
+	return fmt.Errorf("bloomkv: verify: %w", ce)
+}
+
 // String summarizes the report, one finding per line.
 func (r *VerifyReport) String() string {
 	var b strings.Builder

@@ -2,7 +2,7 @@ package compaction
 
 // This file holds the executor's filter over a merged stream
 // (internal/merge does the merging): it keeps the versions some reader can
-// still see and drops the rest.
+// still see and drops the rest. The package comment is in doc.go.
 
 import (
 	"bytes"

@@ -195,3 +195,44 @@ func TestGetCacheHitDoesNotAllocate(t *testing.T) {
 		t.Fatalf("cache-hit GetAppend allocates %v times", n)
 	}
 }
+
+// An Iter made by NewIterWithCounters counts its reads, cache hits and
+// bytes into its own Counters and not into the Reader's, mapped or not,
+// with read-ahead windows too.
+func TestIterWithCounters(t *testing.T) {
+	es := randomEntries(rand.New(rand.NewPCG(3, 4)), 3000, 800)
+	data, _ := writeSegment(t, es, WriterOptions{BlockSize: 256, Compression: true, BitsPerKey: 10})
+	for _, mapped := range []bool{false, true} {
+		var readerCtr, iterCtr Counters
+		opts := ReaderOptions{Cache: NewCache(1 << 20), Counters: &readerCtr, FileNum: 1, Name: "w.seg"}
+		if mapped {
+			opts.Mapped = data
+		}
+		r := openSegment(t, data, opts)
+		atOpen := readerCtr.BytesRead.Load() // the metadata Open read
+		for _, fill := range []bool{true, false} {
+			it := r.NewIterWithCounters(fill, &iterCtr)
+			n := 0
+			for ok := it.First(); ok; ok = it.Next() {
+				n++
+			}
+			if err := it.Close(); err != nil || n != len(es) {
+				t.Fatalf("mapped=%v: %d of %d entries, %v", mapped, n, len(es), err)
+			}
+		}
+		if got := readerCtr.BlockReads.Load() + readerCtr.BlockCacheHits.Load(); got != 0 || readerCtr.BytesRead.Load() != atOpen {
+			t.Fatalf("mapped=%v: the Reader's counters moved: %d blocks, %d bytes after %d at Open",
+				mapped, got, readerCtr.BytesRead.Load(), atOpen)
+		}
+		blocks := uint64(r.Blocks())
+		if got := iterCtr.BlockReads.Load() + iterCtr.BlockCacheHits.Load(); got != 2*blocks || iterCtr.BytesRead.Load() == 0 {
+			t.Fatalf("mapped=%v: the Iters counted %d blocks (want %d) and %d bytes", mapped, got, 2*blocks, iterCtr.BytesRead.Load())
+		}
+		if _, _, _, err := r.Get(es[0].key, es[0].seq); err != nil {
+			t.Fatal(err)
+		}
+		if readerCtr.BlockReads.Load()+readerCtr.BlockCacheHits.Load() != 1 {
+			t.Fatalf("mapped=%v: a Get did not count into the Reader's counters", mapped)
+		}
+	}
+}

@@ -38,6 +38,16 @@ func (r *Reader) NewIter(fillCache bool) *Iter {
 	return it
 }
 
+// NewIterWithCounters is NewIter counting the Iter's data block reads,
+// cache hits and bytes into c instead of the Reader's Counters: a store
+// uses it to keep compaction reads out of the statistics of Gets and
+// scans. c must not be nil.
+func (r *Reader) NewIterWithCounters(fillCache bool, c *Counters) *Iter {
+	it := r.NewIter(fillCache)
+	it.ra.counters = c
+	return it
+}
+
 // load points the block iterator at data block i (unpositioned). It
 // returns false at either end of the index or on error.
 func (it *Iter) load(i int) bool {

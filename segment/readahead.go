@@ -22,6 +22,8 @@ type readahead struct {
 
 	reuseDecoded bool   // decode into decoded (the blocks are not cached)
 	decoded      []byte // the last block decoded, overwritten by the next
+
+	counters *Counters // where the Iter's reads are counted; nil: the Reader's
 }
 
 const (
@@ -62,7 +64,7 @@ func (ra *readahead) get(r *Reader, off, size uint64) ([]byte, error) {
 		ra.buf = make([]byte, n)
 	}
 	ra.buf, ra.off = ra.buf[:n], off
-	if err := r.readAt(ra.buf, off); err != nil {
+	if err := r.readAt(ra.buf, off, r.counters(ra)); err != nil {
 		ra.buf = ra.buf[:0]
 		return nil, err
 	}

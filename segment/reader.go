@@ -16,11 +16,14 @@ import (
 )
 
 // Counters accumulate read statistics. One Counters is shared by all the
-// readers of a store, so its fields are atomics.
+// readers of a store, so its fields are atomics. A Reader counts into
+// ReaderOptions.Counters; an Iter made by NewIterWithCounters counts its
+// data block reads into its own, so that a store can keep the reads of
+// its compactions apart from those of Gets and scans.
 type Counters struct {
-	BlockReads     atomic.Uint64 // data blocks read from files (cache misses)
+	BlockReads     atomic.Uint64 // data blocks read from files or the mapping (cache misses)
 	BlockCacheHits atomic.Uint64 // data blocks found in the cache
-	BytesRead      atomic.Uint64 // bytes read from files, metadata included
+	BytesRead      atomic.Uint64 // bytes read from files: data blocks, read-ahead windows, and the metadata Open reads
 }
 
 // ReaderOptions configure a Reader.
@@ -114,11 +117,12 @@ func (r *Reader) corrupt(off uint64, format string, args ...any) error {
 	return base.Corruptf(r.opts.Name, int64(off), format, args...)
 }
 
-// readAt fills buf from offset off. A short read is corruption: every
-// length was checked against the file size the caller gave.
-func (r *Reader) readAt(buf []byte, off uint64) error {
+// readAt fills buf from offset off, counting the bytes into c (if not
+// nil). A short read is corruption: every length was checked against the
+// file size the caller gave.
+func (r *Reader) readAt(buf []byte, off uint64, c *Counters) error {
 	n, err := r.f.ReadAt(buf, int64(off))
-	if c := r.opts.Counters; c != nil {
+	if c != nil {
 		c.BytesRead.Add(uint64(n))
 	}
 	if n == len(buf) {
@@ -140,7 +144,7 @@ func (r *Reader) readFooter(size int64) error {
 	}
 	footerOff := uint64(size - footerLen)
 	buf := make([]byte, footerLen)
-	if err := r.readAt(buf, footerOff); err != nil {
+	if err := r.readAt(buf, footerOff, r.opts.Counters); err != nil {
 		return err
 	}
 	ft, reason := decodeFooter(buf)
@@ -268,7 +272,7 @@ func (r *Reader) storedBytes(h blockHandle, ra *readahead) ([]byte, blockSource,
 		if h.offset > uint64(len(m)) || size > uint64(len(m))-h.offset {
 			return nil, srcMapped, r.corrupt(h.offset, "file ends inside a %d-byte block", size)
 		}
-		if c := r.opts.Counters; c != nil {
+		if c := r.counters(ra); c != nil {
 			c.BytesRead.Add(size)
 		}
 		if ra != nil {
@@ -283,7 +287,7 @@ func (r *Reader) storedBytes(h blockHandle, ra *readahead) ([]byte, blockSource,
 		}
 	}
 	buf := make([]byte, size)
-	return buf, srcFresh, r.readAt(buf, h.offset)
+	return buf, srcFresh, r.readAt(buf, h.offset, r.counters(ra))
 }
 
 func (r *Reader) readProperties() error {
@@ -439,8 +443,9 @@ func (r *Reader) readFilter() error {
 // used or cached, so cached blocks need no further validation.
 func (r *Reader) dataBlock(i int, mode cacheMode, ra *readahead) ([]byte, error) {
 	h := r.index[i].h
+	c := r.counters(ra)
 	if r.verified != nil && r.verified[i].Load() {
-		if c := r.opts.Counters; c != nil {
+		if c != nil {
 			c.BlockReads.Add(1)
 		}
 		end := h.offset + h.length
@@ -448,7 +453,7 @@ func (r *Reader) dataBlock(i int, mode cacheMode, ra *readahead) ([]byte, error)
 	}
 	if mode != cacheBypass {
 		if b, ok := r.opts.Cache.get(r.opts.FileNum, h.offset); ok {
-			if c := r.opts.Counters; c != nil {
+			if c != nil {
 				c.BlockCacheHits.Add(1)
 			}
 			return b, nil
@@ -458,7 +463,7 @@ func (r *Reader) dataBlock(i int, mode cacheMode, ra *readahead) ([]byte, error)
 	if err != nil {
 		return nil, err
 	}
-	if c := r.opts.Counters; c != nil {
+	if c != nil {
 		c.BlockReads.Add(1)
 	}
 	if reason := checkBlock(b); reason != "" {
@@ -473,6 +478,15 @@ func (r *Reader) dataBlock(i int, mode cacheMode, ra *readahead) ([]byte, error)
 		r.opts.Cache.insert(r.opts.FileNum, h.offset, b)
 	}
 	return b, nil
+}
+
+// counters returns the Counters a read through ra counts into: the
+// Iter's own if it has them (NewIterWithCounters), else the Reader's.
+func (r *Reader) counters(ra *readahead) *Counters {
+	if ra != nil && ra.counters != nil {
+		return ra.counters
+	}
+	return r.opts.Counters
 }
 
 // searchIndex returns the first data block whose separator is >= (ukey,

@@ -9,13 +9,15 @@
 // header (magic, version, checksum) followed by records of the form
 // crc32c | length | type | payload.
 //
-// A crash can leave the last write half done (a "torn tail"). Such a tail
-// was never acknowledged to a caller, because the DB acknowledges a commit
-// only once its records are in the kernel (and, with Options.Sync, on the
-// device), so Recover ignores it. A power cut can also lose bytes written
-// after the last fsync, in any order; mark records (see Mark) let Recover
-// tell that from damage to durable data, which is reported as a
-// *base.CorruptError.
+// A crash can leave the last write half done (a "torn tail"). After a
+// crash of the process such a tail was never acknowledged to a caller:
+// the DB acknowledges a commit only once its records are in the kernel,
+// which keeps them. After a power cut that holds only with Options.Sync
+// (the records are on the device before the acknowledgment); without it,
+// acknowledged bytes written after the last fsync can be lost, in any
+// order, and mark records (see Mark) let Recover tell that loss (the end
+// of the durable history) from damage to durable data, which is reported
+// as a *base.CorruptError. Recover ignores a torn tail either way.
 package wal
 
 import (

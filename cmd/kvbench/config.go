@@ -85,7 +85,7 @@ compactions ("settle") before anything reads it. Read workloads run for
 Sections after the workloads:
   disk reads avoided   get-miss on the fill-random store and on a twin
                        store with the same data but no filters
-                       (BitsPerKey 0), side by side
+                       (Options.DisableFilters), side by side
   negative lookups     Bigtable-style: -keys/8 keys in -neg-segments
                        segments (a Flush every so many Puts, compaction
                        off), 90% of the Gets for absent keys, with filters
@@ -175,7 +175,7 @@ func (c config) validate() error {
 	}
 	check(c.Keys >= 1 && c.Keys <= 1<<30, "-keys %d: want 1..2^30", c.Keys)
 	check(c.ValueSize >= 0 && c.ValueSize <= 1<<20, "-value-size %d: want 0..1MiB", c.ValueSize)
-	check(c.BitsPerKey >= 0 && c.BitsPerKey <= 64, "-bits-per-key %v: want 0..64", c.BitsPerKey)
+	check(c.BitsPerKey == 0 || c.BitsPerKey >= 1 && c.BitsPerKey <= 64, "-bits-per-key %v: want 0 (no filters) or 1..64", c.BitsPerKey)
 	check(c.Ops > 0 || c.Duration > 0, "need -ops > 0 or -duration > 0")
 	check(c.HitRatio >= 0 && c.HitRatio <= 1, "-hit-ratio %v: want 0..1", c.HitRatio)
 	check(c.CacheSize > 0, "-cache-size must be positive")

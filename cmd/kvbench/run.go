@@ -262,7 +262,7 @@ func (b *bench) filterComparison(ctx context.Context) (err error) {
 	if err := errors.Join(b.finishResult(&with, section, b.cfg.BitsPerKey), b.finishResult(&without, section, 0)); err != nil {
 		return err
 	}
-	b.rep.printf("The twin store was loaded with the same %s keys in the same order (BitsPerKey 0) in %s;\n",
+	b.rep.printf("The twin store was loaded with the same %s keys in the same order (DisableFilters) in %s;\n",
 		fmtInt(load.Ops), time.Duration(load.Seconds*1e9).Round(time.Millisecond))
 	b.rep.printf("both ran get-miss with the same key sequence (%s and %s Gets; the filters column is the get-miss above).\n",
 		fmtInt(with.Ops), fmtInt(without.Ops))

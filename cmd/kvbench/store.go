@@ -40,11 +40,12 @@ type bloomkvStore struct {
 }
 
 // openBloomkv opens a store in dir with the run's options, the given bits
-// per key, and background compaction unless -no-compaction or compact is
-// false.
+// per key (0: no filters, for the twin store), and background compaction
+// unless -no-compaction or compact is false.
 func openBloomkv(dir string, cfg config, bitsPerKey float64, compact bool) (*bloomkvStore, error) {
 	opts := bloomkv.DefaultOptions()
 	opts.BitsPerKey = bitsPerKey
+	opts.DisableFilters = bitsPerKey == 0 // the twin store: no filters
 	opts.BlockCacheSize = cfg.CacheSize
 	opts.MemtableSize = int(cfg.MemtableSize)
 	opts.Sync = cfg.Sync

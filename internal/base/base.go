@@ -74,7 +74,9 @@ func Compare(aKey []byte, aTrailer uint64, bKey []byte, bTrailer uint64) int {
 
 // ErrCorrupt is matched (errors.Is) by every error that reports damaged or
 // hostile on-disk data. The concrete error is a *CorruptError naming the
-// file and offset.
+// file and offset. Its own text carries the "bloomkv: " prefix because it
+// is an exported sentinel (bloomkv.ErrCorrupt) and reads sensibly on its
+// own; a *CorruptError's text does not (see CorruptError.Error).
 var ErrCorrupt = errors.New("bloomkv: corrupt data")
 
 // CorruptError reports where corruption was found.
@@ -84,11 +86,16 @@ type CorruptError struct {
 	Reason string
 }
 
+// Error returns "corrupt data: FILE at offset N: REASON" (or "corrupt
+// data: FILE: REASON" when the offset is unknown), without the "bloomkv: "
+// prefix: a CorruptError is made deep inside (segment, wal, manifest) and
+// reaches a user through the root package, whose outermost wrap adds the
+// prefix exactly once (the rule is in the root package's doc.go).
 func (e *CorruptError) Error() string {
 	if e.Offset >= 0 {
-		return fmt.Sprintf("bloomkv: corrupt data: %s at offset %d: %s", e.File, e.Offset, e.Reason)
+		return fmt.Sprintf("corrupt data: %s at offset %d: %s", e.File, e.Offset, e.Reason)
 	}
-	return fmt.Sprintf("bloomkv: corrupt data: %s: %s", e.File, e.Reason)
+	return fmt.Sprintf("corrupt data: %s: %s", e.File, e.Reason)
 }
 
 // Is makes errors.Is(err, ErrCorrupt) true for every *CorruptError.

@@ -1,0 +1,185 @@
+package bloomkv
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"github.com/bloomkv/bloomkv/internal/base"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// wantMessage checks the error rule of doc.go on an error about damage to
+// file: exactly one "bloomkv:" prefix, at the start; the file named by
+// its base name and never by its path in dir; ErrCorrupt and a
+// *CorruptError still found in the chain.
+func wantMessage(t *testing.T, what string, err error, dir, file string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("%s: no error", what)
+	}
+	msg := err.Error()
+	if n := strings.Count(msg, "bloomkv:"); n != 1 || !strings.HasPrefix(msg, "bloomkv: ") {
+		t.Errorf("%s: %q has %d \"bloomkv:\" prefixes, want one at the start", what, msg, n)
+	}
+	if !strings.Contains(msg, file) || strings.Contains(msg, dir) {
+		t.Errorf("%s: %q should name %s by its base name, not by its path in %s", what, msg, file, dir)
+	}
+	if !errors.Is(err, ErrCorrupt) {
+		t.Errorf("%s: %q does not match ErrCorrupt", what, msg)
+	}
+	var ce *CorruptError
+	if !errors.As(err, &ce) || ce.File != file {
+		t.Errorf("%s: %q: CorruptError %+v, want one naming %s", what, msg, ce, file)
+	}
+}
+
+// TestErrorMessages provokes damage through every way a user meets it:
+// Get, an iterator, Open, Verify and VerifyDir, and the writes refused
+// after a compaction hit the damage.
+func TestErrorMessages(t *testing.T) {
+	fx := newCorruptFixture(t)
+	block0 := fx.layout.regions[0] // data block 0, which holds corruptKey(0)
+	bad := bytes.Clone(fx.segData)
+	bad[block0.start+2] ^= 1
+
+	t.Run("Get, iterator, Verify", func(t *testing.T) {
+		dir := fx.copyStore(t, map[string][]byte{fx.seg: bad})
+		db := mustOpen(t, dir, corruptOptions(false))
+		defer db.Close()
+		_, err := db.Get([]byte(corruptKey(0)))
+		wantMessage(t, "Get", err, dir, fx.seg)
+
+		snap, err := db.NewSnapshot()
+		mustDo(t, err)
+		_, err = snap.Get([]byte(corruptKey(0)))
+		wantMessage(t, "Snapshot.Get", err, dir, fx.seg)
+		mustDo(t, snap.Close())
+
+		it, err := db.NewIterator(nil)
+		mustDo(t, err)
+		for range it.All() {
+		}
+		wantMessage(t, "Iterator.Error", it.Error(), dir, fx.seg)
+		wantMessage(t, "Iterator.Close", it.Close(), dir, fx.seg)
+
+		rep, err := db.Verify(context.Background())
+		mustDo(t, err)
+		wantMessage(t, "Verify", rep.Err(), dir, fx.seg)
+
+		if err := db.Compact(); err == nil {
+			t.Fatal("Compact read the damaged block without an error")
+		}
+		err = db.Put([]byte("k"), []byte("v"))
+		if !errors.Is(err, ErrReadOnly) {
+			t.Fatalf("Put after the failed compaction: %v, want ErrReadOnly", err)
+		}
+		wantMessage(t, "Put after a failed compaction", err, dir, fx.seg)
+		if !strings.HasPrefix(err.Error(), "bloomkv: read-only: ") {
+			t.Errorf("Put after a failed compaction: %q, want the ErrReadOnly text first", err)
+		}
+	})
+
+	t.Run("VerifyDir", func(t *testing.T) {
+		dir := fx.copyStore(t, map[string][]byte{fx.seg: bad})
+		rep, err := VerifyDir(context.Background(), nil, dir)
+		mustDo(t, err)
+		wantMessage(t, "VerifyDir", rep.Err(), dir, fx.seg)
+		intact := fx.copyStore(t, nil)
+		if rep, err := VerifyDir(context.Background(), nil, intact); err != nil || rep.Err() != nil {
+			t.Fatalf("VerifyDir of an intact store: %v, %v", rep.Err(), err)
+		}
+	})
+
+	t.Run("Open/WAL", func(t *testing.T) {
+		w := bytes.Clone(fx.walData)
+		w[fx.walRecs[1]+walRecordHeaderLen+2] ^= 1 // a payload byte of a record before the last
+		dir := fx.copyStore(t, map[string][]byte{fx.wal: w})
+		_, err := Open(dir, corruptOptions(false))
+		wantMessage(t, "Open", err, dir, fx.wal)
+	})
+
+	t.Run("Open/manifest", func(t *testing.T) {
+		dir := fx.copyStore(t, nil)
+		m, err := os.ReadFile(filepath.Join(dir, base.ManifestName))
+		mustDo(t, err)
+		mustDo(t, os.WriteFile(filepath.Join(dir, base.ManifestName), m[:100], 0o644))
+		_, err = Open(dir, corruptOptions(false))
+		wantMessage(t, "Open", err, dir, base.ManifestName)
+	})
+
+	t.Run("Open/segment size", func(t *testing.T) {
+		dir := fx.copyStore(t, map[string][]byte{fx.seg: fx.segData[:len(fx.segData)-1]})
+		_, err := Open(dir, corruptOptions(false))
+		wantMessage(t, "Open", err, dir, fx.seg)
+	})
+
+	t.Run("Open/segment footer", func(t *testing.T) {
+		b := bytes.Clone(fx.segData)
+		b[len(b)-3] ^= 1
+		dir := fx.copyStore(t, map[string][]byte{fx.seg: b})
+		_, err := Open(dir, corruptOptions(false))
+		wantMessage(t, "Open", err, dir, fx.seg)
+	})
+
+	t.Run("Compact", func(t *testing.T) {
+		dir := fx.copyStore(t, map[string][]byte{fx.seg: bad})
+		db := mustOpen(t, dir, corruptOptions(false))
+		defer db.Close()
+		wantMessage(t, "Compact", db.Compact(), dir, fx.seg)
+	})
+}
+
+// The sentinels read sensibly when returned bare: one prefix, no colon at
+// the end.
+func TestSentinelTexts(t *testing.T) {
+	for _, err := range []error{ErrNotFound, ErrClosed, ErrLocked, ErrCorrupt, ErrNotStore, ErrEmptyKey,
+		ErrKeyTooLarge, ErrValueTooLarge, ErrBatchTooLarge, ErrReadOnly, ErrInvalidOptions,
+		ErrSnapshotReleased, ErrIteratorClosed, ErrCheckpointExists} {
+		msg := err.Error()
+		if !strings.HasPrefix(msg, "bloomkv: ") || strings.Count(msg, "bloomkv:") != 1 || strings.HasSuffix(msg, ":") {
+			t.Errorf("sentinel %q", msg)
+		}
+	}
+}
+
+// A closed Iterator is inert: every positioning call returns false and
+// Error says ErrIteratorClosed; Close returned the iteration's error and
+// a second Close returns nil.
+func TestIteratorClosed(t *testing.T) {
+	db := mustOpen(t, t.TempDir(), smallOptions())
+	defer db.Close()
+	for i := range 10 {
+		mustDo(t, db.Put([]byte{byte('a' + i)}, []byte("v")))
+	}
+	it, err := db.NewIterator(nil)
+	mustDo(t, err)
+	if !it.First() || it.Error() != nil {
+		t.Fatalf("First on a fresh iterator: %v", it.Error())
+	}
+	mustDo(t, it.Close())
+	if it.Valid() || it.Key() != nil || it.Value() != nil {
+		t.Fatal("a closed iterator is still at a key")
+	}
+	for name, move := range map[string]func() bool{
+		"First": it.First, "Last": it.Last, "Next": it.Next, "Prev": it.Prev,
+		"Seek":   func() bool { return it.Seek([]byte("c")) },
+		"SeekLT": func() bool { return it.SeekLT([]byte("c")) },
+	} {
+		if move() {
+			t.Errorf("%s on a closed iterator returned true", name)
+		}
+		if err := it.Error(); !errors.Is(err, ErrIteratorClosed) {
+			t.Errorf("Error after %s on a closed iterator = %v, want ErrIteratorClosed", name, err)
+		}
+	}
+	for range it.All() {
+		t.Fatal("All yields on a closed iterator")
+	}
+	if err := it.Close(); err != nil {
+		t.Fatalf("second Close = %v, want nil", err)
+	}
+
+}

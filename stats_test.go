@@ -1,0 +1,91 @@
+package bloomkv
+
+import (
+	"encoding/json"
+	"expvar"
+	"fmt"
+	"math"
+	"testing"
+)
+
+// Compaction reads are counted apart: a Compact moves the compaction
+// counters and leaves the read counters of Gets and scans as they were.
+func TestStatsCompactionReadsApart(t *testing.T) {
+	for _, mmap := range []bool{true, false} {
+		t.Run(fmt.Sprintf("mmap=%v", mmap), func(t *testing.T) {
+			o := smallOptions()
+			o.DisableAutoCompaction = true
+			o.DisableMmap = !mmap
+			db := mustOpen(t, t.TempDir(), o)
+			defer db.Close()
+			for s := range 4 {
+				for i := range 500 {
+					mustDo(t, db.Put(fmt.Appendf(nil, "k%05d", i*4+s), make([]byte, 50)))
+				}
+				mustDo(t, db.Flush())
+			}
+			if _, err := db.Get([]byte("k00001")); err != nil {
+				t.Fatal(err)
+			}
+			before := db.Stats()
+			if before.BlockReads+before.BlockCacheHits == 0 {
+				t.Fatal("a Get from a segment counted no block")
+			}
+			mustDo(t, db.Compact())
+			after := db.Stats()
+			if after.Compactions != before.Compactions+1 {
+				t.Fatalf("%d compactions, want %d", after.Compactions, before.Compactions+1)
+			}
+			if after.BlockReads != before.BlockReads || after.BlockCacheHits != before.BlockCacheHits {
+				t.Fatalf("Compact moved the read counters: BlockReads %d → %d, BlockCacheHits %d → %d",
+					before.BlockReads, after.BlockReads, before.BlockCacheHits, after.BlockCacheHits)
+			}
+			if got := after.CompactionBlockReads + after.CompactionBlockCacheHits - before.CompactionBlockReads - before.CompactionBlockCacheHits; got < 4 {
+				t.Fatalf("Compact of 4 segments counted %d compaction blocks", got)
+			}
+			it, err := db.NewIterator(nil)
+			mustDo(t, err)
+			for range it.All() {
+			}
+			mustDo(t, it.Close())
+			scanned := db.Stats()
+			if scanned.BlockReads+scanned.BlockCacheHits <= after.BlockReads+after.BlockCacheHits ||
+				scanned.CompactionBlockReads != after.CompactionBlockReads {
+				t.Fatalf("a scan counted %+v then %+v", after, scanned)
+			}
+		})
+	}
+}
+
+// StatsVar publishes Stats through expvar as JSON.
+func TestStatsVar(t *testing.T) {
+	db := mustOpen(t, t.TempDir(), smallOptions())
+	defer db.Close()
+	mustDo(t, db.Put([]byte("a"), []byte("1")))
+	mustDo(t, db.Flush())
+	for range 3 {
+		db.Get([]byte("a"))
+	}
+	name := "bloomkv-test-" + t.Name()
+	expvar.Publish(name, db.StatsVar())
+	v := expvar.Get(name)
+	if v == nil {
+		t.Fatal("not published")
+	}
+	var got Stats
+	if err := json.Unmarshal([]byte(v.String()), &got); err != nil {
+		t.Fatalf("%q: %v", v.String(), err)
+	}
+	if got.Gets != 3 || got.Writes != 1 || got.Flushes != 1 || got.Segments != 1 || got.FilterBytes == 0 {
+		t.Fatalf("published %+v", got)
+	}
+	db.Get([]byte("a"))
+	if err := json.Unmarshal([]byte(v.String()), &got); err != nil || got.Gets != 4 {
+		t.Fatalf("the Var is not live: Gets %d, %v", got.Gets, err)
+	}
+	// A value encoding/json refuses would blank the whole Var.
+	s := Stats{FilterExpectedReads: math.NaN(), RecentCompactions: []CompactionInfo{{EstimatedFPR: math.Inf(1)}}}
+	if _, err := json.Marshal(s.jsonSafe()); err != nil {
+		t.Fatal(err)
+	}
+}
