@@ -270,3 +270,40 @@ func ExampleDB_StatsVar() {
 	// Output:
 	// gets: 1 writes: 1
 }
+
+// DeleteRange deletes every key in [start, end) with one write; keys
+// written afterwards are not affected.
+func ExampleDB_DeleteRange() {
+	dir, err := os.MkdirTemp("", "bloomkv-example")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	db, err := bloomkv.Open(dir, nil)
+	if err != nil {
+		panic(err)
+	}
+	defer db.Close()
+
+	for _, k := range []string{"log/001", "log/002", "log/003", "log/004", "meta"} {
+		db.Put([]byte(k), []byte("v"))
+	}
+	// Truncate the log's head: entries 001 and 002.
+	if err := db.DeleteRange([]byte("log/001"), []byte("log/003")); err != nil {
+		panic(err)
+	}
+	it, err := db.NewIterator(nil)
+	if err != nil {
+		panic(err)
+	}
+	for k := range it.All() {
+		fmt.Println(string(k))
+	}
+	if err := it.Close(); err != nil {
+		panic(err)
+	}
+	// Output:
+	// log/003
+	// log/004
+	// meta
+}
