@@ -20,7 +20,11 @@ func fuzzSegments(t testing.TB) [][]byte {
 	plain, _ := writeSegment(t, es, WriterOptions{BlockSize: 32, RestartInterval: 2})
 	packed, _ := writeSegment(t, es, WriterOptions{Compression: true, BitsPerKey: 10})
 	empty, _ := writeSegment(t, nil, WriterOptions{BitsPerKey: 10})
-	return [][]byte{plain, packed, empty}
+	// Version 2 with a prefix filter block (prefix: the first byte).
+	firstByte := func(k []byte) int { return min(1, len(k)) }
+	prefixed, _ := writeSegment(t, es, WriterOptions{BitsPerKey: 10, Prefix: firstByte, PrefixName: "first-byte"})
+	prefixSmall, _ := writeSegment(t, es, WriterOptions{BlockSize: 32, BitsPerKey: 4, Prefix: firstByte, PrefixName: "1"})
+	return [][]byte{plain, packed, empty, prefixed, prefixSmall}
 }
 
 func requireCorrupt(t *testing.T, err error) {
@@ -57,6 +61,7 @@ func exercise(t *testing.T, r *Reader) {
 		_, _, _, err := r.Get([]byte(k), base.MaxSeq)
 		requireCorrupt(t, err)
 		r.MayContain(uint64(len(k)))
+		r.MayContainPrefix(uint64(len(k)))
 	}
 	it := r.NewIter(true)
 	for ok := it.First(); ok; ok = it.Next() {

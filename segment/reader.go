@@ -34,6 +34,10 @@ type ReaderOptions struct {
 	// call, no allocation and no cache space (its checksum is verified on
 	// every read); a compressed one is decompressed and cached as usual.
 	Mapped []byte
+	// Prefix, if set, is the split function of the extractor named in the
+	// segment's prefix-extractor property: Verify then checks that the
+	// prefix filter holds every key's prefix. Lookups do not need it.
+	Prefix func(key []byte) int
 }
 
 // Reader reads one segment file. It keeps the footer, properties, index and
@@ -46,6 +50,7 @@ type Reader struct {
 	props    Properties
 	filter   *bloom.Filter                // as stored in the file
 	resident atomic.Pointer[bloom.Filter] // what MayContain asks: filter, or a fold of it
+	prefix   prefixFilter                 // the prefix filter block, if any (prefix.go)
 	index    []indexEntry
 	// verified marks the mapped, uncompressed data blocks whose checksum
 	// and structure were checked once: the file is immutable, so later
@@ -96,6 +101,9 @@ func Open(f io.ReaderAt, size int64, opts ReaderOptions) (*Reader, error) {
 	if err := r.readFilter(); err != nil {
 		return nil, err
 	}
+	if err := r.readPrefixFilter(); err != nil {
+		return nil, err
+	}
 	return r, nil
 }
 
@@ -120,8 +128,10 @@ func (r *Reader) readAt(buf []byte, off uint64) error {
 }
 
 // readFooter reads the footer and checks that the metadata blocks are
-// contiguous in the order filter, properties, index, ending at the footer.
-// That bounds every metadata length by the file size.
+// contiguous in the order filter, properties, index, ending at the footer
+// (the optional blocks between the filter and the properties are located
+// and checked once the properties are read: checkLayout). That bounds
+// every metadata length by the file size.
 func (r *Reader) readFooter(size int64) error {
 	if size < footerLen {
 		return r.corrupt(0, "file of %d bytes is shorter than the footer", size)
@@ -138,8 +148,8 @@ func (r *Reader) readFooter(size int64) error {
 	dataEnd := ft.properties.offset
 	if ft.filter != (blockHandle{}) {
 		dataEnd = ft.filter.offset
-		if ft.filter.length > footerOff || ft.filter.end() != ft.properties.offset {
-			return r.corrupt(footerOff, "footer: filter block does not end where the properties block starts")
+		if ft.filter.length > footerOff || ft.filter.end() > ft.properties.offset {
+			return r.corrupt(footerOff, "footer: filter block does not end before the properties block starts")
 		}
 	}
 	if ft.properties.length > footerOff || ft.properties.end() != ft.index.offset ||
@@ -147,7 +157,6 @@ func (r *Reader) readFooter(size int64) error {
 		return r.corrupt(footerOff, "footer: metadata blocks are not contiguous up to the footer")
 	}
 	r.footer = ft
-	r.props.DataSize = dataEnd
 	return nil
 }
 
@@ -250,15 +259,15 @@ func (r *Reader) readProperties() error {
 	if err != nil {
 		return err
 	}
-	dataEnd := r.props.DataSize
 	r.props, err = decodeProperties(b, r.opts.Name, int64(h.offset))
 	if err != nil {
 		return err
 	}
 	r.props.FormatVersion = r.footer.version
+	if err := r.checkLayout(); err != nil {
+		return err
+	}
 	switch {
-	case r.props.DataSize != dataEnd:
-		return r.corrupt(h.offset, "properties: data size %d, but data blocks end at %d", r.props.DataSize, dataEnd)
 	case r.props.IndexSize != r.footer.index.length:
 		return r.corrupt(h.offset, "properties: index size %d, but the index block has %d bytes", r.props.IndexSize, r.footer.index.length)
 	case r.props.FilterSize != r.footer.filter.length:
