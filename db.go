@@ -184,6 +184,14 @@ type Options struct {
 	// Logger receives background events (flushes, compactions, errors).
 	// Default: discard.
 	Logger *slog.Logger
+	// Prefix, if set, is the store's prefix extractor: segments then also
+	// carry a Bloom filter of their keys' prefixes (at BitsPerKey bits per
+	// prefix; none with BitsPerKey 0), and an Iterator whose
+	// IterOptions.Prefix is a whole prefix skips the segments whose prefix
+	// filter says no. It is recorded when the store is created and fixed
+	// from then on (see PrefixExtractor and ErrPrefixExtractor). Default:
+	// none.
+	Prefix *PrefixExtractor
 }
 
 // DefaultOptions returns the options Open uses when given nil.
@@ -231,6 +239,9 @@ func (o *Options) validated() (Options, error) {
 		return bad("CompactionFanIn", out.CompactionFanIn, fmt.Sprintf("0 (default) or 2 to %d", maxFanIn))
 	case out.CompactionConcurrency < 0 || out.CompactionConcurrency > maxConcurrency:
 		return bad("CompactionConcurrency", out.CompactionConcurrency, fmt.Sprintf("0 (default) to %d", maxConcurrency))
+	}
+	if err := validatePrefix(out.Prefix); err != nil {
+		return Options{}, err
 	}
 	if out.MemtableSize == 0 {
 		out.MemtableSize = def.MemtableSize
@@ -286,6 +297,9 @@ type DB struct {
 
 	// replayedLogs are the WALs a read-only DB replayed (and still needs).
 	replayedLogs []uint64
+	// recordPrefix is the prefix extractor name Open records in a new
+	// store's manifest ("" if none or already recorded).
+	recordPrefix string
 
 	// compactMu is held shared by each background compaction and
 	// exclusively by Compact, which merges everything and so must run

@@ -88,8 +88,10 @@ func (db *DB) newIterator(opts *IterOptions, snapSeq uint64) (*Iterator, error) 
 			srcs = append(srcs, m.NewIter())
 		}
 	}
+	pp := db.newPrefixProbe(opts.Prefix)
+	defer pp.publish(&db.stats)
 	for _, s := range rs.segments {
-		if !s.overlaps(it.lower, it.upper) {
+		if !s.overlaps(it.lower, it.upper) || pp.skip(s) {
 			continue
 		}
 		si := s.reader.NewIter(opts.FillCache)

@@ -11,9 +11,17 @@ type Stats struct {
 	BlockReads           uint64 // data blocks read from segment files
 	BlockCacheHits       uint64 // data blocks served by the block cache
 	BytesRead            uint64 // bytes read from segment files for data blocks
-	Segments             int    // live segments now
-	SegmentBytes         int64  // their total file size
-	FilterBytes          int64  // memory held by their resident filters (after budget folds)
+	// PrefixFilterProbes counts segment prefix filters consulted: one per
+	// segment (in the key range, with a prefix filter) per Iterator whose
+	// IterOptions.Prefix is a whole prefix of Options.Prefix.
+	PrefixFilterProbes uint64
+	// PrefixFilterSkips counts the segments those Iterators left out
+	// because their prefix filter said "not here": each saves the
+	// segment's index search and data block reads for that Iterator.
+	PrefixFilterSkips uint64
+	Segments          int   // live segments now
+	SegmentBytes      int64 // their total file size
+	FilterBytes       int64 // memory held by their resident filters (after budget folds)
 	// FilterExpectedReads is the predicted block reads per Get of an
 	// absent key (the sum of the resident filters' theoretical FPRs), set
 	// when Options.FilterBudget is in force.
@@ -40,6 +48,7 @@ type counters struct {
 	gets, segmentsProbed, filterNegatives, filterFalsePositives atomic.Uint64
 	writes, walBytes, writeStalls, flushes, compactions         atomic.Uint64
 	flushBytes, compactionBytesRead, compactionBytesWritten     atomic.Uint64
+	prefixFilterProbes, prefixFilterSkips                       atomic.Uint64
 }
 
 // Stats returns the DB's counters and the shape of its live data.
@@ -52,6 +61,8 @@ func (db *DB) Stats() Stats {
 		BlockReads:             db.counters.BlockReads.Load(),
 		BlockCacheHits:         db.counters.BlockCacheHits.Load(),
 		BytesRead:              db.counters.BytesRead.Load(),
+		PrefixFilterProbes:     db.stats.prefixFilterProbes.Load(),
+		PrefixFilterSkips:      db.stats.prefixFilterSkips.Load(),
 		Writes:                 db.stats.writes.Load(),
 		WALBytes:               db.stats.walBytes.Load(),
 		WriteStalls:            db.stats.writeStalls.Load(),

@@ -153,10 +153,11 @@ func (r *Reader) MayContainPrefix(h uint64) bool {
 }
 
 // verifyPrefix checks that the prefix filter holds the prefix of ukey,
-// by ReaderOptions.Prefix; it does nothing without either.
+// by ReaderOptions.Prefix; it does nothing without either, or if the
+// filter was built by an extractor of another name.
 func (r *Reader) verifyPrefix(ukey []byte) error {
 	split := r.opts.Prefix
-	if r.prefix.f == nil || split == nil {
+	if r.prefix.f == nil || split == nil || r.opts.PrefixName != r.props.PrefixExtractor {
 		return nil
 	}
 	n := split(ukey)

@@ -37,7 +37,7 @@ func TestPrefixFilterRoundTrip(t *testing.T) {
 		t.Fatalf("writer's properties: extractor %q, prefix filter %d bytes, version %d", props.PrefixExtractor, props.PrefixFilterSize, props.FormatVersion)
 	}
 	for _, mapped := range []bool{false, true} {
-		ro := ReaderOptions{Name: "p.seg", Prefix: upToColon}
+		ro := ReaderOptions{Name: "p.seg", Prefix: upToColon, PrefixName: "colon"}
 		if mapped {
 			ro.Mapped = data
 		}
@@ -88,7 +88,7 @@ func TestPrefixFilterNeedsBitsPerKey(t *testing.T) {
 
 func TestPrefixFilterEmptySegment(t *testing.T) {
 	data, props := writeSegment(t, nil, WriterOptions{BitsPerKey: 10, Prefix: upToColon, PrefixName: "colon"})
-	r := openSegment(t, data, ReaderOptions{Prefix: upToColon})
+	r := openSegment(t, data, ReaderOptions{Prefix: upToColon, PrefixName: "colon"})
 	if props.PrefixFilterSize == 0 || r.MayContainPrefix(bloom.Hash([]byte("a:"))) {
 		t.Fatal("an empty segment's prefix filter should exist and say no")
 	}
@@ -114,14 +114,14 @@ func TestPrefixFilterWriterRejectsUnnamed(t *testing.T) {
 func TestVerifyDetectsPrefixFalseNegative(t *testing.T) {
 	firstByte := func(key []byte) int { return min(1, len(key)) }
 	data, _ := writeSegment(t, prefixedEntries(50, 2), WriterOptions{BitsPerKey: 10, Prefix: firstByte, PrefixName: "colon"})
-	r := openSegment(t, data, ReaderOptions{Name: "pfn.seg", Prefix: upToColon})
+	r := openSegment(t, data, ReaderOptions{Name: "pfn.seg", Prefix: upToColon, PrefixName: "colon"})
 	err := r.Verify()
 	var ce *base.CorruptError
 	if !errors.As(err, &ce) || ce.File != "pfn.seg" || !strings.Contains(err.Error(), "prefix filter misses") {
 		t.Fatalf("Verify = %v, want a corruption error about the prefix filter", err)
 	}
 	// With the split that built it, it is fine.
-	r = openSegment(t, data, ReaderOptions{Name: "pfn.seg", Prefix: firstByte})
+	r = openSegment(t, data, ReaderOptions{Name: "pfn.seg", Prefix: firstByte, PrefixName: "colon"})
 	if err := r.Verify(); err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +135,7 @@ func TestV1GoldenOpens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := openSegment(t, data, ReaderOptions{Name: "v1-golden.seg", Prefix: upToColon})
+	r := openSegment(t, data, ReaderOptions{Name: "v1-golden.seg", Prefix: upToColon, PrefixName: "colon"})
 	p := r.Properties()
 	if p.FormatVersion != 1 || p.Entries != 200 || p.Tombstones != 12 || p.PrefixFilterSize != 0 {
 		t.Fatalf("properties %+v", p)

@@ -34,10 +34,12 @@ type ReaderOptions struct {
 	// call, no allocation and no cache space (its checksum is verified on
 	// every read); a compressed one is decompressed and cached as usual.
 	Mapped []byte
-	// Prefix, if set, is the split function of the extractor named in the
-	// segment's prefix-extractor property: Verify then checks that the
-	// prefix filter holds every key's prefix. Lookups do not need it.
-	Prefix func(key []byte) int
+	// Prefix and PrefixName, if set, are a prefix extractor: when the
+	// segment's prefix filter was built by the extractor of that name,
+	// Verify checks that it holds the prefix of every key. Lookups do not
+	// need them.
+	Prefix     func(key []byte) int
+	PrefixName string
 }
 
 // Reader reads one segment file. It keeps the footer, properties, index and
