@@ -11,17 +11,9 @@ type Stats struct {
 	BlockReads           uint64 // data blocks read from segment files
 	BlockCacheHits       uint64 // data blocks served by the block cache
 	BytesRead            uint64 // bytes read from segment files for data blocks
-	// PrefixFilterProbes counts segment prefix filters consulted: one per
-	// segment (in the key range, with a prefix filter) per Iterator whose
-	// IterOptions.Prefix is a whole prefix of Options.Prefix.
-	PrefixFilterProbes uint64
-	// PrefixFilterSkips counts the segments those Iterators left out
-	// because their prefix filter said "not here": each saves the
-	// segment's index search and data block reads for that Iterator.
-	PrefixFilterSkips uint64
-	Segments          int   // live segments now
-	SegmentBytes      int64 // their total file size
-	FilterBytes       int64 // memory held by their resident filters (after budget folds)
+	Segments             int    // live segments now
+	SegmentBytes         int64  // their total file size
+	FilterBytes          int64  // memory held by their resident filters (after budget folds)
 	// FilterExpectedReads is the predicted block reads per Get of an
 	// absent key (the sum of the resident filters' theoretical FPRs), set
 	// when Options.FilterBudget is in force.
@@ -41,6 +33,14 @@ type Stats struct {
 	// RecentCompactions describes the latest compactions (at most 16),
 	// oldest first: inputs, sizes, which filter path ran, its estimated FPR.
 	RecentCompactions []CompactionInfo
+	// PrefixFilterProbes counts segment prefix filters consulted: one per
+	// segment (in the key range, with a prefix filter) per Iterator whose
+	// IterOptions.Prefix is a whole prefix of Options.Prefix.
+	PrefixFilterProbes uint64
+	// PrefixFilterSkips counts the segments those Iterators left out
+	// because their prefix filter said "not here": each saves the
+	// segment's index search and data block reads for that Iterator.
+	PrefixFilterSkips uint64
 }
 
 // counters are the DB's live counters.

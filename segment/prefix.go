@@ -83,6 +83,13 @@ func (w *Writer) addPrefix(key []byte) {
 // one, right after the filter block, and records its size and extractor.
 // A segment without prefixed keys still gets one (empty): it lets a
 // prefix scan skip the segment.
+//
+// Compaction gets its prefix filter this way too, rebuilt from the merged
+// keys, even when it ORs the inputs' key filters (Writer.SetFilter). An
+// OR of the inputs' prefix filters would be exact when their geometries
+// match (bloom.Filter.Union), but compaction.PlanFilter's choice rests
+// on per-input key counts that prefix filters do not record, and inputs
+// usually share prefixes, which a rebuild counts once.
 func (w *Writer) writePrefixFilter() error {
 	if w.opts.Prefix == nil || w.opts.BitsPerKey <= 0 {
 		return nil
