@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -379,5 +380,45 @@ func TestVerifyDirChecksPrefixFilters(t *testing.T) {
 		if noted != (px.Name == "mine") {
 			t.Fatalf("%s: notes %v", px.Name, rep.Notes)
 		}
+	}
+}
+
+// TestPrefixCheckpoint: a checkpoint records the store's extractor, so it
+// opens with it (and its prefix filters serve), and refuses another.
+func TestPrefixCheckpoint(t *testing.T) {
+	o := smallOptions()
+	o.Prefix = SeparatorPrefix(':')
+	db := mustOpen(t, t.TempDir(), o)
+	defer db.Close()
+	for i := range 50 {
+		db.Put(fmt.Appendf(nil, "k%02d:x", i), []byte("v"))
+	}
+	if err := db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	cp := filepath.Join(t.TempDir(), "cp")
+	if err := db.Checkpoint(cp); err != nil {
+		t.Fatal(err)
+	}
+	o2 := smallOptions()
+	o2.Prefix = FixedPrefix(3)
+	if db2, err := Open(cp, o2); !errors.Is(err, ErrPrefixExtractor) {
+		if err == nil {
+			db2.Close()
+		}
+		t.Fatalf("checkpoint opened with another extractor: %v", err)
+	}
+	c := mustOpen(t, cp, o)
+	defer c.Close()
+	it, err := c.NewIterator(&IterOptions{Prefix: []byte("k1:")}) // inside the segment's key range, absent
+	if err != nil {
+		t.Fatal(err)
+	}
+	if it.First() {
+		t.Fatal("absent prefix found")
+	}
+	it.Close()
+	if st := c.Stats(); st.PrefixFilterProbes == 0 {
+		t.Fatal("the checkpoint's prefix filters were not asked")
 	}
 }
