@@ -18,7 +18,9 @@ type IterOptions struct {
 	// UpperBound, if set, is the end of the range (exclusive).
 	UpperBound []byte
 	// Prefix, if set, narrows the range to the keys that start with it
-	// (within LowerBound and UpperBound when those are set too).
+	// (within LowerBound and UpperBound when those are set too). If it is
+	// a whole prefix of Options.Prefix, segments whose prefix filter says
+	// it is absent are skipped with no I/O (PrefixExtractor).
 	Prefix []byte
 	// FillCache puts the blocks the iterator reads into the block cache.
 	// Off by default, so a full scan does not evict the blocks that Gets
