@@ -159,7 +159,8 @@ func (cp *checkpoint) write(db *DB, dir string) error {
 		return err
 	}
 	next, logNum := maxNum+1, cp.logs[0].num
-	err = m.Apply(manifest.Edit{Add: adds, FlushedSeq: &cp.flushed, LogNum: &logNum, NextFileNum: &next})
+	err = m.Apply(manifest.Edit{Add: adds, FlushedSeq: &cp.flushed, LogNum: &logNum, NextFileNum: &next,
+		PrefixExtractor: db.manifest.State().PrefixExtractor})
 	return errors.Join(err, m.Close(), db.fs.SyncDir(dir))
 }
 

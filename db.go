@@ -154,6 +154,14 @@ type Options struct {
 	// Logger receives background events (flushes, compactions, errors).
 	// Default: discard.
 	Logger *slog.Logger
+	// Prefix, if set, is the store's prefix extractor: segments then also
+	// carry a Bloom filter of their keys' prefixes (at BitsPerKey bits per
+	// prefix; none with BitsPerKey 0), and an Iterator whose
+	// IterOptions.Prefix is a whole prefix skips the segments whose prefix
+	// filter says no. It is recorded when the store is created and fixed
+	// from then on (see PrefixExtractor and ErrPrefixExtractor). Default:
+	// none.
+	Prefix *PrefixExtractor
 }
 
 // DefaultOptions returns the defaults spelled out: what Open uses for nil
@@ -211,6 +219,9 @@ func (o *Options) validated() (Options, error) {
 		return bad("CompactionFanIn", out.CompactionFanIn, fmt.Sprintf("0 (default) or 2 to %d", maxFanIn))
 	case out.CompactionConcurrency < 0 || out.CompactionConcurrency > maxConcurrency:
 		return bad("CompactionConcurrency", out.CompactionConcurrency, fmt.Sprintf("0 (default) to %d", maxConcurrency))
+	}
+	if err := validatePrefix(out.Prefix); err != nil {
+		return Options{}, err
 	}
 	switch {
 	case out.DisableFilters:
@@ -294,6 +305,10 @@ type DB struct {
 	// lastSeq is the sequence number of the last committed write. Only the
 	// commit leader (or Open, before any writer exists) touches it.
 	lastSeq uint64
+
+	// recordPrefix is the prefix extractor name Open records in a new
+	// store's manifest ("" if none or already recorded).
+	recordPrefix string
 
 	// compactMu (lock 2) is held shared by each background merge (one
 	// compactSegments call; concurrent merges take disjoint runs) and

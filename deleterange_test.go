@@ -536,3 +536,32 @@ func TestDeleteRangeManyInARow(t *testing.T) {
 		}
 	}
 }
+
+// TestDeleteRangeUnderPrefixFilters: a segment that a prefix scan skips by
+// its prefix filter still contributes its range tombstones, which delete
+// keys of that prefix in older segments.
+func TestDeleteRangeUnderPrefixFilters(t *testing.T) {
+	o := smallOptions()
+	o.DisableAutoCompaction = true
+	o.Prefix = FixedPrefix(4)
+	db := mustOpen(t, t.TempDir(), o)
+	defer db.Close()
+	for i := range 10 {
+		mustDo(t, db.Put(fmt.Appendf(nil, "aaaa%d", i), []byte("v")))
+	}
+	mustDo(t, db.Flush())
+	// Keys on both sides of the prefix, so that the next segment's key
+	// range holds it and only its prefix filter can rule it out.
+	mustDo(t, db.Put([]byte("aaa01"), []byte("v")))
+	mustDo(t, db.Put([]byte("aaab1"), []byte("v")))
+	mustDo(t, db.DeleteRange([]byte("aaaa3"), []byte("aaaa8")))
+	mustDo(t, db.Flush())
+	before := db.Stats()
+	got := keysOf(t, func(*IterOptions) (*Iterator, error) { return db.NewIterator(&IterOptions{Prefix: []byte("aaaa")}) })
+	if want := []string{"aaaa0", "aaaa1", "aaaa2", "aaaa8", "aaaa9"}; !slices.Equal(got, want) {
+		t.Fatalf("prefix scan: %v, want %v", got, want)
+	}
+	if skips := db.Stats().PrefixFilterSkips - before.PrefixFilterSkips; skips == 0 {
+		t.Fatal("the newer segment was not skipped by its prefix filter: the test tests nothing")
+	}
+}

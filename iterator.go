@@ -20,7 +20,9 @@ type IterOptions struct {
 	// UpperBound, if set, is the end of the range (exclusive).
 	UpperBound []byte
 	// Prefix, if set, narrows the range to the keys that start with it
-	// (within LowerBound and UpperBound when those are set too).
+	// (within LowerBound and UpperBound when those are set too). If it is
+	// a whole prefix of Options.Prefix, segments whose prefix filter says
+	// it is absent are skipped with no I/O (PrefixExtractor).
 	Prefix []byte
 	// FillCache puts the blocks the iterator reads into the block cache.
 	// Off by default, so a full scan does not evict the blocks that Gets
@@ -101,9 +103,13 @@ func (db *DB) newIterator(opts *IterOptions, snapSeq uint64) (*Iterator, error) 
 			it.maxSeqs = append(it.maxSeqs, m.MaxSeq())
 		}
 	}
+	pp := db.newPrefixProbe(opts.Prefix)
+	defer pp.publish(&db.stats)
 	for _, s := range rs.segments {
+		// A segment's range tombstones apply even where its prefix filter
+		// rules out its entries: they hide older versions elsewhere.
 		it.addRangeDels(s.reader.RangeDels())
-		if !s.overlaps(it.lower, it.upper) {
+		if !s.overlaps(it.lower, it.upper) || pp.skip(s) {
 			continue
 		}
 		si := s.reader.NewIter(opts.FillCache)

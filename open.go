@@ -119,6 +119,9 @@ func (db *DB) recover() error {
 	if err != nil {
 		return err
 	}
+	if err := db.checkPrefixExtractor(db.manifest.State(), replayed); err != nil {
+		return err
+	}
 	db.manifest.SkipTo(files.maxNum + 1)
 	if err := db.startFresh(replayed); err != nil {
 		return err
@@ -132,6 +135,9 @@ func (db *DB) recover() error {
 func (db *DB) recoverReadOnly() error {
 	files, replayed, err := db.load(db.openManifestReadOnly)
 	if err != nil {
+		return err
+	}
+	if err := db.checkPrefixExtractor(db.manifest.State(), replayed); err != nil {
 		return err
 	}
 	db.mem, db.replayedLogs = replayed, files.logs
@@ -372,7 +378,7 @@ func (db *DB) startFresh(replayed *memtable.Memtable) error {
 		db.segments = append([]*segHandle{seg}, db.segments...)
 	}
 	flushed := db.lastSeq
-	if err := db.manifest.Apply(manifest.Edit{Add: added, FlushedSeq: &flushed, LogNum: &logNum}); err != nil {
+	if err := db.manifest.Apply(manifest.Edit{Add: added, FlushedSeq: &flushed, LogNum: &logNum, PrefixExtractor: db.recordPrefix}); err != nil {
 		return fmt.Errorf("bloomkv: %w", err)
 	}
 	db.mem = memtable.New(db.opts.MemtableSize)

@@ -120,11 +120,15 @@ func (db *DB) writeSegment(it compaction.Iterator, rangeDels *rangedel.List, fil
 // fillSegment writes the entries of it as a segment to f. A non-nil filter
 // (compaction's union path) replaces the one the writer would build.
 func (db *DB) fillSegment(f vfs.File, it compaction.Iterator, rangeDels *rangedel.List, filter *bloom.Filter) (segment.Properties, error) {
-	w := segment.NewWriter(f, segment.WriterOptions{
+	wo := segment.WriterOptions{
 		BlockSize:   db.opts.BlockSize,
 		Compression: !db.opts.DisableCompression,
 		BitsPerKey:  db.opts.BitsPerKey,
-	})
+	}
+	if px := db.opts.Prefix; px != nil {
+		wo.Prefix, wo.PrefixName = px.Split, px.Name
+	}
+	w := segment.NewWriter(f, wo)
 	if filter != nil {
 		w.SetFilter(filter)
 	}

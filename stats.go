@@ -65,6 +65,14 @@ type Stats struct {
 	// RecentCompactions describes the latest compactions (at most 16),
 	// oldest first: inputs, sizes, which filter path ran, its estimated FPR.
 	RecentCompactions []CompactionInfo
+	// PrefixFilterProbes counts segment prefix filters consulted: one per
+	// segment (in the key range, with a prefix filter) per Iterator whose
+	// IterOptions.Prefix is a whole prefix of Options.Prefix.
+	PrefixFilterProbes uint64
+	// PrefixFilterSkips counts the segments those Iterators left out
+	// because their prefix filter said "not here": each saves the
+	// segment's index search and data block reads for that Iterator.
+	PrefixFilterSkips uint64
 }
 
 // counters are the DB's live counters.
@@ -72,6 +80,7 @@ type counters struct {
 	gets, segmentsProbed, filterNegatives, filterFalsePositives atomic.Uint64
 	writes, walBytes, writeStalls, flushes, compactions         atomic.Uint64
 	flushBytes, compactionBytesRead, compactionBytesWritten     atomic.Uint64
+	prefixFilterProbes, prefixFilterSkips                       atomic.Uint64
 }
 
 // Stats returns the DB's counters and the shape of its live data.
@@ -86,6 +95,8 @@ func (db *DB) Stats() Stats {
 		BytesRead:                db.counters.BytesRead.Load(),
 		CompactionBlockReads:     db.compactionCounters.BlockReads.Load(),
 		CompactionBlockCacheHits: db.compactionCounters.BlockCacheHits.Load(),
+		PrefixFilterProbes:       db.stats.prefixFilterProbes.Load(),
+		PrefixFilterSkips:        db.stats.prefixFilterSkips.Load(),
 		Writes:                   db.stats.writes.Load(),
 		WALBytes:                 db.stats.walBytes.Load(),
 		WriteStalls:              db.stats.writeStalls.Load(),

@@ -143,7 +143,7 @@ func (db *DB) Verify(ctx context.Context) (*VerifyReport, error) {
 	wals := db.liveWALs()
 	rep := &VerifyReport{}
 	for _, s := range rs.segments {
-		if err := verifySegment(ctx, s.file, s.meta, s.reader.ResidentFilter(), rep); err != nil {
+		if err := verifySegment(ctx, s.file, s.meta, s.reader.ResidentFilter(), db.opts.Prefix, rep); err != nil {
 			return rep, err
 		}
 	}
@@ -290,9 +290,10 @@ func VerifyDir(ctx context.Context, fsys vfs.FS, dir string) (*VerifyReport, err
 		return rep, nil
 	}
 	live := make(map[uint64]bool, len(st.Segments))
+	px := closedDirPrefix(st, rep)
 	for _, meta := range st.Segments {
 		live[meta.FileNum] = true
-		if err := verifySegmentFile(ctx, fsys, dir, meta, rep); err != nil {
+		if err := verifySegmentFile(ctx, fsys, dir, meta, px, rep); err != nil {
 			return rep, err
 		}
 	}
@@ -347,7 +348,7 @@ func verifyClosedDir(ctx context.Context, fsys vfs.FS, dir string, st manifest.S
 	return nil
 }
 
-func verifySegmentFile(ctx context.Context, fsys vfs.FS, dir string, meta base.SegmentMeta, rep *VerifyReport) error {
+func verifySegmentFile(ctx context.Context, fsys vfs.FS, dir string, meta base.SegmentMeta, px *PrefixExtractor, rep *VerifyReport) error {
 	name := base.SegmentFileName(meta.FileNum)
 	f, err := fsys.Open(filepath.Join(dir, name))
 	if errors.Is(err, fs.ErrNotExist) {
@@ -359,14 +360,15 @@ func verifySegmentFile(ctx context.Context, fsys vfs.FS, dir string, meta base.S
 		return nil
 	}
 	defer f.Close()
-	return verifySegment(ctx, f, meta, nil, rep)
+	return verifySegment(ctx, f, meta, nil, px, rep)
 }
 
 // verifySegment reads the segment in f afresh (a reader of its own: no
 // cache, no mapping, so every byte comes from the file) and checks it
-// against meta and, if set, the resident filter. Damage goes into rep; the
-// error is ctx's.
-func verifySegment(ctx context.Context, f vfs.File, meta base.SegmentMeta, resident *bloom.Filter, rep *VerifyReport) error {
+// against meta and, if set, the resident filter; with px, its prefix
+// filter must hold every key's prefix (checkSegmentPrefix). Damage goes
+// into rep; the error is ctx's.
+func verifySegment(ctx context.Context, f vfs.File, meta base.SegmentMeta, resident *bloom.Filter, px *PrefixExtractor, rep *VerifyReport) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -381,11 +383,12 @@ func verifySegment(ctx context.Context, f vfs.File, meta base.SegmentMeta, resid
 		rep.problemAt(name, min(st.Size(), meta.Size), "file is %d bytes, the manifest says %d", st.Size(), meta.Size)
 		return nil
 	}
-	r, err := segment.Open(f, meta.Size, segment.ReaderOptions{Name: name})
+	r, err := segment.Open(f, meta.Size, verifyReaderOptions(name, px))
 	if err != nil {
 		rep.problem(name, err)
 		return nil
 	}
+	checkSegmentPrefix(r, px, name, rep)
 	defer r.Close()
 	rep.Segments++
 	rep.Bytes += meta.Size

@@ -30,6 +30,10 @@ type State struct {
 	// only after handing numbers out: files at or above it may be the
 	// leftovers of a crash there. The first Apply upgrades the file.
 	Legacy bool
+	// PrefixExtractor names the store's prefix extractor (the keys'
+	// prefixes in the segments' prefix filters); "" if it has none. It is
+	// recorded once (Edit.PrefixExtractor) and never changes.
+	PrefixExtractor string
 }
 
 // checkCounters reports counters that no Apply could have committed.
@@ -61,6 +65,11 @@ type Edit struct {
 	NextFileNum *uint64
 	FlushedSeq  *uint64
 	LogNum      *uint64
+
+	// PrefixExtractor, if set, records the store's prefix extractor. Only
+	// a store without one may get one; setting the recorded name again
+	// is a no-op.
+	PrefixExtractor string
 }
 
 // ErrInvalidEdit is matched (errors.Is) by the error Apply returns for an
@@ -93,6 +102,9 @@ func (s State) apply(e Edit, counter uint64) (State, error) {
 		return State{}, invalidf("flushed seq %d exceeds 56 bits", next.FlushedSeq)
 	}
 	if next.LogNum, err = advance("log number", s.LogNum, e.LogNum); err != nil {
+		return State{}, err
+	}
+	if next.PrefixExtractor, err = setPrefixExtractor(s.PrefixExtractor, e.PrefixExtractor); err != nil {
 		return State{}, err
 	}
 	if next.Segments, err = s.applySegments(e); err != nil {

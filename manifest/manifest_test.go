@@ -68,7 +68,8 @@ func sameState(a, b State) bool {
 			return false
 		}
 	}
-	return a.NextFileNum == b.NextFileNum && a.FlushedSeq == b.FlushedSeq && a.LogNum == b.LogNum
+	return a.NextFileNum == b.NextFileNum && a.FlushedSeq == b.FlushedSeq && a.LogNum == b.LogNum &&
+		a.PrefixExtractor == b.PrefixExtractor
 }
 
 func TestCreateApplyReopen(t *testing.T) {

@@ -85,6 +85,9 @@ func writeEdit(tx *bolt.Tx, e Edit, st State) error {
 			return err
 		}
 	}
+	if err := writePrefixExtractor(tx.Bucket([]byte(metaBucket)), e); err != nil {
+		return err
+	}
 	return writeCounters(tx.Bucket([]byte(metaBucket)), st)
 }
 
@@ -114,6 +117,9 @@ func load(tx *bolt.Tx, name string) (State, error) {
 	}
 	if err := st.checkCounters(); err != nil {
 		return State{}, base.Corruptf(name, -1, "%v", err)
+	}
+	if err := loadPrefixExtractor(meta, name, &st); err != nil {
+		return State{}, err
 	}
 	segs, err := loadSegments(tx, name, st.NextFileNum)
 	if err != nil {

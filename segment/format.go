@@ -9,12 +9,13 @@ import (
 )
 
 // FormatVersion is the version of the segment format this package writes
-// (FORMAT.md). It reads every version from minFormatVersion up: version 1
-// files are version 2 files without the optional blocks.
+// (FORMAT.md). Readers accept it and every version from
+// MinFormatVersion on: a version-1 file is a version-2 file without
+// optional blocks.
 const FormatVersion = 2
 
-// minFormatVersion is the oldest format version this package reads.
-const minFormatVersion = 1
+// MinFormatVersion is the oldest segment format version readers accept.
+const MinFormatVersion = 1
 
 const (
 	// MaxBlockSize bounds the decompressed size of a block. A snappy header
@@ -155,8 +156,8 @@ func decodeFooter(b []byte) (footer, string) {
 		h.length = binary.LittleEndian.Uint64(b[16*i+8:])
 	}
 	f.version = binary.LittleEndian.Uint32(b[48:])
-	if f.version < minFormatVersion || f.version > FormatVersion {
-		return footer{}, fmt.Sprintf("unsupported format version %d (this build reads %d to %d)", f.version, minFormatVersion, FormatVersion)
+	if f.version < MinFormatVersion || f.version > FormatVersion {
+		return footer{}, fmt.Sprintf("unsupported format version %d (this build reads %d to %d)", f.version, MinFormatVersion, FormatVersion)
 	}
 	return f, ""
 }

@@ -21,9 +21,15 @@ func fuzzSegments(t testing.TB) [][]byte {
 	plain, _ := writeSegment(t, es, WriterOptions{BlockSize: 32, RestartInterval: 2})
 	packed, _ := writeSegment(t, es, WriterOptions{Compression: true, BitsPerKey: 10})
 	empty, _ := writeSegment(t, nil, WriterOptions{BitsPerKey: 10})
+	// Version 2 with a prefix filter block (prefix: the first byte).
+	firstByte := func(k []byte) int { return min(1, len(k)) }
+	prefixed, _ := writeSegment(t, es, WriterOptions{BitsPerKey: 10, Prefix: firstByte, PrefixName: "first-byte"})
+	prefixSmall, _ := writeSegment(t, es, WriterOptions{BlockSize: 32, BitsPerKey: 4, Prefix: firstByte, PrefixName: "1"})
+	// And with both optional blocks: the prefix filter and range tombstones.
 	rd := rangedel.Build([]rangedel.Tombstone{{Start: []byte("a"), End: []byte("ab"), Seq: 6}, {Start: []byte("aa"), End: []byte("c"), Seq: 7}})
 	withRangeDels, _ := writeWithRangeDels(t, es, rd, WriterOptions{BitsPerKey: 10})
-	return [][]byte{plain, packed, empty, withRangeDels}
+	both, _ := writeWithRangeDels(t, es, rd, WriterOptions{BitsPerKey: 10, Prefix: firstByte, PrefixName: "first-byte"})
+	return [][]byte{plain, packed, empty, prefixed, prefixSmall, withRangeDels, both}
 }
 
 func requireCorrupt(t *testing.T, err error) {
@@ -60,6 +66,7 @@ func exercise(t *testing.T, r *Reader) {
 		_, _, _, err := r.Get([]byte(k), base.MaxSeq)
 		requireCorrupt(t, err)
 		r.MayContain(uint64(len(k)))
+		r.MayContainPrefix(uint64(len(k)))
 	}
 	it := r.NewIter(true)
 	for ok := it.First(); ok; ok = it.Next() {

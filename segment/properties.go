@@ -37,6 +37,13 @@ type Properties struct {
 	FilterK      uint8
 	FilterBits   uint64
 
+	// PrefixExtractor names the prefix extractor whose prefixes the
+	// prefix filter holds; empty if the segment has no prefix filter.
+	PrefixExtractor string
+	// PrefixFilterSize is the length of the prefix filter block (the
+	// bloom encoding, trailer excluded); 0 if none (FORMAT.md).
+	PrefixFilterSize uint64
+
 	FormatVersion uint32 // from the footer
 }
 
@@ -85,6 +92,7 @@ func encodeProperties(bw *blockWriter, p *Properties) []byte {
 	bw.add([]byte(propLargest), p.Largest)
 	u(propMaxSeq, p.MaxSeq)
 	u(propMinSeq, p.MinSeq)
+	encodePrefixProperties(bw, p, u) // optional, between min-seq and smallest
 	if p.RangeDels > 0 {
 		u(propRangeDelSize, p.RangeDelSize)
 		u(propRangeDels, p.RangeDels)
@@ -136,6 +144,9 @@ func decodeProperties(block []byte, file string, off int64) (Properties, error) 
 // reason if the value is malformed. (switch string(name) compares without
 // converting, so skipping an unknown name allocates nothing.)
 func (p *Properties) set(name, val []byte) (known bool, reason string) {
+	if optional, reason := p.setOptional(name, val); optional {
+		return false, reason // known, but not among the required ones counted
+	}
 	switch string(name) {
 	case propLargest, propSmallest:
 		if len(val) > MaxKeySize {
@@ -213,6 +224,8 @@ func (p *Properties) check() string {
 		return "smallest key above largest key"
 	case (p.RangeDels == 0) != (p.RangeDelSize == 0):
 		return "range-deletion count and size disagree"
+	case (p.PrefixFilterSize == 0) != (p.PrefixExtractor == ""):
+		return "prefix filter size and prefix extractor disagree"
 	}
 	return ""
 }

@@ -38,6 +38,12 @@ type ReaderOptions struct {
 	// call, no allocation and no cache space (its checksum is verified on
 	// every read); a compressed one is decompressed and cached as usual.
 	Mapped []byte
+	// Prefix and PrefixName, if set, are a prefix extractor: when the
+	// segment's prefix filter was built by the extractor of that name,
+	// Verify checks that it holds the prefix of every key. Lookups do not
+	// need them.
+	Prefix     func(key []byte) int
+	PrefixName string
 }
 
 // Reader reads one segment file. It keeps the footer, properties, index and
@@ -49,9 +55,10 @@ type Reader struct {
 	footer        footer
 	props         Properties
 	filter        *bloom.Filter                // as stored in the file
-	rangeDels     *rangedel.List               // the range-deletion block, fragmented
-	rangeDelBlock blockHandle                  // where it is; zero if the segment has none
 	resident      atomic.Pointer[bloom.Filter] // what MayContain asks: filter, or a fold of it
+	prefix        prefixFilter                 // the prefix filter block, if any (prefix.go)
+	rangeDels     *rangedel.List               // the range-deletion block, fragmented (rangedel.go)
+	rangeDelBlock blockHandle                  // where it is; zero if the segment has none
 	index         []indexEntry
 	// verified marks the mapped, uncompressed data blocks whose checksum
 	// and structure were checked once: the file is immutable, so later
@@ -93,10 +100,6 @@ func Open(f io.ReaderAt, size int64, opts ReaderOptions) (*Reader, error) {
 	if err := r.readProperties(); err != nil {
 		return nil, err
 	}
-	optional, err := r.layout()
-	if err != nil {
-		return nil, err
-	}
 	if err := r.readIndex(); err != nil {
 		return nil, err
 	}
@@ -106,7 +109,10 @@ func Open(f io.ReaderAt, size int64, opts ReaderOptions) (*Reader, error) {
 	if err := r.readFilter(); err != nil {
 		return nil, err
 	}
-	r.rangeDelBlock = optional[0]
+	if err := r.readPrefixFilter(); err != nil {
+		return nil, err
+	}
+	var err error
 	if r.rangeDels, err = r.loadRangeDels(); err != nil {
 		return nil, err
 	}
@@ -134,10 +140,11 @@ func (r *Reader) readAt(buf []byte, off uint64, c *Counters) error {
 	return fmt.Errorf("segment %s: read %d bytes at %d: %w", r.opts.Name, len(buf), off, err)
 }
 
-// readFooter reads the footer and checks that the properties and index
-// blocks are contiguous up to the footer, and that the filter block, if
-// any, ends before them. That bounds every metadata length by the file
-// size; layout checks the rest once the properties are known.
+// readFooter reads the footer and checks that the metadata blocks are
+// contiguous in the order filter, properties, index, ending at the footer
+// (the optional blocks between the filter and the properties are located
+// and checked once the properties are read: checkLayout). That bounds
+// every metadata length by the file size.
 func (r *Reader) readFooter(size int64) error {
 	if size < footerLen {
 		return r.corrupt(0, "file of %d bytes is shorter than the footer", size)
@@ -160,41 +167,6 @@ func (r *Reader) readFooter(size int64) error {
 	}
 	r.footer = ft
 	return nil
-}
-
-// layout checks that the blocks before the properties block tile the file
-// exactly: data blocks from 0 to DataSize, then the filter block (if
-// any), then the optional blocks of version 2 in their fixed order, each
-// as long as its property says, up to the properties block. It returns
-// the handles of the optional blocks (zero for those absent).
-func (r *Reader) layout() (optional [1]blockHandle, err error) {
-	p, ft := &r.props, &r.footer
-	end := ft.properties.offset
-	pos := p.DataSize
-	if ft.filter != (blockHandle{}) {
-		if ft.filter.offset != pos {
-			return optional, r.corrupt(ft.properties.offset, "properties: data size %d, but the filter block starts at %d", p.DataSize, ft.filter.offset)
-		}
-		pos = ft.filter.end()
-	}
-	sizes := [len(optional)]uint64{p.RangeDelSize}
-	for i, size := range sizes {
-		if size == 0 {
-			continue
-		}
-		if ft.version < 2 {
-			return optional, r.corrupt(ft.properties.offset, "properties: a version-%d segment with version-2 blocks", ft.version)
-		}
-		if pos > end || size > end-pos {
-			return optional, r.corrupt(ft.properties.offset, "properties: optional block %d of %d bytes at %d runs past the properties block at %d", i, size, pos, end)
-		}
-		optional[i] = blockHandle{offset: pos, length: size}
-		pos = optional[i].end()
-	}
-	if pos != end {
-		return optional, r.corrupt(ft.properties.offset, "properties: data size %d and the blocks after it end at %d, but the properties block starts at %d", p.DataSize, pos, end)
-	}
-	return optional, nil
 }
 
 // readStored reads the block at h, verifies its checksum and returns its
@@ -301,6 +273,9 @@ func (r *Reader) readProperties() error {
 		return err
 	}
 	r.props.FormatVersion = r.footer.version
+	if err := r.checkLayout(); err != nil {
+		return err
+	}
 	switch {
 	case r.props.IndexSize != r.footer.index.length:
 		return r.corrupt(h.offset, "properties: index size %d, but the index block has %d bytes", r.props.IndexSize, r.footer.index.length)

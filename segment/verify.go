@@ -146,7 +146,7 @@ func (r *Reader) countEntry(p *Properties, ikey []byte, newKey bool) error {
 	if r.filter != nil && !r.filter.ContainsHash(bloom.Hash(ukey)) {
 		return r.corrupt(r.footer.filter.offset, "filter misses key %q", ukey)
 	}
-	return nil
+	return r.verifyPrefix(ukey)
 }
 
 // compareCounts checks the tally of the data blocks against the stored

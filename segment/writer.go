@@ -30,6 +30,15 @@ type WriterOptions struct {
 	// BitsPerKey sizes the Bloom filter built from the distinct user keys;
 	// 0 writes no filter (unless SetFilter supplies one).
 	BitsPerKey float64
+	// Prefix, if set with BitsPerKey > 0, makes the writer also build a
+	// prefix filter: a Bloom filter of the distinct prefixes of the user
+	// keys, at BitsPerKey per prefix (FORMAT.md, "Prefix filter block").
+	// Prefix returns the length of key's prefix; 0 (or a value outside
+	// [1, len(key)]) means the key has no prefix and is left out.
+	Prefix func(key []byte) int
+	// PrefixName names the extractor Prefix implements; it is stored in
+	// the segment's properties and must be non-empty when Prefix is set.
+	PrefixName string
 }
 
 // flushThreshold is how much encoded output the Writer gathers before one
@@ -61,6 +70,7 @@ type Writer struct {
 	pendingH blockHandle
 
 	hashes    []uint64       // bloom.Hash of each distinct user key
+	prefixes  prefixHashes   // bloom.Hash of each distinct key prefix
 	filter    *bloom.Filter  // supplied by SetFilter
 	rangeDels *rangedel.List // supplied by SetRangeDels
 	props     Properties
@@ -104,6 +114,7 @@ func (w *Writer) Add(key []byte, seq uint64, kind base.Kind, value []byte) error
 		if w.filter == nil && w.opts.BitsPerKey > 0 {
 			w.hashes = append(w.hashes, bloom.Hash(key))
 		}
+		w.addPrefix(key)
 	}
 	w.ikey = appendInternalKey(w.ikey[:0], key, base.MakeTrailer(seq, kind))
 	w.data.add(w.ikey, value)
@@ -303,6 +314,9 @@ func (w *Writer) Finish() (Properties, error) {
 	w.props.FormatVersion = FormatVersion
 	ft := footer{version: FormatVersion}
 	if err := w.writeFilter(&ft); err != nil {
+		return Properties{}, err
+	}
+	if err := w.writePrefixFilter(); err != nil {
 		return Properties{}, err
 	}
 	if !w.rangeDels.Empty() {

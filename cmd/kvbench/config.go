@@ -90,6 +90,11 @@ Sections after the workloads:
                        segments (a Flush every so many Puts, compaction
                        off), 90% of the Gets for absent keys, with filters
                        and without
+  prefix lookups       -keys/8 keys under 8-byte prefixes, 16 keys each,
+                       in -neg-segments segments (compaction off): prefix
+                       scans of present and absent prefixes with prefix
+                       filters (Options.Prefix = FixedPrefix(8)) and on a
+                       twin store without; 1 s per workload at most
   fill report          a random fill of -fill-report-keys keys into a fresh
                        store, stopping 20 times to record write
                        amplification, segment count and the blocks an

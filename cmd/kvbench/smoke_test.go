@@ -44,7 +44,7 @@ func TestRunSmoke(t *testing.T) {
 	for _, want := range []string{
 		"== Workloads", "fill-seq", "fill-random", "get-hit", "get-miss", "mixed (50% hits)", "memory: ",
 		"scan-100 (100 keys from a random Seek)", "scan-full", "keys/s", "measured FPR",
-		"== Disk reads avoided", "gain with filters", "== Fill report", "W-amp", "== Negative lookups", "negative-lookup",
+		"== Disk reads avoided", "gain with filters", "== Fill report", "W-amp", "== Negative lookups", "negative-lookup", "== Prefix lookups", "searched (asked - skipped)",
 		"== Bloom filter FPR against theory", "== Baseline: bbolt", "total time",
 	} {
 		if !strings.Contains(out, want) {
@@ -71,6 +71,8 @@ func TestRunSmoke(t *testing.T) {
 		"workload workloads bloomkv scan-full " + fmtInt(int64(cfg.Keys)) + " keys in order",
 		"workload disk-reads-avoided bloomkv get-miss filters", "workload disk-reads-avoided bloomkv get-miss no filters",
 		"workload negative-lookups bloomkv negative-lookup filters", "workload negative-lookups bloomkv negative-lookup no filters",
+		"workload prefix-lookups bloomkv prefix-present prefix filters", "workload prefix-lookups bloomkv prefix-present no prefix filters",
+		"workload prefix-lookups bloomkv prefix-absent prefix filters", "workload prefix-lookups bloomkv prefix-absent no prefix filters",
 		"workload baseline bbolt fill-random ", "workload baseline bbolt get-hit ", "workload baseline bbolt get-miss ",
 	} {
 		if seen[want] != 1 {

@@ -117,6 +117,8 @@ type dbCounters struct {
 	BlockReads           uint64 `json:"block_reads"`
 	BlockCacheHits       uint64 `json:"block_cache_hits"`
 	BytesRead            uint64 `json:"bytes_read"`
+	PrefixFilterProbes   uint64 `json:"prefix_filter_probes"`
+	PrefixFilterSkips    uint64 `json:"prefix_filter_skips"`
 	Writes               uint64 `json:"writes"`
 	WALBytes             uint64 `json:"wal_bytes"`
 	WriteStalls          uint64 `json:"write_stalls"`
@@ -142,6 +144,8 @@ func statsDelta(before, after bloomkv.Stats) dbCounters {
 		BlockReads:           after.BlockReads - before.BlockReads,
 		BlockCacheHits:       after.BlockCacheHits - before.BlockCacheHits,
 		BytesRead:            after.BytesRead - before.BytesRead,
+		PrefixFilterProbes:   after.PrefixFilterProbes - before.PrefixFilterProbes,
+		PrefixFilterSkips:    after.PrefixFilterSkips - before.PrefixFilterSkips,
 		Writes:               after.Writes - before.Writes,
 		WALBytes:             after.WALBytes - before.WALBytes,
 		WriteStalls:          after.WriteStalls - before.WriteStalls,
