@@ -126,32 +126,25 @@ func (d *Datastore) Get(_ context.Context, key ds.Key) ([]byte, error) {
 	return v, nil
 }
 
-// Has reports whether key has a value.
-//
-// bloomkv has no existence-only read yet, so this is a Get whose copy of
-// the value is dropped. An absent key is still cheap: the segments' Bloom
-// filters rule it out without a disk read.
+// Has reports whether key has a value, without reading or copying the
+// value (bloomkv's DB.Has). An absent key is cheap too: the segments'
+// Bloom filters rule it out without a disk read.
 func (d *Datastore) Has(_ context.Context, key ds.Key) (bool, error) {
-	_, err := d.db.Get(key.Bytes())
-	switch {
-	case err == nil:
-		return true, nil
-	case errors.Is(err, bloomkv.ErrNotFound):
-		return false, nil
+	ok, err := d.db.Has(key.Bytes())
+	if err != nil {
+		return false, mapErr("has", key, err)
 	}
-	return false, mapErr("has", key, err)
+	return ok, nil
 }
 
-// GetSize returns the length of key's value, or -1 and ds.ErrNotFound.
-//
-// Like Has, it reads and copies the whole value: bloomkv has no
-// size-only read yet.
+// GetSize returns the length of key's value, or -1 and ds.ErrNotFound,
+// without copying the value (bloomkv's DB.ValueSize).
 func (d *Datastore) GetSize(_ context.Context, key ds.Key) (int, error) {
-	v, err := d.db.Get(key.Bytes())
+	n, err := d.db.ValueSize(key.Bytes())
 	if err != nil {
 		return -1, mapErr("get size", key, err)
 	}
-	return len(v), nil
+	return n, nil
 }
 
 // Put sets key to value. The store copies value.

@@ -459,3 +459,43 @@ func TestGetCopies(t *testing.T) {
 		t.Fatalf("changing a Get result changed the store: %q", got)
 	}
 }
+
+// BenchmarkLargeValue: Get, Has and GetSize of a 256 KiB value in a
+// flushed segment. Has and GetSize find the value without copying it.
+func BenchmarkLargeValue(b *testing.B) {
+	ctx := context.Background()
+	d, err := New(b.TempDir(), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer d.Close()
+	v := make([]byte, 256<<10)
+	for i := range v {
+		v[i] = byte(i * 7919 >> 3) // little to compress
+	}
+	k := ds.NewKey("/big")
+	if err := d.Put(ctx, k, v); err != nil {
+		b.Fatal(err)
+	}
+	if err := d.DB().Flush(); err != nil {
+		b.Fatal(err)
+	}
+	ops := []struct {
+		name string
+		fn   func() error
+	}{
+		{"Get", func() error { _, err := d.Get(ctx, k); return err }},
+		{"Has", func() error { _, err := d.Has(ctx, k); return err }},
+		{"GetSize", func() error { _, err := d.GetSize(ctx, k); return err }},
+	}
+	for _, op := range ops {
+		b.Run(op.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for range b.N {
+				if err := op.fn(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
