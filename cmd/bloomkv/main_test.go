@@ -106,48 +106,6 @@ func TestVerifyCommand(t *testing.T) {
 	}
 }
 
-func TestUsageAndErrors(t *testing.T) {
-	store := makeStore(t)
-	for _, args := range [][]string{
-		nil,
-		{"frobnicate"},
-		{"verify"},
-		{"verify", "-bogus", store},
-		{"verify", store, "extra"},
-		{"verify", t.TempDir()},                  // not a store
-		{"verify", filepath.Join(store, "nope")}, // no such directory
-		{"stats"},
-		{"stats", t.TempDir()}, // not a store: must not make one
-	} {
-		if code, _, _ := runCmd(args...); code != 2 {
-			t.Errorf("bloomkv %v: exit %d, want 2", args, code)
-		}
-	}
-	db, err := bloomkv.Open(store, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	for _, cmd := range []string{"verify", "stats"} {
-		if code, _, errs := runCmd(cmd, store); code != 2 || !strings.Contains(errs, "locked") {
-			t.Errorf("bloomkv %s on an open store: exit %d, %q; want 2 and a lock error", cmd, code, errs)
-		}
-	}
-}
-
-func TestStatsCommand(t *testing.T) {
-	dir := makeStore(t)
-	before := treeHash(t, dir)
-	code, out, errs := runCmd("stats", dir)
-	var st bloomkv.Stats
-	if err := json.Unmarshal([]byte(out), &st); code != 0 || err != nil || st.Segments != 1 {
-		t.Fatalf("stats: exit %d, %v, %+v\n%s", code, err, st, errs)
-	}
-	if treeHash(t, dir) != before {
-		t.Fatal("stats changed the store")
-	}
-}
-
 // treeHash hashes the names and contents of dir's files.
 func treeHash(t *testing.T, dir string) string {
 	t.Helper()
@@ -182,14 +140,5 @@ func TestCheckpointCommand(t *testing.T) {
 	}
 	if code, _, _ := runCmd("checkpoint", src, dst); code != 2 {
 		t.Fatalf("checkpoint into a non-empty directory: exit %d, want 2", code)
-	}
-}
-
-// TestHelp: asking for help is not an error.
-func TestHelp(t *testing.T) {
-	for _, args := range [][]string{{"-h"}, {"--help"}, {"help"}, {"verify", "-h"}} {
-		if code, out, errs := runCmd(args...); code != 0 || !strings.Contains(out+errs, "verify") {
-			t.Errorf("%v: exit %d\n%s%s", args, code, out, errs)
-		}
 	}
 }
