@@ -493,3 +493,30 @@ func TestInspectionChangesNothing(t *testing.T) {
 		t.Fatal("a writer's open and close changed nothing either: the image has no WAL to replay")
 	}
 }
+
+// TestDamagedStore: get and scan report a damaged block with exit 1 and
+// the file's name, as verify does.
+func TestDamagedStore(t *testing.T) {
+	dir := makeStore(t)
+	segs, _ := filepath.Glob(filepath.Join(dir, "*.seg"))
+	if len(segs) != 1 {
+		t.Fatalf("segments: %v", segs)
+	}
+	b, err := os.ReadFile(segs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[10] ^= 0xff // inside the first data block
+	if err := os.WriteFile(segs[0], b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	name := filepath.Base(segs[0])
+	for _, args := range [][]string{
+		{"get", dir, "k0000"},
+		{"scan", dir, "-keys-only"},
+	} {
+		if code, _, errs := runCmd(args...); code != 1 || !strings.Contains(errs, name) {
+			t.Errorf("bloomkv %q on a damaged segment: exit %d, stderr %q; want 1 and the file's name", args, code, errs)
+		}
+	}
+}

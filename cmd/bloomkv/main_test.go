@@ -75,6 +75,10 @@ func TestVerifyCommand(t *testing.T) {
 	if code, rep := verifyJSON(t, dir); code != 0 || !rep.OK || rep.Segments != 1 || len(rep.Problems) != 0 {
 		t.Fatalf("verify -json of a healthy store: exit %d, %+v", code, rep)
 	}
+	// The flag after DIR works too.
+	if code, out, errs := runCmd("verify", dir, "-json"); code != 0 || !json.Valid([]byte(out)) || !strings.Contains(out, `"ok": true`) {
+		t.Fatalf("verify DIR -json: exit %d\n%s%s", code, out, errs)
+	}
 
 	// A stray file is a note: still exit 0.
 	if err := os.WriteFile(filepath.Join(dir, "stray"), nil, 0o644); err != nil {
