@@ -16,6 +16,7 @@ import (
 	"unicode"
 
 	"github.com/bloomkv/bloomkv"
+	"github.com/bloomkv/bloomkv/internal/base"
 )
 
 // The pairs of makeInspectStore: printable, with a space, binary, empty,
@@ -498,7 +499,7 @@ func TestInspectionChangesNothing(t *testing.T) {
 // the file's name, as verify does.
 func TestDamagedStore(t *testing.T) {
 	dir := makeStore(t)
-	segs, _ := filepath.Glob(filepath.Join(dir, "*.seg"))
+	segs, _ := filepath.Glob(filepath.Join(dir, "*"+base.SegmentExt))
 	if len(segs) != 1 {
 		t.Fatalf("segments: %v", segs)
 	}
