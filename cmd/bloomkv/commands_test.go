@@ -182,6 +182,9 @@ func TestParseInterspersed(t *testing.T) {
 		{[]string{"DIR", "-json", "--", "-k"}, []string{"DIR", "-k"}, "", 0, true},
 		// "--" as the value of a flag does not end the flags.
 		{[]string{"-prefix", "--", "DIR", "-json"}, []string{"DIR"}, "--", 0, true},
+		{[]string{"-prefix", "-limit", "--", "DIR", "-json"}, []string{"DIR", "-json"}, "-limit", 0, false},
+		{[]string{"-limit", "3", "-prefix", "--", "--", "-json"}, []string{"-json"}, "--", 3, false},
+		{[]string{"-json", "--", "DIR", "-limit", "3"}, []string{"DIR", "-limit", "3"}, "", 0, true},
 		{[]string{"DIR", "-", "-json"}, []string{"DIR", "-"}, "", 0, true},
 	}
 	for _, tc := range tests {

@@ -183,28 +183,26 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-// endedByDashes reports whether parsed, the arguments fs.Parse consumed,
-// ends with a "--" that ended the flags rather than one that was the
-// value of a flag (-prefix --).
+// endedByDashes reports whether parsed, the arguments one fs.Parse
+// consumed (flags and their values only), ends with a "--" that ended the
+// flags rather than one that was the value of a flag (-prefix --).
 func endedByDashes(fs *flag.FlagSet, parsed []string) bool {
-	n := len(parsed)
-	if n == 0 || parsed[n-1] != "--" {
-		return false
+	for i := 0; i < len(parsed); i++ {
+		arg := parsed[i]
+		if arg == "--" {
+			return i == len(parsed)-1
+		}
+		name := strings.TrimLeft(arg, "-")
+		if strings.Contains(name, "=") {
+			continue // -name=value
+		}
+		if f := fs.Lookup(name); f != nil {
+			if b, ok := f.Value.(interface{ IsBoolFlag() bool }); !ok || !b.IsBoolFlag() {
+				i++ // -name value: skip the value, whatever it looks like
+			}
+		}
 	}
-	if n == 1 {
-		return true
-	}
-	prev := parsed[n-2]
-	name := strings.TrimLeft(prev, "-")
-	if !strings.HasPrefix(prev, "-") || name == "" || strings.Contains(name, "=") {
-		return true
-	}
-	f := fs.Lookup(name)
-	if f == nil {
-		return true
-	}
-	b, ok := f.Value.(interface{ IsBoolFlag() bool })
-	return ok && b.IsBoolFlag() // a bool flag takes no value: "--" was the end
+	return false
 }
 
 // openReadOnly opens dir with Options.ReadOnly: nothing in it is changed.
