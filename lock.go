@@ -12,8 +12,9 @@ import (
 )
 
 // lockDir takes the exclusive lock on the directory's LOCK file (vfs.Lock:
-// a flock, released when the process dies, so a crash leaves no stale
-// lock; a second Open in the same process fails as a second process does).
+// a flock, LockFileEx on Windows, released when the process dies, so a
+// crash leaves no stale lock; a second Open in the same process fails as a
+// second process does).
 func lockDir(fsys vfs.FS, dir string) (io.Closer, error) {
 	l, err := fsys.Lock(filepath.Join(dir, base.LockName))
 	if errors.Is(err, vfs.ErrLocked) {

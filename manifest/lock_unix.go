@@ -5,10 +5,10 @@ package manifest
 import (
 	"errors"
 	"os"
-	"syscall"
 	"time"
 
 	berrors "go.etcd.io/bbolt/errors"
+	"golang.org/x/sys/unix"
 )
 
 // lockRetry is how often lockAsBolt retries, as bbolt's own flock does.
@@ -22,14 +22,14 @@ const lockRetry = 50 * time.Millisecond
 // writer can be halfway through a commit. It fails with bbolt's
 // ErrTimeout, which openError reports as ErrLocked.
 func lockAsBolt(f *os.File, exclusive bool, timeout time.Duration) error {
-	how := syscall.LOCK_SH
+	how := unix.LOCK_SH
 	if exclusive {
-		how = syscall.LOCK_EX
+		how = unix.LOCK_EX
 	}
 	deadline := time.Now().Add(timeout)
 	for {
-		err := syscall.Flock(int(f.Fd()), how|syscall.LOCK_NB)
-		if !errors.Is(err, syscall.EWOULDBLOCK) {
+		err := unix.Flock(int(f.Fd()), how|unix.LOCK_NB)
+		if !errors.Is(err, unix.EWOULDBLOCK) {
 			return err
 		}
 		if time.Now().After(deadline) {

@@ -296,8 +296,7 @@ func (p *PowerLoss) dirLocked(path string) *plDir {
 		}
 		var ino *plInode
 		if info, err := e.Info(); err == nil {
-			if st, ok := info.Sys().(*syscall.Stat_t); ok {
-				key := [2]uint64{uint64(st.Dev), uint64(st.Ino)}
+			if key, ok := fileID(info); ok {
 				if ino = byIno[key]; ino == nil {
 					ino = p.newInode(plOnDisk)
 					byIno[key] = ino

@@ -15,7 +15,6 @@ import (
 	"errors"
 	"io"
 	"os"
-	"syscall"
 )
 
 // File is an open file.
@@ -96,7 +95,7 @@ func (osFS) SyncDir(dir string) error {
 	if err != nil {
 		return err
 	}
-	return errors.Join(d.Sync(), d.Close())
+	return errors.Join(syncDir(d), d.Close())
 }
 
 func (osFS) Lock(name string) (io.Closer, error) {
@@ -119,7 +118,7 @@ func (osFS) LockShared(name string) (io.Closer, error) {
 func flockOrClose(f *os.File, name string, shared bool) (io.Closer, error) {
 	if err := lockFile(f, shared); err != nil {
 		f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
+		if errors.Is(err, ErrLocked) {
 			return nil, ErrLocked
 		}
 		return nil, &os.PathError{Op: "lock", Path: name, Err: err}

@@ -1,0 +1,526 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"flag"
+	"maps"
+	"math"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+	"unicode"
+
+	"github.com/bloomkv/bloomkv"
+	"github.com/bloomkv/bloomkv/internal/base"
+)
+
+// The pairs of makeInspectStore: printable, with a space, binary, empty,
+// a key that starts with '-' and one that starts with a quote.
+var inspectPairs = []struct{ key, value string }{
+	{"user:1", "ada"},
+	{"user:2", "bob smith"},
+	{"user:3", "wal only"}, // written after the flush: in the WAL only
+	{"\x00\xffbin", "\x01\x02\x03"},
+	{"-dash", "d"},
+	{"\"quoted\"", ""},
+	{"zz", "last"},
+}
+
+// makeInspectStore makes a store holding inspectPairs, all but user:3 in
+// a segment, and returns a copy of its directory taken while the writer
+// still had it open: the image a crash of the writer leaves, with a WAL
+// that holds user:3 (on Linux, preallocated and mapped, so with a zero
+// tail that a writer's Open would cut off).
+func makeInspectStore(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	db, err := bloomkv.Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, p := range inspectPairs {
+		if p.key == "user:3" {
+			continue
+		}
+		if err := db.Put([]byte(p.key), []byte(p.value)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Put([]byte("user:3"), []byte("wal only")); err != nil {
+		t.Fatal(err)
+	}
+	img := t.TempDir()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(img, e.Name()), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return img
+}
+
+// TestHelp: asking for help is not an error, and goes to stdout.
+func TestHelp(t *testing.T) {
+	for _, args := range [][]string{
+		{"-h"}, {"--help"}, {"help"},
+		{"verify", "-h"}, {"stats", "-h"}, {"get", "-h"}, {"scan", "-h"}, {"checkpoint", "-h"},
+		{"scan", "somedir", "-h"}, // after the arguments too
+	} {
+		code, out, errs := runCmd(args...)
+		want := "usage: bloomkv"
+		if len(args) > 1 {
+			want += " " + args[0]
+		}
+		if code != 0 || !strings.Contains(out, want) || errs != "" {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want 0 and %q on stdout", args, code, out, errs, want)
+		}
+	}
+	_, out, _ := runCmd("-h")
+	for _, s := range []string{"exit status", "0  ok", "1  get: no such key", "2  usage", "base64", "strconv.Quote", "before or after"} {
+		if !strings.Contains(out, s) {
+			t.Errorf("usage does not mention %q", s)
+		}
+	}
+}
+
+func TestUsageAndErrors(t *testing.T) {
+	store := makeStore(t)
+	notStore := t.TempDir()
+	missing := filepath.Join(store, "nope")
+	for _, args := range [][]string{
+		nil,
+		{"frobnicate"},
+		{"verify"},
+		{"verify", "-bogus", store},
+		{"verify", store, "extra"},
+		{"verify", notStore},
+		{"verify", missing},
+		{"stats"},
+		{"stats", notStore}, // must not make a store
+		{"stats", store, "-bogus"},
+		{"get", store},
+		{"get", store, "k", "extra"},
+		{"get", "-hex", store, "zz"}, // not hex
+		{"get", "-hex", "-raw", store, "00"},
+		{"get", store, ""}, // empty key
+		{"get", notStore, "k"},
+		{"get", missing, "k"},
+		{"scan"},
+		{"scan", store, "extra"},
+		{"scan", store, "-limit", "-1"},
+		{"scan", store, "-limit"},
+		{"scan", "-hex", "-prefix", "xyz", store},
+		{"scan", notStore},
+		{"scan", missing},
+		{"checkpoint", store},
+	} {
+		if code, _, errs := runCmd(args...); code != 2 || errs == "" {
+			t.Errorf("bloomkv %q: exit %d, stderr %q; want 2 and a message", args, code, errs)
+		}
+	}
+	if entries, _ := os.ReadDir(notStore); len(entries) != 0 {
+		t.Errorf("a failed command wrote into an empty directory: %v", entries)
+	}
+}
+
+// TestLockedStore: while a writer has the store open, every command
+// refuses with exit 2 and says the store is locked.
+func TestLockedStore(t *testing.T) {
+	store := makeStore(t)
+	db, err := bloomkv.Open(store, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, args := range [][]string{
+		{"verify", store},
+		{"stats", store},
+		{"get", store, "k0001"},
+		{"scan", store},
+		{"checkpoint", store, filepath.Join(t.TempDir(), "copy")},
+	} {
+		if code, out, errs := runCmd(args...); code != 2 || !strings.Contains(errs, "locked") || out != "" {
+			t.Errorf("bloomkv %v on a store open for writing: exit %d, stdout %q, stderr %q; want 2 and a lock error", args, code, out, errs)
+		}
+	}
+}
+
+func TestParseInterspersed(t *testing.T) {
+	tests := []struct {
+		args   []string
+		pos    []string
+		prefix string
+		limit  int
+		json   bool
+	}{
+		{nil, nil, "", 0, false},
+		{[]string{"DIR"}, []string{"DIR"}, "", 0, false},
+		{[]string{"-json", "DIR"}, []string{"DIR"}, "", 0, true},
+		{[]string{"DIR", "-json"}, []string{"DIR"}, "", 0, true},
+		{[]string{"DIR", "-prefix", "p", "-limit", "3"}, []string{"DIR"}, "p", 3, false},
+		{[]string{"-prefix=p", "DIR", "KEY", "-limit=3"}, []string{"DIR", "KEY"}, "p", 3, false},
+		{[]string{"DIR", "-limit", "3", "KEY", "-json"}, []string{"DIR", "KEY"}, "", 3, true},
+		{[]string{"DIR", "--", "-json"}, []string{"DIR", "-json"}, "", 0, false},
+		{[]string{"--", "-x", "-json"}, []string{"-x", "-json"}, "", 0, false},
+		{[]string{"DIR", "--", "k", "-json"}, []string{"DIR", "k", "-json"}, "", 0, false},
+		{[]string{"DIR", "-json", "--", "-k"}, []string{"DIR", "-k"}, "", 0, true},
+		// "--" as the value of a flag does not end the flags.
+		{[]string{"-prefix", "--", "DIR", "-json"}, []string{"DIR"}, "--", 0, true},
+		{[]string{"-prefix", "-limit", "--", "DIR", "-json"}, []string{"DIR", "-json"}, "-limit", 0, false},
+		{[]string{"-limit", "3", "-prefix", "--", "--", "-json"}, []string{"-json"}, "--", 3, false},
+		{[]string{"-json", "--", "DIR", "-limit", "3"}, []string{"DIR", "-limit", "3"}, "", 0, true},
+		{[]string{"DIR", "-", "-json"}, []string{"DIR", "-"}, "", 0, true},
+	}
+	for _, tc := range tests {
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		prefix := fs.String("prefix", "", "")
+		limit := fs.Int("limit", 0, "")
+		asJSON := fs.Bool("json", false, "")
+		pos, err := parseInterspersed(fs, tc.args)
+		if err != nil || !slices.Equal(pos, tc.pos) || *prefix != tc.prefix || *limit != tc.limit || *asJSON != tc.json {
+			t.Errorf("%q: %q, %v, prefix %q, limit %d, json %v; want %q, prefix %q, limit %d, json %v",
+				tc.args, pos, err, *prefix, *limit, *asJSON, tc.pos, tc.prefix, tc.limit, tc.json)
+		}
+	}
+}
+
+func TestFormatBytes(t *testing.T) {
+	tests := []struct{ in, text, hex string }{
+		{"user:1", "user:1", "757365723a31"},
+		{"a b", `"a b"`, "612062"},
+		{"a\tb", `"a\tb"`, "610962"},
+		{"\x00\xff", `"\x00\xff"`, "00ff"},
+		{"", `""`, ""},
+		{`"q"`, `"\"q\""`, "227122"},
+		{`a"b`, `a"b`, "612262"}, // a quote inside is not ambiguous
+		{"café", `"café"`, "636166c3a9"},
+		{"~!", "~!", "7e21"},
+	}
+	for _, tc := range tests {
+		if got := formatBytes([]byte(tc.in), false); got != tc.text {
+			t.Errorf("formatBytes(%q) = %s, want %s", tc.in, got, tc.text)
+		}
+		if got := formatBytes([]byte(tc.in), true); got != tc.hex {
+			t.Errorf("formatBytes(%q, hex) = %s, want %s", tc.in, got, tc.hex)
+		}
+	}
+}
+
+func TestGetCommand(t *testing.T) {
+	dir := makeInspectStore(t)
+	tests := []struct {
+		args     []string
+		code     int
+		out, err string
+	}{
+		{[]string{"get", dir, "user:1"}, 0, "ada\n", ""},
+		{[]string{"get", dir, "user:2"}, 0, "\"bob smith\"\n", ""},
+		{[]string{"get", dir, "user:3"}, 0, "\"wal only\"\n", ""}, // replayed from the WAL
+		{[]string{"get", dir, "\x00\xffbin"}, 0, "\"\\x01\\x02\\x03\"\n", ""},
+		{[]string{"get", "-hex", dir, "00ff62696e"}, 0, "010203\n", ""},
+		{[]string{"get", dir, "00ff62696e", "-hex"}, 0, "010203\n", ""}, // flag after the arguments
+		{[]string{"get", dir, "\x00\xffbin", "-raw"}, 0, "\x01\x02\x03", ""},
+		{[]string{"get", dir, "\"quoted\""}, 0, "\"\"\n", ""},
+		{[]string{"get", "-raw", dir, "\"quoted\""}, 0, "", ""},
+		{[]string{"get", dir, "--", "-dash"}, 0, "d\n", ""},
+		{[]string{"get", dir, "nope"}, 1, "", "bloomkv get: nope: not found\n"},
+		{[]string{"get", dir, "-hex", "00"}, 1, "", "bloomkv get: 00: not found\n"},
+		{[]string{"get", dir, "user:"}, 1, "", "bloomkv get: user:: not found\n"},
+	}
+	for _, tc := range tests {
+		before := treeHash(t, dir)
+		code, out, errs := runCmd(tc.args...)
+		if code != tc.code || out != tc.out || errs != tc.err {
+			t.Errorf("bloomkv %q: exit %d, stdout %q, stderr %q; want %d, %q, %q", tc.args, code, out, errs, tc.code, tc.out, tc.err)
+		}
+		if treeHash(t, dir) != before {
+			t.Fatalf("bloomkv %q changed the store", tc.args)
+		}
+	}
+}
+
+func TestScanCommand(t *testing.T) {
+	dir := makeInspectStore(t)
+	all := "\"\\x00\\xffbin\"\t\"\\x01\\x02\\x03\"\n" +
+		"\"\\\"quoted\\\"\"\t\"\"\n" +
+		"-dash\td\n" +
+		"user:1\tada\n" +
+		"user:2\t\"bob smith\"\n" +
+		"user:3\t\"wal only\"\n" +
+		"zz\tlast\n"
+	tests := []struct {
+		args []string
+		out  string
+	}{
+		{[]string{"scan", dir}, all},
+		{[]string{"scan", "-prefix", "user:", dir}, "user:1\tada\nuser:2\t\"bob smith\"\nuser:3\t\"wal only\"\n"},
+		{[]string{"scan", dir, "-prefix", "user:", "-limit", "2"}, "user:1\tada\nuser:2\t\"bob smith\"\n"},
+		{[]string{"scan", dir, "-prefix", "user:", "-limit", "2", "-keys-only"}, "user:1\nuser:2\n"},
+		{[]string{"scan", dir, "-start", "user:2", "-end", "zz"}, "user:2\t\"bob smith\"\nuser:3\t\"wal only\"\n"},
+		{[]string{"scan", dir, "-start", "user:2", "-end", "zz", "-prefix", "user:", "-limit", "1"}, "user:2\t\"bob smith\"\n"},
+		{[]string{"scan", dir, "-end", "-"}, "\"\\x00\\xffbin\"\t\"\\x01\\x02\\x03\"\n\"\\\"quoted\\\"\"\t\"\"\n"},
+		{[]string{"scan", dir, "-hex", "-prefix", "00", "-keys-only"}, "00ff62696e\n"},
+		{[]string{"scan", dir, "-hex", "-start", "7a"}, "7a7a\t6c617374\n"},
+		{[]string{"scan", dir, "-prefix", "none"}, ""},
+		{[]string{"scan", dir, "-limit", "0", "-keys-only", "-start", "zz"}, "zz\n"},
+	}
+	for _, tc := range tests {
+		before := treeHash(t, dir)
+		code, out, errs := runCmd(tc.args...)
+		if code != 0 || out != tc.out || errs != "" {
+			t.Errorf("bloomkv %q: exit %d, stderr %q, stdout\n%s\nwant\n%s", tc.args, code, errs, out, tc.out)
+		}
+		if treeHash(t, dir) != before {
+			t.Fatalf("bloomkv %q changed the store", tc.args)
+		}
+	}
+}
+
+// TestScanJSON decodes scan -json's lines back into the exact pairs.
+func TestScanJSON(t *testing.T) {
+	dir := makeInspectStore(t)
+	want := slices.Clone(inspectPairs)
+	slices.SortFunc(want, func(a, b struct{ key, value string }) int { return strings.Compare(a.key, b.key) })
+	for _, keysOnly := range []bool{false, true} {
+		args := []string{"scan", dir, "-json"}
+		if keysOnly {
+			args = append(args, "-keys-only")
+		}
+		code, out, errs := runCmd(args...)
+		if code != 0 {
+			t.Fatalf("%q: exit %d: %s", args, code, errs)
+		}
+		sc := bufio.NewScanner(strings.NewReader(out))
+		i := 0
+		for ; sc.Scan(); i++ {
+			var line map[string]*[]byte
+			if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
+				t.Fatalf("%q line %d %q: %v", args, i, sc.Text(), err)
+			}
+			if i >= len(want) {
+				t.Fatalf("%q: more lines than pairs: %s", args, sc.Text())
+			}
+			k, v := line["key"], line["value"]
+			wantLen := 2
+			if keysOnly {
+				wantLen = 1
+			}
+			if len(line) != wantLen || k == nil || string(*k) != want[i].key {
+				t.Errorf("%q line %d: %s; want key %q", args, i, sc.Text(), want[i].key)
+			}
+			if !keysOnly && (v == nil || string(*v) != want[i].value) {
+				t.Errorf("%q line %d: %s; want value %q", args, i, sc.Text(), want[i].value)
+			}
+		}
+		if i != len(want) {
+			t.Errorf("%q: %d lines, want %d", args, i, len(want))
+		}
+	}
+}
+
+func TestStatsCommand(t *testing.T) {
+	dir := makeInspectStore(t)
+	before := treeHash(t, dir)
+
+	code, out, errs := runCmd("stats", dir)
+	if code != 0 || errs != "" {
+		t.Fatalf("stats: exit %d\n%s", code, errs)
+	}
+	for _, want := range []string{"segments                   1\n", "memtables                  1 ", "filter memory              ", " B"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stats output lacks %q:\n%s", want, out)
+		}
+	}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if line == "" || strings.HasSuffix(line, ":") {
+			continue
+		}
+		if len(line) < 28 || line[26] != ' ' || line[27] == ' ' {
+			t.Errorf("stats line not aligned at column 28: %q", line)
+		}
+	}
+
+	code, out, errs = runCmd("stats", dir, "-json") // flag after DIR
+	var st map[string]any
+	if err := json.Unmarshal([]byte(out), &st); code != 0 || err != nil {
+		t.Fatalf("stats -json: exit %d, %v\n%s%s", code, err, out, errs)
+	}
+	if st["segments"] != 1.0 || st["memtables"] != 1.0 || st["segment_bytes"].(float64) <= 0 || st["filter_bytes"].(float64) <= 0 {
+		t.Errorf("stats -json: %v", st)
+	}
+	if treeHash(t, dir) != before {
+		t.Fatal("stats changed the store")
+	}
+}
+
+// TestStatsJSONComplete: every field of bloomkv.Stats and CompactionInfo
+// is in stats -json under its snake_case name (durations with _ns), with
+// its value: a field added to Stats fails here until the CLI shows it.
+func TestStatsJSONComplete(t *testing.T) {
+	var st bloomkv.Stats
+	fillNonZero(reflect.ValueOf(&st).Elem())
+	b, err := json.Marshal(newStatsJSON(st))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]any
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	checkFields(t, reflect.TypeFor[bloomkv.Stats](), got)
+	comps, _ := got["recent_compactions"].([]any)
+	if len(comps) != 1 {
+		t.Fatalf("recent_compactions = %v", got["recent_compactions"])
+	}
+	checkFields(t, reflect.TypeFor[bloomkv.CompactionInfo](), comps[0].(map[string]any))
+	if text := newStatsJSON(st).String(); !strings.Contains(text, "compaction 1 ") {
+		t.Errorf("text stats do not list the compaction:\n%s", text)
+	}
+	// encoding/json refuses NaN and ±Inf: they are shown as 0.
+	st.FilterExpectedReads = math.NaN()
+	st.RecentCompactions[0].MeasuredFPR = math.Inf(1)
+	if _, err := json.Marshal(newStatsJSON(st)); err != nil {
+		t.Errorf("stats -json with NaN and Inf: %v", err)
+	}
+}
+
+// checkFields checks that m holds every field of typ, non-zero.
+func checkFields(t *testing.T, typ reflect.Type, m map[string]any) {
+	t.Helper()
+	for i := range typ.NumField() {
+		f := typ.Field(i)
+		name := snakeCase(f.Name)
+		if f.Type == reflect.TypeFor[time.Duration]() {
+			name += "_ns"
+		}
+		v, ok := m[name]
+		if !ok {
+			t.Errorf("%s.%s: no %q in stats -json (keys: %v)", typ.Name(), f.Name, name, slices.Sorted(maps.Keys(m)))
+			continue
+		}
+		if v == nil || v == 0.0 || v == false || v == "" {
+			t.Errorf("%s.%s: %q is %v, want the field's non-zero value", typ.Name(), f.Name, name, v)
+		}
+	}
+	if len(m) != typ.NumField() {
+		t.Errorf("%s: %d JSON keys for %d fields: %v", typ.Name(), len(m), typ.NumField(), slices.Sorted(maps.Keys(m)))
+	}
+}
+
+// snakeCase turns a Go field name into a snake_case key: WALBytes →
+// wal_bytes, EstimatedFPR → estimated_fpr.
+func snakeCase(s string) string {
+	r := []rune(s)
+	var b strings.Builder
+	for i, c := range r {
+		if unicode.IsUpper(c) && i > 0 && (unicode.IsLower(r[i-1]) || i+1 < len(r) && unicode.IsLower(r[i+1])) {
+			b.WriteByte('_')
+		}
+		b.WriteRune(unicode.ToLower(c))
+	}
+	return b.String()
+}
+
+// fillNonZero sets every field under v to a non-zero value; a slice gets
+// one element.
+func fillNonZero(v reflect.Value) {
+	switch v.Kind() {
+	case reflect.Struct:
+		for i := range v.NumField() {
+			fillNonZero(v.Field(i))
+		}
+	case reflect.Slice:
+		v.Set(reflect.MakeSlice(v.Type(), 1, 1))
+		fillNonZero(v.Index(0))
+	case reflect.Int, reflect.Int64, reflect.Int32:
+		v.SetInt(7)
+	case reflect.Uint, reflect.Uint64, reflect.Uint32:
+		v.SetUint(7)
+	case reflect.Float64:
+		v.SetFloat(0.5)
+	case reflect.Bool:
+		v.SetBool(true)
+	case reflect.String:
+		v.SetString("x")
+	}
+}
+
+// TestInspectionChangesNothing runs every read-only command on the image a
+// crashed writer leaves (a WAL with records, and on Linux its
+// preallocated zero tail) and checks that no file's bytes changed: a
+// writer's Open would replay, flush and trim, a read-only open must not.
+func TestInspectionChangesNothing(t *testing.T) {
+	dir := makeInspectStore(t)
+	before := treeHash(t, dir)
+	for _, args := range [][]string{
+		{"stats", dir},
+		{"stats", "-json", dir},
+		{"get", dir, "user:3"},
+		{"get", dir, "nope"},
+		{"scan", dir},
+		{"scan", "-json", dir},
+		{"verify", dir},
+		{"checkpoint", dir, filepath.Join(t.TempDir(), "copy")},
+	} {
+		if code, _, errs := runCmd(args...); code > 1 {
+			t.Fatalf("bloomkv %q: exit %d: %s", args, code, errs)
+		}
+		if treeHash(t, dir) != before {
+			t.Fatalf("bloomkv %q changed the store", args)
+		}
+	}
+	// The same image opened by a writer does change: the check can fail.
+	db, err := bloomkv.Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if treeHash(t, dir) == before {
+		t.Fatal("a writer's open and close changed nothing either: the image has no WAL to replay")
+	}
+}
+
+// TestDamagedStore: get and scan report a damaged block with exit 1 and
+// the file's name, as verify does.
+func TestDamagedStore(t *testing.T) {
+	dir := makeStore(t)
+	segs, _ := filepath.Glob(filepath.Join(dir, "*"+base.SegmentExt))
+	if len(segs) != 1 {
+		t.Fatalf("segments: %v", segs)
+	}
+	b, err := os.ReadFile(segs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[10] ^= 0xff // inside the first data block
+	if err := os.WriteFile(segs[0], b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	name := filepath.Base(segs[0])
+	for _, args := range [][]string{
+		{"get", dir, "k0000"},
+		{"scan", dir, "-keys-only"},
+	} {
+		if code, _, errs := runCmd(args...); code != 1 || !strings.Contains(errs, name) {
+			t.Errorf("bloomkv %q on a damaged segment: exit %d, stderr %q; want 1 and the file's name", args, code, errs)
+		}
+	}
+}
