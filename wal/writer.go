@@ -1,10 +1,12 @@
 package wal
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"sync/atomic"
 )
 
 // File is what the Writer needs of an *os.File. It is an interface so that
@@ -141,7 +143,7 @@ func (w *Writer) WriteRecords(payloads ...[]byte) (int64, error) {
 // Writer on failure.
 func (w *Writer) write(b []byte) (int64, error) {
 	if w.size+int64(len(b)) <= int64(len(w.mapped)) {
-		copy(w.mapped[w.size:], b)
+		copyRecords(w.mapped[w.size:], b)
 		w.size += int64(len(b))
 		return int64(len(b)), nil
 	}
@@ -202,4 +204,49 @@ func (w *Writer) Close() error {
 		return fmt.Errorf("wal: close %s: %w", w.name, err)
 	}
 	return nil
+}
+
+// fence orders stores: an atomic operation is a full barrier in Go's
+// memory model, on every architecture.
+var fence atomic.Uint32
+
+// copyRecords copies the encoded records b into dst, a shared mapping of
+// the file, so that a process killed in the middle leaves a torn tail and
+// never damage followed by a valid record. memmove stores a copy's bytes
+// in whatever order suits it (on amd64, a copy over 256 bytes stores its
+// first 32 bytes last), so one copy of a group could leave the group's
+// first record (a sync mark, say) zero and a later record whole; the
+// reader rightly calls that corruption, and the store would not open
+// (found by contrib/raftstore's kill -9 test, about once in 50 kills).
+// Here each record is stored in three steps, fenced from each other and
+// from the next record's: its length and type, then its payload, then its
+// checksum. Whenever the process dies, everything before the step under
+// way is whole and everything after it is still zero, and the reader's rule
+// for a record that fails its checksum with only zeros after it — a torn
+// tail — covers every moment: a half-stored length can only point into
+// zeros, and a record whose checksum matches was whole, as was every record
+// before it.
+func copyRecords(dst, b []byte) {
+	for len(b) > 0 {
+		n := recordHeaderSize + int(binary.LittleEndian.Uint32(b[4:8]))
+		store(dst[4:recordHeaderSize], b[4:recordHeaderSize])
+		fence.Add(1)
+		store(dst[recordHeaderSize:n], b[recordHeaderSize:n])
+		fence.Add(1)
+		store(dst[:4], b[:4])
+		fence.Add(1)
+		dst, b = dst[n:], b[n:]
+	}
+}
+
+// storeHook, if set (by tests), sees every copy copyRecords makes, in
+// order, instead of it.
+var storeHook func(dst, src []byte)
+
+func store(dst, src []byte) {
+	if storeHook != nil {
+		storeHook(dst, src)
+		return
+	}
+	copy(dst, src)
 }

@@ -15,8 +15,8 @@ package rangedel
 
 import (
 	"bytes"
+	"encoding/binary"
 	"slices"
-	"sort"
 )
 
 // Tombstone deletes the keys in [Start, End) with sequence numbers below
@@ -38,6 +38,32 @@ type Fragment struct {
 type List struct {
 	frags []Fragment
 	count int // tombstone pieces: the sum of len(Seqs)
+	// ends[i] is the first 8 bytes of frags[i].End as a big-endian
+	// integer (keyPrefix): Find compares these, contiguous in memory, and
+	// whole keys only where they tie. A Get asks every list it meets, and
+	// with 1,000 fragments the search over the keys themselves was ~30% of
+	// an absent-key Get's time.
+	ends []uint64
+}
+
+// keyPrefix returns the first 8 bytes of key as a big-endian integer,
+// zero-padded: where two keys' prefixes differ, they compare as the keys do.
+func keyPrefix(key []byte) uint64 {
+	if len(key) >= 8 {
+		return binary.BigEndian.Uint64(key)
+	}
+	var b [8]byte
+	copy(b[:], key)
+	return binary.BigEndian.Uint64(b[:])
+}
+
+// indexed fills l.ends once l.frags is final, and returns l.
+func (l *List) indexed() *List {
+	l.ends = make([]uint64, len(l.frags))
+	for i := range l.frags {
+		l.ends[i] = keyPrefix(l.frags[i].End)
+	}
+	return l
 }
 
 // Build fragments ts into a List. It keeps the slices of ts (the caller
@@ -82,7 +108,7 @@ func Build(ts []Tombstone) *List {
 		seqs = slices.Compact(seqs)
 		l.appendFragment(lo, hi, seqs)
 	}
-	return l
+	return l.indexed()
 }
 
 // appendFragment adds [start, end) after the last fragment, merging it into
@@ -108,7 +134,7 @@ func FromFragments(frags []Fragment) *List {
 	for _, f := range frags {
 		l.count += len(f.Seqs)
 	}
-	return l
+	return l.indexed()
 }
 
 // Empty reports whether the list holds no tombstone.
@@ -146,12 +172,31 @@ func (l *List) Find(key []byte) int {
 	if l == nil {
 		return -1
 	}
-	// The first fragment whose end is beyond key is the only candidate.
-	i := sort.Search(len(l.frags), func(i int) bool { return bytes.Compare(l.frags[i].End, key) > 0 })
+	i := l.firstEndAbove(key)
 	if i < len(l.frags) && bytes.Compare(l.frags[i].Start, key) <= 0 {
 		return i
 	}
 	return -1
+}
+
+// firstEndAbove returns the index of the first fragment whose end is
+// beyond key (len(frags) if none): the only one that can contain key.
+// Ends strictly increase, so their prefixes do not decrease; a fragment
+// whose end's prefix is below key's ends before key, one whose prefix is
+// above ends beyond it, and only equal prefixes need the whole keys.
+func (l *List) firstEndAbove(key []byte) int {
+	p := keyPrefix(key)
+	lo, hi := 0, len(l.ends)
+	for lo < hi {
+		mid := int(uint(lo+hi) >> 1)
+		e := l.ends[mid]
+		if e > p || e == p && bytes.Compare(l.frags[mid].End, key) > 0 {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	return lo
 }
 
 // Covering returns the sequence number of the newest tombstone that covers
@@ -211,7 +256,7 @@ func (l *List) Filter(keep func(seqs []uint64) []uint64) *List {
 			out.appendFragment(f.Start, f.End, seqs)
 		}
 	}
-	return out
+	return out.indexed()
 }
 
 // CoversSpan reports whether the fragments whose visible sequence number
@@ -259,7 +304,10 @@ func (c *Cursor) At(key []byte) *Fragment {
 		return c.frag
 	}
 	frags := c.l.Fragments()
-	j := sort.Search(len(frags), func(i int) bool { return bytes.Compare(frags[i].End, key) > 0 })
+	j := 0
+	if c.l != nil {
+		j = c.l.firstEndAbove(key)
+	}
 	c.known, c.frag, c.lo, c.hi = true, nil, nil, nil
 	switch {
 	case j < len(frags) && bytes.Compare(frags[j].Start, key) <= 0:
