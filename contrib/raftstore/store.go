@@ -67,8 +67,9 @@ const (
 	prefixStable = 0x02
 )
 
-// deleteBatchSize bounds the point deletes DeleteRange writes in one batch.
-const deleteBatchSize = 10_000
+// deleteBatchSize bounds the point deletes DeleteRange writes in one batch
+// (a variable so that the crash test can make deletions span batches).
+var deleteBatchSize = 10_000
 
 // Options configure New.
 type Options struct {

@@ -159,7 +159,8 @@ func TestDeleteRangeLarge(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	const n = 2*deleteBatchSize + 500
+	bs := uint64(deleteBatchSize)
+	n := 2*bs + 500
 	var logs []*raft.Log
 	for i := uint64(1); i <= n; i++ {
 		logs = append(logs, testRaftLog(i, "x"))
@@ -181,18 +182,18 @@ func TestDeleteRangeLarge(t *testing.T) {
 			}
 		}
 	}
-	if err := s.DeleteRange(0, deleteBatchSize+7); err != nil { // prefix
+	if err := s.DeleteRange(0, bs+7); err != nil { // prefix
 		t.Fatal(err)
 	}
-	check(deleteBatchSize+8, n)
-	if err := s.DeleteRange(100, deleteBatchSize+10); err != nil { // overlaps nothing but 3 entries
+	check(bs+8, n)
+	if err := s.DeleteRange(100, bs+10); err != nil { // overlaps nothing but 3 entries
 		t.Fatal(err)
 	}
-	check(deleteBatchSize+11, n)
-	if err := s.DeleteRange(n-deleteBatchSize-3, math.MaxUint64); err != nil { // suffix
+	check(bs+11, n)
+	if err := s.DeleteRange(n-bs-3, math.MaxUint64); err != nil { // suffix
 		t.Fatal(err)
 	}
-	check(deleteBatchSize+11, n-deleteBatchSize-4)
+	check(bs+11, n-bs-4)
 	if err := s.DeleteRange(5, 4); err != nil { // empty range
 		t.Fatal(err)
 	}
