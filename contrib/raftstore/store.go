@@ -246,9 +246,9 @@ func (s *Store) StoreLogs(logs []*raft.Log) error {
 //
 // The deletion is written in batches (see deleteRange), each durable
 // (unless NoSync) before the next; a crash in between leaves the entries
-// contiguous: a prefix deletion (min at or below the first index, raft's
-// compaction after a snapshot) goes upward from min, any other (raft's
-// truncation of a conflicting suffix) downward from max.
+// contiguous: a deletion that reaches the last index (raft's truncation of
+// a conflicting suffix) goes downward from the last index, any other
+// (raft's compaction of a prefix after a snapshot) upward from min.
 func (s *Store) DeleteRange(min, max uint64) error {
 	if min > max {
 		return nil
@@ -270,11 +270,14 @@ func (s *Store) DeleteRange(min, max uint64) error {
 // (plus the fsync unless NoSync: Batch.DeleteRange with s.write), which
 // is atomic and costs one record however many entries it covers.
 func (s *Store) deleteRange(min, max uint64) error {
-	first, err := s.FirstIndex()
+	// Not FirstIndex: after raft's compactions the front of the log is
+	// tombstones until bloomkv compacts them away, and First would walk
+	// over every one of them on each call.
+	last, err := s.LastIndex()
 	if err != nil {
 		return err
 	}
-	upward := min <= first
+	upward := max < last
 	opts := bloomkv.IterOptions{LowerBound: logKey(min), UpperBound: logEnd(max)}
 	it, err := s.db.NewIterator(&opts) // a snapshot: our deletes do not disturb it
 	if err != nil {
