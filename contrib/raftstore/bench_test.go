@@ -100,3 +100,46 @@ func BenchmarkClusterApply(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkFirstIndexAfterCompaction: 200,000 entries of which raft's
+// compactions deleted the first 199,000 (tombstones until bloomkv compacts
+// them away). "hint" is FirstIndex as raft calls it; "scan" is the bounded
+// iterator's First without the front hint, which steps over every
+// tombstone (what a reopened store's first FirstIndex costs once).
+func BenchmarkFirstIndexAfterCompaction(b *testing.B) {
+	s, err := New(Options{Path: b.TempDir(), NoSync: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	const n, deleted = 200_000, 199_000
+	var logs []*raft.Log
+	for i := uint64(1); i <= n; i++ {
+		logs = append(logs, &raft.Log{Index: i, Data: []byte("data")})
+		if len(logs) == 10_000 {
+			if err := s.StoreLogs(logs); err != nil {
+				b.Fatal(err)
+			}
+			logs = logs[:0]
+		}
+	}
+	for lo := uint64(1); lo <= deleted; lo += 8192 { // as raft's snapshots do
+		if err := s.DeleteRange(lo, min(lo+8191, deleted)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Run("hint", func(b *testing.B) {
+		for b.Loop() {
+			if idx, err := s.FirstIndex(); err != nil || idx != deleted+1 {
+				b.Fatal(idx, err)
+			}
+		}
+	})
+	b.Run("scan", func(b *testing.B) {
+		for b.Loop() {
+			if idx, err := s.edgeIndex(0, false); err != nil || idx != deleted+1 {
+				b.Fatal(idx, err)
+			}
+		}
+	})
+}

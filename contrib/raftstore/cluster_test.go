@@ -96,6 +96,10 @@ func clusterConfig(id raft.ServerID, timeout time.Duration) *raft.Config {
 	c.ElectionTimeout = timeout
 	c.LeaderLeaseTimeout = timeout / 2
 	c.CommitTimeout = 5 * time.Millisecond
+	// Let Apply calls queue while the leader stores a batch, so that the
+	// next batch takes them all (raft's default hands the leader one at a
+	// time): one fsync per batch, not per command.
+	c.BatchApplyCh = true
 	// Snapshot often and keep few logs, so that the log stores' prefixes are
 	// deleted (DeleteRange) while the test runs.
 	c.SnapshotThreshold = 512

@@ -51,6 +51,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync"
 
 	"github.com/bloomkv/bloomkv"
 	"github.com/hashicorp/raft"
@@ -97,6 +98,58 @@ type Store struct {
 	db     *bloomkv.DB
 	ownsDB bool
 	noSync bool
+	front  frontHint
+}
+
+// frontHint remembers where the live log starts, so that FirstIndex does
+// not walk over the tombstones raft's compactions leave at the front of
+// the log (bloomkv keeps them until a compaction drops them, and an
+// iterator's First steps over each one).
+//
+// The invariant: no log entry with an index below min exists. StoreLogs
+// lowers min before it writes; DeleteRange and FirstIndex raise it only
+// when no StoreLogs ran at any time while they did (gen unchanged, none in
+// flight at the start), so what they saw is still true.
+type frontHint struct {
+	mu       sync.Mutex
+	min      uint64
+	gen      uint64 // incremented when a StoreLogs starts and when it ends
+	inFlight int    // StoreLogs between start and end
+}
+
+// lower makes the hint no higher than idx; called before a write of idx.
+func (h *frontHint) lower(idx uint64) {
+	h.mu.Lock()
+	h.min = min(h.min, idx)
+	h.gen++
+	h.inFlight++
+	h.mu.Unlock()
+}
+
+// written ends what lower started.
+func (h *frontHint) written() {
+	h.mu.Lock()
+	h.gen++
+	h.inFlight--
+	h.mu.Unlock()
+}
+
+// observe returns the hint and a token for raise; ok is false while a
+// StoreLogs is in flight (no raise may follow).
+func (h *frontHint) observe() (hint, gen uint64, ok bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.min, h.gen, h.inFlight == 0
+}
+
+// raise sets the hint to idx if it is higher and no StoreLogs started
+// since observe returned gen.
+func (h *frontHint) raise(idx, gen uint64) {
+	h.mu.Lock()
+	if h.gen == gen {
+		h.min = max(h.min, idx)
+	}
+	h.mu.Unlock()
 }
 
 var (
@@ -172,13 +225,24 @@ func stableKey(k []byte) []byte {
 var logBounds = bloomkv.IterOptions{LowerBound: []byte{prefixLog}, UpperBound: []byte{prefixLog + 1}}
 
 // FirstIndex returns the first index written, 0 for no entries.
-func (s *Store) FirstIndex() (uint64, error) { return s.edgeIndex(false) }
+func (s *Store) FirstIndex() (uint64, error) {
+	hint, gen, ok := s.front.observe()
+	idx, err := s.edgeIndex(hint, false)
+	if err == nil && ok && idx != 0 {
+		s.front.raise(idx, gen)
+	}
+	return idx, err
+}
 
 // LastIndex returns the last index written, 0 for no entries.
-func (s *Store) LastIndex() (uint64, error) { return s.edgeIndex(true) }
+func (s *Store) LastIndex() (uint64, error) { return s.edgeIndex(0, true) }
 
-func (s *Store) edgeIndex(last bool) (idx uint64, err error) {
+// edgeIndex returns the first or last index at or above from.
+func (s *Store) edgeIndex(from uint64, last bool) (idx uint64, err error) {
 	opts := logBounds
+	if from > 0 {
+		opts.LowerBound = logKey(from)
+	}
 	it, err := s.db.NewIterator(&opts)
 	if err != nil {
 		return 0, fmt.Errorf("raftstore: iterator: %w", err)
@@ -230,6 +294,12 @@ func (s *Store) StoreLogs(logs []*raft.Log) error {
 	if len(logs) == 0 {
 		return nil
 	}
+	lowest := logs[0].Index
+	for _, l := range logs {
+		lowest = min(lowest, l.Index)
+	}
+	s.front.lower(lowest)
+	defer s.front.written()
 	b := bloomkv.NewBatch()
 	var buf []byte
 	for _, l := range logs {
@@ -242,25 +312,31 @@ func (s *Store) StoreLogs(logs []*raft.Log) error {
 	return nil
 }
 
-// DeleteRange deletes the entries with indexes in [min, max].
+// DeleteRange deletes the entries with indexes in [lo, hi].
 //
 // The deletion is written in batches (see deleteRange), each durable
 // (unless NoSync) before the next; a crash in between leaves the entries
 // contiguous: a deletion that reaches the last index (raft's truncation of
 // a conflicting suffix) goes downward from the last index, any other
-// (raft's compaction of a prefix after a snapshot) upward from min.
-func (s *Store) DeleteRange(min, max uint64) error {
-	if min > max {
-		return nil
+// (raft's compaction of a prefix after a snapshot) upward from lo.
+func (s *Store) DeleteRange(lo, hi uint64) error {
+	hint, gen, ok := s.front.observe()
+	from := max(lo, hint) // nothing lives below the hint
+	if from <= hi {
+		if err := s.deleteRange(from, hi); err != nil {
+			return fmt.Errorf("raftstore: delete logs %d-%d: %w", lo, hi, err)
+		}
 	}
-	if err := s.deleteRange(min, max); err != nil {
-		return fmt.Errorf("raftstore: delete logs %d-%d: %w", min, max, err)
+	if ok && lo <= hint && hi < math.MaxUint64 {
+		s.front.raise(hi+1, gen) // nothing below lo before, nothing in [lo, hi] now
 	}
 	return nil
 }
 
 // deleteRange deletes the log keys of [min, max] with bounded batches of
-// point deletes.
+// point deletes. DeleteRange passes a min no lower than the front hint
+// (nothing lives below it), so the iterator does not start among the
+// tombstones of earlier compactions.
 //
 // TODO: bloomkv is gaining DB.DeleteRange(start, end) (range tombstones).
 // Once it lands, this whole function becomes
@@ -270,9 +346,6 @@ func (s *Store) DeleteRange(min, max uint64) error {
 // (plus the fsync unless NoSync: Batch.DeleteRange with s.write), which
 // is atomic and costs one record however many entries it covers.
 func (s *Store) deleteRange(min, max uint64) error {
-	// Not FirstIndex: after raft's compactions the front of the log is
-	// tombstones until bloomkv compacts them away, and First would walk
-	// over every one of them on each call.
 	last, err := s.LastIndex()
 	if err != nil {
 		return err
