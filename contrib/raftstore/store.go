@@ -31,6 +31,16 @@
 // commit). StoreLogs is one atomic batch: after a crash all of its entries
 // are there or none.
 //
+// A Store that opens its own DB (Options.Path) sets
+// bloomkv.Options.DisableMmap, so that the WAL is appended with write(2):
+// bloomkv's default appends by copying into a shared mapping of the WAL,
+// and a SIGKILL in the middle of a large copy can leave its first bytes
+// zero with later bytes written (Go's copy on amd64 with AVX stores the
+// first 32 bytes of a copy over 256 bytes after the rest); the next Open
+// then fails with ErrCorrupt, though no acknowledged write was lost.
+// TestCrash -raftstore.crash-mmap reproduces it. A DB given in Options.DB
+// is used as it was opened.
+//
 // Options.NoSync writes with DB.Write instead: acknowledged writes survive
 // a crash of the process but not of the machine. That is unsafe for a real
 // cluster — a node that loses acknowledged entries or votes after a power
@@ -78,7 +88,8 @@ type Options struct {
 	// missing). Ignored when DB is set.
 	Path string
 	// BloomKV are the options bloomkv.Open is given for Path; nil means
-	// bloomkv.DefaultOptions(). Options.Sync need not be set: the Store
+	// bloomkv.DefaultOptions(). DisableMmap is always set (see the package
+	// documentation, Durability). Options.Sync need not be set: the Store
 	// fsyncs its own writes (see NoSync).
 	BloomKV *bloomkv.Options
 	// DB, if set, is an open DB to use instead of opening Path. The Store
@@ -170,7 +181,16 @@ func New(opts Options) (*Store, error) {
 		if opts.Path == "" {
 			return nil, errors.New("raftstore: Options.Path or Options.DB is required")
 		}
-		db, err := bloomkv.Open(opts.Path, opts.BloomKV)
+		bo := bloomkv.DefaultOptions()
+		if opts.BloomKV != nil {
+			o := *opts.BloomKV
+			bo = &o
+		}
+		// Work around a bloomkv bug (package documentation, Durability):
+		// a SIGKILL inside a copy into the mapped WAL can make the next
+		// Open fail with ErrCorrupt. write(2) has no such window.
+		bo.DisableMmap = true
+		db, err := bloomkv.Open(opts.Path, bo)
 		if err != nil {
 			return nil, fmt.Errorf("raftstore: open %s: %w", opts.Path, err)
 		}
