@@ -17,8 +17,8 @@ const maxFrozen = 2
 // full (makeRoomLocked), so an iterator steps over at most that much of a
 // memtable's covered data; the smallest segment this makes is as large. It
 // also rotates one holding maxMemtableRangeDels range tombstones: a
-// memtable re-fragments its tombstones at each one added, which stays
-// below a tenth of a millisecond at that count.
+// memtable copies its fragmented tombstones at each one added
+// (memtable.AddRangeDelete), a few microseconds at that count.
 const (
 	rangeDelRotateShare  = 16
 	maxMemtableRangeDels = 1024

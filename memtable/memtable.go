@@ -109,7 +109,6 @@ type Memtable struct {
 	nodes  []node                 // unused nodes of the current slab
 	towers []atomic.Pointer[node] // unused tower slots of the current slab
 	rng    rand.PCG               // tower heights; per memtable, so no shared lock
-	raw    []rangedel.Tombstone   // every range tombstone added, in arena memory
 }
 
 // New returns an empty memtable. sizeHint is the expected capacity in bytes
@@ -191,19 +190,18 @@ const rangeDelOverhead = 128
 // may run concurrently with readers, which see the tombstone once it
 // returns.
 //
-// Each call re-fragments the table's range tombstones (O(n log n) for n of
-// them): range deletions are rare next to point writes, and the result is
-// what lets a Get check them with one binary search.
+// Each call copies the table's fragmented tombstones with the new one cut
+// in (O(n) for n of them, rangedel.List.Add): the price of letting a Get
+// check them with one binary search, and of readers never taking a lock.
 func (m *Memtable) AddRangeDelete(seq uint64, start, end []byte) {
 	buf := m.arena.alloc(len(start) + len(end))
 	copy(buf, start)
 	copy(buf[len(start):], end)
-	m.raw = append(m.raw, rangedel.Tombstone{
+	m.rangeDels.Store(m.RangeDels().Add(rangedel.Tombstone{
 		Start: buf[:len(start):len(start)],
 		End:   buf[len(start):],
 		Seq:   seq,
-	})
-	m.rangeDels.Store(rangedel.Build(m.raw))
+	}))
 	m.size.Add(int64(len(start) + len(end) + rangeDelOverhead))
 	m.noteSeq(seq)
 }

@@ -31,15 +31,10 @@
 // commit). StoreLogs is one atomic batch: after a crash all of its entries
 // are there or none.
 //
-// A Store that opens its own DB (Options.Path) sets
-// bloomkv.Options.DisableMmap, so that the WAL is appended with write(2):
-// bloomkv's default appends by copying into a shared mapping of the WAL,
-// and a SIGKILL in the middle of a large copy can leave its first bytes
-// zero with later bytes written (Go's copy on amd64 with AVX stores the
-// first 32 bytes of a copy over 256 bytes after the rest); the next Open
-// then fails with ErrCorrupt, though no acknowledged write was lost.
-// TestCrash -raftstore.crash-mmap reproduces it. A DB given in Options.DB
-// is used as it was opened.
+// DeleteRange is one range deletion in bloomkv (a range tombstone): one
+// record however many entries it covers, atomic, and fsynced like the
+// rest. FirstIndex after raft's compactions is then the first key an
+// iterator finds, which steps over the deleted front in one seek.
 //
 // Options.NoSync writes with DB.Write instead: acknowledged writes survive
 // a crash of the process but not of the machine. That is unsafe for a real
@@ -61,7 +56,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"sync"
 
 	"github.com/bloomkv/bloomkv"
 	"github.com/hashicorp/raft"
@@ -78,18 +72,13 @@ const (
 	prefixStable = 0x02
 )
 
-// deleteBatchSize bounds the point deletes DeleteRange writes in one batch
-// (a variable so that the crash test can make deletions span batches).
-var deleteBatchSize = 10_000
-
 // Options configure New.
 type Options struct {
 	// Path is the directory of the bloomkv store to open (created if
 	// missing). Ignored when DB is set.
 	Path string
 	// BloomKV are the options bloomkv.Open is given for Path; nil means
-	// bloomkv.DefaultOptions(). DisableMmap is always set (see the package
-	// documentation, Durability). Options.Sync need not be set: the Store
+	// bloomkv.DefaultOptions(). Options.Sync need not be set: the Store
 	// fsyncs its own writes (see NoSync).
 	BloomKV *bloomkv.Options
 	// DB, if set, is an open DB to use instead of opening Path. The Store
@@ -109,58 +98,6 @@ type Store struct {
 	db     *bloomkv.DB
 	ownsDB bool
 	noSync bool
-	front  frontHint
-}
-
-// frontHint remembers where the live log starts, so that FirstIndex does
-// not walk over the tombstones raft's compactions leave at the front of
-// the log (bloomkv keeps them until a compaction drops them, and an
-// iterator's First steps over each one).
-//
-// The invariant: no log entry with an index below min exists. StoreLogs
-// lowers min before it writes; DeleteRange and FirstIndex raise it only
-// when no StoreLogs ran at any time while they did (gen unchanged, none in
-// flight at the start), so what they saw is still true.
-type frontHint struct {
-	mu       sync.Mutex
-	min      uint64
-	gen      uint64 // incremented when a StoreLogs starts and when it ends
-	inFlight int    // StoreLogs between start and end
-}
-
-// lower makes the hint no higher than idx; called before a write of idx.
-func (h *frontHint) lower(idx uint64) {
-	h.mu.Lock()
-	h.min = min(h.min, idx)
-	h.gen++
-	h.inFlight++
-	h.mu.Unlock()
-}
-
-// written ends what lower started.
-func (h *frontHint) written() {
-	h.mu.Lock()
-	h.gen++
-	h.inFlight--
-	h.mu.Unlock()
-}
-
-// observe returns the hint and a token for raise; ok is false while a
-// StoreLogs is in flight (no raise may follow).
-func (h *frontHint) observe() (hint, gen uint64, ok bool) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.min, h.gen, h.inFlight == 0
-}
-
-// raise sets the hint to idx if it is higher and no StoreLogs started
-// since observe returned gen.
-func (h *frontHint) raise(idx, gen uint64) {
-	h.mu.Lock()
-	if h.gen == gen {
-		h.min = max(h.min, idx)
-	}
-	h.mu.Unlock()
 }
 
 var (
@@ -186,10 +123,6 @@ func New(opts Options) (*Store, error) {
 			o := *opts.BloomKV
 			bo = &o
 		}
-		// Work around a bloomkv bug (package documentation, Durability):
-		// a SIGKILL inside a copy into the mapped WAL can make the next
-		// Open fail with ErrCorrupt. write(2) has no such window.
-		bo.DisableMmap = true
 		db, err := bloomkv.Open(opts.Path, bo)
 		if err != nil {
 			return nil, fmt.Errorf("raftstore: open %s: %w", opts.Path, err)
@@ -245,25 +178,14 @@ func stableKey(k []byte) []byte {
 var logBounds = bloomkv.IterOptions{LowerBound: []byte{prefixLog}, UpperBound: []byte{prefixLog + 1}}
 
 // FirstIndex returns the first index written, 0 for no entries.
-func (s *Store) FirstIndex() (uint64, error) {
-	hint, gen, ok := s.front.observe()
-	idx, err := s.edgeIndex(hint, false)
-	if err == nil && ok && idx != 0 {
-		s.front.raise(idx, gen)
-	}
-	return idx, err
-}
+func (s *Store) FirstIndex() (uint64, error) { return s.edgeIndex(false) }
 
 // LastIndex returns the last index written, 0 for no entries.
-func (s *Store) LastIndex() (uint64, error) { return s.edgeIndex(0, true) }
+func (s *Store) LastIndex() (uint64, error) { return s.edgeIndex(true) }
 
-// edgeIndex returns the first or last index at or above from.
-func (s *Store) edgeIndex(from uint64, last bool) (idx uint64, err error) {
-	opts := logBounds
-	if from > 0 {
-		opts.LowerBound = logKey(from)
-	}
-	it, err := s.db.NewIterator(&opts)
+// edgeIndex returns the first or last index.
+func (s *Store) edgeIndex(last bool) (idx uint64, err error) {
+	it, err := s.db.NewIterator(&logBounds)
 	if err != nil {
 		return 0, fmt.Errorf("raftstore: iterator: %w", err)
 	}
@@ -314,12 +236,6 @@ func (s *Store) StoreLogs(logs []*raft.Log) error {
 	if len(logs) == 0 {
 		return nil
 	}
-	lowest := logs[0].Index
-	for _, l := range logs {
-		lowest = min(lowest, l.Index)
-	}
-	s.front.lower(lowest)
-	defer s.front.written()
 	b := bloomkv.NewBatch()
 	var buf []byte
 	for _, l := range logs {
@@ -332,70 +248,18 @@ func (s *Store) StoreLogs(logs []*raft.Log) error {
 	return nil
 }
 
-// DeleteRange deletes the entries with indexes in [lo, hi].
-//
-// The deletion is written in batches (see deleteRange), each durable
-// (unless NoSync) before the next; a crash in between leaves the entries
-// contiguous: a deletion that reaches the last index (raft's truncation of
-// a conflicting suffix) goes downward from the last index, any other
-// (raft's compaction of a prefix after a snapshot) upward from lo.
+// DeleteRange deletes the entries with indexes in [lo, hi], in one atomic
+// write (a bloomkv range deletion), durable unless NoSync when it returns.
 func (s *Store) DeleteRange(lo, hi uint64) error {
-	hint, gen, ok := s.front.observe()
-	from := max(lo, hint) // nothing lives below the hint
-	if from <= hi {
-		if err := s.deleteRange(from, hi); err != nil {
-			return fmt.Errorf("raftstore: delete logs %d-%d: %w", lo, hi, err)
-		}
+	if lo > hi {
+		return nil
 	}
-	if ok && lo <= hint && hi < math.MaxUint64 {
-		s.front.raise(hi+1, gen) // nothing below lo before, nothing in [lo, hi] now
-	}
-	return nil
-}
-
-// deleteRange deletes the log keys of [min, max] with bounded batches of
-// point deletes. DeleteRange passes a min no lower than the front hint
-// (nothing lives below it), so the iterator does not start among the
-// tombstones of earlier compactions.
-//
-// TODO: bloomkv is gaining DB.DeleteRange(start, end) (range tombstones).
-// Once it lands, this whole function becomes
-//
-//	return s.db.DeleteRange(logKey(min), logEnd(max))
-//
-// (plus the fsync unless NoSync: Batch.DeleteRange with s.write), which
-// is atomic and costs one record however many entries it covers.
-func (s *Store) deleteRange(min, max uint64) error {
-	last, err := s.LastIndex()
-	if err != nil {
-		return err
-	}
-	upward := max < last
-	opts := bloomkv.IterOptions{LowerBound: logKey(min), UpperBound: logEnd(max)}
-	it, err := s.db.NewIterator(&opts) // a snapshot: our deletes do not disturb it
-	if err != nil {
-		return err
-	}
-	defer it.Close()
 	b := bloomkv.NewBatch()
-	ok, step := it.First(), it.Next
-	if !upward {
-		ok, step = it.Last(), it.Prev
+	if err := b.DeleteRange(logKey(lo), logEnd(hi)); err != nil {
+		return fmt.Errorf("raftstore: delete logs %d-%d: %w", lo, hi, err)
 	}
-	for ; ok; ok = step() {
-		b.Delete(it.Key())
-		if b.Len() == deleteBatchSize {
-			if err := s.write(b); err != nil {
-				return err
-			}
-			b.Reset()
-		}
-	}
-	if err := it.Error(); err != nil {
-		return err
-	}
-	if b.Len() > 0 {
-		return s.write(b)
+	if err := s.write(b); err != nil {
+		return fmt.Errorf("raftstore: delete logs %d-%d: %w", lo, hi, err)
 	}
 	return nil
 }

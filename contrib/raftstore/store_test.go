@@ -159,7 +159,7 @@ func TestDeleteRangeLarge(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	bs := uint64(deleteBatchSize)
+	const bs uint64 = 10_000
 	n := 2*bs + 500
 	var logs []*raft.Log
 	for i := uint64(1); i <= n; i++ {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -110,26 +111,23 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	return nil
 }
 
-// clear deletes every key of the DB, 10,000 per batch.
+// clear deletes every key of the DB in one atomic batch: a range
+// deletion of everything below the last key, and the last key itself.
 func (f *fsm) clear() error {
 	it, err := f.db.NewIterator(nil)
 	if err != nil {
 		return err
 	}
-	defer it.Close()
-	b := bloomkv.NewBatch()
-	for k := range it.All() {
-		b.Delete(k)
-		if b.Len() == 10_000 {
-			if err := f.db.Write(b); err != nil {
-				return err
-			}
-			b.Reset()
-		}
+	if !it.Last() {
+		return it.Close()
 	}
-	if err := it.Error(); err != nil {
+	last := bytes.Clone(it.Key())
+	if err := it.Close(); err != nil {
 		return err
 	}
+	b := bloomkv.NewBatch()
+	b.DeleteRange(nil, last)
+	b.Delete(last)
 	return f.db.Write(b)
 }
 

@@ -100,12 +100,7 @@ func run(conf *raft.Config, dir, raftAddr, httpAddr string, bootstrap bool, join
 		return err
 	}
 	defer store.Close()
-	// DisableMmap: a SIGKILL inside a large copy into bloomkv's mapped WAL
-	// can make the next Open fail with ErrCorrupt (see contrib/raftstore's
-	// documentation); this service is killed with SIGKILL in its walkthrough.
-	fsmOpts := bloomkv.DefaultOptions()
-	fsmOpts.DisableMmap = true
-	db, err := bloomkv.Open(filepath.Join(dir, "fsm"), fsmOpts)
+	db, err := bloomkv.Open(filepath.Join(dir, "fsm"), nil)
 	if err != nil {
 		return fmt.Errorf("open state machine: %w", err)
 	}

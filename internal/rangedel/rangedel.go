@@ -322,3 +322,66 @@ func (c *Cursor) At(key []byte) *Fragment {
 	}
 	return c.frag
 }
+
+// Add returns the list with t added, fragmented; l itself is unchanged, so
+// readers holding it are undisturbed. It copies l's fragments once and
+// splits only those t overlaps: O(len) for a memtable that adds its range
+// tombstones one at a time, where Build would sort them all again.
+func (l *List) Add(t Tombstone) *List {
+	if bytes.Compare(t.Start, t.End) >= 0 {
+		return l
+	}
+	frags := l.Fragments()
+	out := &List{frags: make([]Fragment, 0, len(frags)+3)}
+	i := 0
+	if l != nil {
+		i = l.firstEndAbove(t.Start) // fragments before it end at or before t.Start
+	}
+	out.frags = append(out.frags, frags[:i]...)
+	pos := t.Start // t is fragmented up to pos
+	for ; i < len(frags) && bytes.Compare(frags[i].Start, t.End) < 0; i++ {
+		f := frags[i]
+		switch {
+		case bytes.Compare(f.Start, pos) < 0: // f begins before t
+			out.appendFragment(f.Start, pos, f.Seqs)
+			f.Start = pos
+		case bytes.Compare(pos, f.Start) < 0: // a gap of t's before f
+			out.appendFragment(pos, f.Start, []uint64{t.Seq})
+		}
+		end := f.End
+		if bytes.Compare(t.End, end) < 0 {
+			end = t.End
+		}
+		out.appendFragment(f.Start, end, withSeq(f.Seqs, t.Seq))
+		if bytes.Compare(end, f.End) < 0 { // f goes on past t
+			out.appendFragment(end, f.End, f.Seqs)
+		}
+		pos = end
+	}
+	if bytes.Compare(pos, t.End) < 0 {
+		out.appendFragment(pos, t.End, []uint64{t.Seq})
+	}
+	out.frags = append(out.frags, frags[i:]...)
+	out.count = 0
+	for _, f := range out.frags {
+		out.count += len(f.Seqs)
+	}
+	return out.indexed()
+}
+
+// withSeq returns a new slice: seqs (descending) with seq in its place.
+func withSeq(seqs []uint64, seq uint64) []uint64 {
+	i, found := slices.BinarySearchFunc(seqs, seq, func(a, b uint64) int {
+		switch {
+		case a > b:
+			return -1
+		case a < b:
+			return 1
+		}
+		return 0
+	})
+	if found {
+		return seqs
+	}
+	return slices.Insert(slices.Clip(seqs), i, seq)
+}

@@ -58,7 +58,11 @@ func testBuildAgreesWithDefinition(t *testing.T) {
 		a := randTombstones(rng, rng.IntN(8), &seq)
 		b := randTombstones(rng, rng.IntN(8), &seq)
 		all := append(append([]Tombstone(nil), a...), b...)
-		lists := map[string]*List{"built": Build(all), "merged": Merge(Build(a), Build(b))}
+		added := Build(nil)
+		for _, j := range rng.Perm(len(all)) {
+			added = added.Add(all[j])
+		}
+		lists := map[string]*List{"built": Build(all), "merged": Merge(Build(a), Build(b)), "added": added}
 		for name, l := range lists {
 			checkInvariants(t, l)
 			for k := range 42 {
