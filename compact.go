@@ -219,7 +219,7 @@ func (db *DB) compactSegments(inputs []*segHandle, tier uint32, major bool) erro
 	}
 	filter := db.planFilter(inputs, &info)
 	it := compaction.NewDedup(merge.New(srcs...), db.snapshotSeqs(), major)
-	out, err := db.writeSegment(it, filter, tier)
+	out, err := db.writeSegment(it, filter, tier, inputs)
 	if err != nil {
 		db.fail(fmt.Errorf("compaction: %w", err))
 		return err
@@ -257,7 +257,8 @@ func (db *DB) compactSegments(inputs []*segHandle, tier uint32, major bool) erro
 // keys again. compaction/DESIGN.md has the arithmetic.
 func (db *DB) planFilter(inputs []*segHandle, info *CompactionInfo) *bloom.Filter {
 	info.FilterPath = compaction.PathRebuild.String()
-	if db.opts.BitsPerKey <= 0 {
+	bpk := db.planBitsPerKey(inputs) // issue 17: the output's share of filter memory (filtermem.go)
+	if bpk <= 0 {
 		return nil
 	}
 	filters := make([]*bloom.Filter, len(inputs))
@@ -267,7 +268,7 @@ func (db *DB) planFilter(inputs []*segHandle, info *CompactionInfo) *bloom.Filte
 		}
 	}
 	t := time.Now()
-	plan, f, err := compaction.PlanFilter(filters, db.opts.BitsPerKey)
+	plan, f, err := compaction.PlanFilter(filters, bpk)
 	info.FilterPlan = time.Since(t)
 	if err != nil {
 		db.logger.Warn("filter plan failed; rebuilding", "err", err)

@@ -114,7 +114,7 @@ func closeOnce(c chan struct{}) {
 func (db *DB) flushFrozen(f *frozen) (*segHandle, error) {
 	start := time.Now()
 	it := compaction.NewDedup(f.mem.NewIter(), db.snapshotSeqs(), false)
-	s, err := db.writeSegment(it, nil, 0)
+	s, err := db.writeSegment(it, nil, 0, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -143,7 +143,9 @@ func (db *DB) flushFrozen(f *frozen) (*segHandle, error) {
 // writeSegment writes the entries of it to a new segment file, syncs it and
 // opens it for reading. It returns nil (and no error) if it has no entries.
 // The file is not live until the caller commits it to the manifest.
-func (db *DB) writeSegment(it compaction.Iterator, filter *bloom.Filter, tier uint32) (*segHandle, error) {
+// replaces are the segments it will replace (a merge's inputs; nil for a
+// flush), for the filter allocation.
+func (db *DB) writeSegment(it compaction.Iterator, filter *bloom.Filter, tier uint32, replaces []*segHandle) (*segHandle, error) {
 	num, err := db.manifest.NewFileNum()
 	if err != nil {
 		return nil, fmt.Errorf("segment file number: %w", err)
@@ -153,7 +155,7 @@ func (db *DB) writeSegment(it compaction.Iterator, filter *bloom.Filter, tier ui
 	if err != nil {
 		return nil, fmt.Errorf("create segment: %w", err)
 	}
-	props, err := db.fillSegment(f, it, filter)
+	props, err := db.fillSegment(f, it, filter, replaces)
 	if err == nil && props.Entries > 0 {
 		err = f.Sync()
 	}
@@ -186,11 +188,12 @@ func (db *DB) writeSegment(it compaction.Iterator, filter *bloom.Filter, tier ui
 
 // fillSegment writes the entries of it as a segment to f. A non-nil filter
 // (compaction's union path) replaces the one the writer would build.
-func (db *DB) fillSegment(f vfs.File, it compaction.Iterator, filter *bloom.Filter) (segment.Properties, error) {
+func (db *DB) fillSegment(f vfs.File, it compaction.Iterator, filter *bloom.Filter, replaces []*segHandle) (segment.Properties, error) {
 	w := segment.NewWriter(f, segment.WriterOptions{
-		BlockSize:   db.opts.BlockSize,
-		Compression: !db.opts.DisableCompression,
-		BitsPerKey:  db.opts.BitsPerKey,
+		BlockSize:      db.opts.BlockSize,
+		Compression:    !db.opts.DisableCompression,
+		BitsPerKey:     db.opts.BitsPerKey,
+		FilterGeometry: db.segmentFilter(replaces), // issue 17: filtermem.go
 	})
 	if filter != nil {
 		w.SetFilter(filter)

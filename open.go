@@ -370,7 +370,7 @@ func (db *DB) startFresh(replayed *memtable.Memtable) error {
 		err   error
 	)
 	if replayed.Len() > 0 {
-		if seg, err = db.writeSegment(compaction.NewDedup(replayed.NewIter(), nil, false), nil, 0); err != nil {
+		if seg, err = db.writeSegment(compaction.NewDedup(replayed.NewIter(), nil, false), nil, 0, nil); err != nil {
 			return fmt.Errorf("bloomkv: flush recovered writes: %w", err)
 		}
 		added = append(added, seg.meta)

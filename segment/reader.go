@@ -543,6 +543,14 @@ func (r *Reader) UseFilter(f *bloom.Filter) error {
 	return nil
 }
 
+// ReplaceFilter makes MayContain consult f, a filter rebuilt in memory
+// from every user key of the segment (the DB's RebuildFilters, for a
+// filter allocation that has changed since the file was written), or no
+// filter at all if f is nil. Unlike UseFilter it cannot check that f holds
+// every key: the caller built f from the segment's own keys. Safe to call
+// while readers run.
+func (r *Reader) ReplaceFilter(f *bloom.Filter) { r.resident.Store(f) }
+
 // Close releases the Reader. It does not close the file, which belongs to
 // the caller, and leaves the file's blocks in the cache to age out.
 func (r *Reader) Close() error { return nil }
