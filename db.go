@@ -308,21 +308,24 @@ type DB struct {
 	mu            sync.Mutex
 	cond          *sync.Cond // signalled when a flush or compaction finishes
 	closed        bool
-	snapshots     list.List                    // sequence numbers of open snapshots, oldest first
-	bgErr         error                        // first background failure; makes the DB read-only
-	logw          *wal.Writer                  // the WAL of mem
-	logNum        uint64                       // file number of logw
-	mem           *memtable.Memtable           // takes the writes
-	imm           []*frozen                    // full memtables waiting for flush, oldest first
-	segments      []*segHandle                 // live segments, newest first
-	flushing      bool                         // the background flush goroutine is running
-	compacting    int                          // background compactions scheduled or running
-	busy          map[*segHandle]bool          // inputs of the running compactions
-	stallAt       int                          // segment count at which writers wait for compaction
-	expectedReads float64                      // predicted block reads per absent Get (filtermem.go)
-	rebuilt       map[*segHandle]*bloom.Filter // filters rebuilt in memory by RebuildFilters (nil: none)
-	history       []CompactionInfo             // the latest compactions, oldest first
+	snapshots     list.List           // sequence numbers of open snapshots, oldest first
+	bgErr         error               // first background failure; makes the DB read-only
+	logw          *wal.Writer         // the WAL of mem
+	logNum        uint64              // file number of logw
+	mem           *memtable.Memtable  // takes the writes
+	imm           []*frozen           // full memtables waiting for flush, oldest first
+	segments      []*segHandle        // live segments, newest first
+	flushing      bool                // the background flush goroutine is running
+	compacting    int                 // background compactions scheduled or running
+	busy          map[*segHandle]bool // inputs of the running compactions
+	stallAt       int                 // segment count at which writers wait for compaction
+	expectedReads float64             // predicted block reads per absent Get (filtermem.go)
+	history       []CompactionInfo    // the latest compactions, oldest first
 	bgWG          sync.WaitGroup
+
+	// rebuilt holds the filters RebuildFilters built in memory, by
+	// segment (nil: the segment gets none); issue 17, filtermem.go.
+	rebuilt map[*segHandle]*bloom.Filter
 }
 
 // Get returns the value of key, or an error matching ErrNotFound if it has

@@ -15,8 +15,10 @@ type Stats struct {
 	SegmentBytes         int64  // their total file size
 	FilterBytes          int64  // memory held by their resident filters (after budget folds)
 	// FilterExpectedReads is the predicted block reads per Get of an
-	// absent key (the sum of the resident filters' theoretical FPRs), set
-	// when Options.FilterBudget is in force.
+	// absent key within every segment's key range: the sum of the resident
+	// filters' theoretical FPRs, plus 1 per segment without a filter. Its
+	// measured counterpart is (BlockReads+BlockCacheHits) per Get over a
+	// run of absent-key Gets (kvbench's filter-memory section).
 	FilterExpectedReads float64
 	Memtables           int    // active plus frozen memtables now
 	Writes              uint64 // committed batches (a Put is one)
