@@ -215,8 +215,8 @@ func shapeSim(flushes int, flushKeys uint64, build func(keys []uint64) FilterInf
 // saves at least 25% against uniform bits per key unless one tier holds
 // nearly all keys.
 func TestAllocationSimulation(t *testing.T) {
-	if testing.Short() {
-		t.Skip("simulation")
+	if testing.Short() || raceEnabled {
+		t.Skip("simulation: DESIGN.md's table")
 	}
 	const flushKeys = 19_500
 	var sb strings.Builder
