@@ -1,6 +1,7 @@
 package compaction
 
 import (
+	"flag"
 	"fmt"
 	"math"
 	"strings"
@@ -200,8 +201,12 @@ func shapeSim(flushes int, flushKeys uint64, build func(keys []uint64) FilterInf
 	return keys, infos
 }
 
+// simulate adds the as-built columns to TestAllocationSimulation: they
+// replay every flush and merge, about 30 s.
+var simulate = flag.Bool("simulate", false, "TestAllocationSimulation: also simulate the store as built (slow)")
+
 // TestAllocationSimulation is DESIGN.md §4's simulation table (go test
-// -run AllocationSimulation -v): tier shapes of the policy after equal
+// ./compaction -run AllocationSimulation -v -args -simulate): tier shapes of the policy after equal
 // flushes of 19 500 keys (kvbench's default fill: 4 MiB memtables of
 // 116-byte entries); memory 25%…150% of 10 bits per key for the final
 // store; expected block reads per absent Get for uniform bits per key
@@ -217,6 +222,9 @@ func shapeSim(flushes int, flushKeys uint64, build func(keys []uint64) FilterInf
 func TestAllocationSimulation(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		t.Skip("simulation: DESIGN.md's table")
+	}
+	if !*simulate {
+		t.Log("the as-built columns (30 s) need -args -simulate")
 	}
 	const flushKeys = 19_500
 	var sb strings.Builder
@@ -265,9 +273,12 @@ func TestAllocationSimulation(t *testing.T) {
 				}
 				return ExpectedReads(filtered, unfiltered), memUsed
 			}
-			budgetReads, _ := asBuilt(10, float64(budget)*8)
-			freeReads, freeMem := asBuilt(frac*10, 0)
-			freeUni := UniformReads(bloom.Blocked, keys, freeMem)
+			budgetReads, freeReads, freeMem, freeUni := math.NaN(), math.NaN(), math.NaN(), math.NaN()
+			if *simulate {
+				budgetReads, _ = asBuilt(10, float64(budget)*8)
+				freeReads, freeMem = asBuilt(frac*10, 0)
+				freeUni = UniformReads(bloom.Blocked, keys, freeMem)
+			}
 			fmt.Fprintf(&sb, "| %d | %s | %.0f%% | %.3f | %.3f | %.3f (%s) | %.0f%%: %.3f vs %.3f (%s) | %.3f (%s) |\n", flushes, shapeString(keys, flushKeys), 100*frac,
 				uniReads, budgetReads2(greedy, budget), optReads, saved(optReads, uniReads),
 				100*freeMem/(10*float64(total)), freeReads, freeUni, saved(freeReads, freeUni), budgetReads, saved(budgetReads, uniReads))
