@@ -145,7 +145,8 @@ type Options struct {
 	// exactly: no false negatives) where that costs the fewest expected
 	// extra block reads, the largest segments first, never below one bit
 	// per key. Stats.FilterBytes and Stats.FilterExpectedReads show the
-	// effect.
+	// effect; DB.SetFilterBudget changes it at run time. (With DisableMmap
+	// the stored filters stay on the heap too, so it saves no heap there.)
 	FilterBudget int64
 	// FilterAllocation chooses how the filter memory is spread over the
 	// segments: FilterOptimal (the default) gives each segment, when it is

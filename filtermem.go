@@ -132,11 +132,15 @@ func (db *DB) forgetRebuiltLocked() {
 
 // SetFilterBudget changes Options.FilterBudget while the DB runs: the
 // resident filters are refolded at once to fit bytes (0: no cap), without
-// rewriting any segment. Folds are made from each segment's stored filter
-// (which the reader keeps, as a view into the mapped file or a copy), so
-// raising the budget unfolds them again, up to their stored size; more
+// rewriting any segment. Folds are made from each segment's stored filter,
+// so raising the budget unfolds them again, up to their stored size; more
 // memory than that reaches old segments only through RebuildFilters or
-// their next merge. Segments built from now on are sized for the new
+// their next merge. With mmap (the default) the stored filter is a view
+// into the mapped file and only the resident one is on the heap, so a
+// fold frees what it saves, and unfolding reads the stored filter again
+// through the mapping. With Options.DisableMmap the reader keeps the
+// stored filter on the heap, so a budget lowers the resident filters but
+// not the heap. Segments built from now on are sized for the new
 // budget. Stats.FilterBytes and Stats.FilterExpectedReads show the result.
 func (db *DB) SetFilterBudget(bytes int64) error {
 	if bytes < 0 {

@@ -44,8 +44,9 @@ type Reader struct {
 	opts     ReaderOptions
 	footer   footer
 	props    Properties
-	filter   *bloom.Filter                // as stored in the file
-	resident atomic.Pointer[bloom.Filter] // what MayContain asks: filter, or a fold of it
+	filter   *bloom.Filter                // as stored in the file: a view into the mapping, or a heap copy (pread)
+	rawMap   []byte                       // the filter block in the mapping (nil with pread)
+	resident atomic.Pointer[bloom.Filter] // what MayContain asks, on the heap: filter, or a fold of it
 	index    []indexEntry
 	// verified marks the mapped, uncompressed data blocks whose checksum
 	// and structure were checked once: the file is immutable, so later
@@ -372,13 +373,6 @@ func (r *Reader) readFilter() error {
 	if err != nil {
 		return err
 	}
-	if src == srcMapped {
-		// The filter is consulted on every Get, hit or miss: kept in the
-		// mapping, it would be evicted with the file's pages and a cold
-		// absent-key Get would fault it back in from the device, the very
-		// read the filter exists to avoid. On the heap it stays.
-		b = bytes.Clone(b)
-	}
 	f, err := bloom.Decode(b)
 	if err != nil {
 		return r.corrupt(h.offset, "filter: %v", err)
@@ -391,8 +385,29 @@ func (r *Reader) readFilter() error {
 		return r.corrupt(h.offset, "filter geometry %+v disagrees with the properties", g)
 	}
 	r.filter = f
-	r.resident.Store(f)
+	if src != srcMapped {
+		r.resident.Store(f)
+		return nil
+	}
+	// The filter is consulted on every Get, hit or miss: kept in the
+	// mapping, it would be evicted with the file's pages and a cold
+	// absent-key Get would fault it back in from the device, the very read
+	// the filter exists to avoid. So the resident filter is a heap copy,
+	// while the stored one stays a view into the mapping: a fold under a
+	// filter budget (UseFilter) then really frees the heap it saves, and
+	// unfolding reads the stored filter again through the mapping.
+	r.rawMap = b
+	r.resident.Store(r.heapCopy())
 	return nil
+}
+
+// heapCopy returns the stored filter copied out of the mapping.
+func (r *Reader) heapCopy() *bloom.Filter {
+	f, err := bloom.Decode(bytes.Clone(r.rawMap))
+	if err != nil { // the same bytes decoded at Open; the file is immutable
+		panic(fmt.Sprintf("segment %s: filter no longer decodes: %v", r.opts.Name, err))
+	}
+	return f
 }
 
 // dataBlock returns the contents of data block i, from the cache or the
@@ -519,7 +534,8 @@ func (r *Reader) Properties() Properties { return r.props }
 func (r *Reader) Blocks() int { return len(r.index) }
 
 // Filter returns the segment's Bloom filter as stored in the file, or nil
-// if it has none. It aliases the Reader's memory: do not modify it.
+// if it has none. It aliases the Reader's memory or the file's mapping: do
+// not modify it.
 func (r *Reader) Filter() *bloom.Filter { return r.filter }
 
 // ResidentFilter returns the filter MayContain consults: the stored one,
@@ -538,6 +554,9 @@ func (r *Reader) UseFilter(f *bloom.Filter) error {
 	s, g := r.filter.Geometry(), f.Geometry()
 	if s.Layout != g.Layout || s.K != g.K || s.Seed != g.Seed || g.Bits == 0 || s.Bits%g.Bits != 0 {
 		return fmt.Errorf("segment %s: filter %+v is not a fold of the stored %+v", r.opts.Name, g, s)
+	}
+	if f == r.filter && r.rawMap != nil {
+		f = r.heapCopy() // not the view into the mapping (see readFilter)
 	}
 	r.resident.Store(f)
 	return nil
