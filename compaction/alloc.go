@@ -39,18 +39,29 @@ var (
 func curveFor(layout bloom.Layout) *fprCurve {
 	i := int(layout) % len(curves)
 	curveOnce[i].Do(func() {
-		c := &curves[i]
-		c.fpr[0] = 1 // no filter: every absent Get reads a block
-		for g := 1; g < allocPoints; g++ {
-			b := float64(g) * allocStep
-			if b < 1 {
-				c.fpr[g] = math.Inf(1) // GeometryFor gives at least 1 bit per key
-				continue
-			}
-			c.fpr[g] = bloom.FPR(layout, b, bloom.OptimalK(layout, b))
+		if layout == bloom.Blocked {
+			curves[i].fpr = blockedFPR // tabulated: 30 ms to compute
+			return
 		}
+		computeCurve(layout, &curves[i].fpr)
 	})
 	return &curves[i]
+}
+
+// inf marks grid points below 1 bit per key in the table.
+var inf = math.Inf(1)
+
+// computeCurve fills c with the layout's curve from bloom.FPR.
+func computeCurve(layout bloom.Layout, c *[allocPoints]float64) {
+	c[0] = 1 // no filter: every absent Get reads a block
+	for g := 1; g < allocPoints; g++ {
+		b := float64(g) * allocStep
+		if b < 1 {
+			c[g] = inf // GeometryFor gives at least 1 bit per key
+			continue
+		}
+		c[g] = bloom.FPR(layout, b, bloom.OptimalK(layout, b))
+	}
 }
 
 // AllocateBits returns the bits per key for each of segments holding keys[i]
