@@ -3,6 +3,7 @@ package compaction
 import (
 	"flag"
 	"fmt"
+	"go/format"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -379,7 +380,11 @@ func TestBlockedFPRTable(t *testing.T) {
 			fmt.Fprintf(&sb, "\t%s, // %v bits/key\n", strconv.FormatFloat(v, 'g', -1, 64), float64(g)*allocStep)
 		}
 		sb.WriteString("}\n")
-		if err := os.WriteFile("fprtable.go", []byte(sb.String()), 0o644); err != nil {
+		src, err := format.Source([]byte(sb.String()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile("fprtable.go", src, 0o644); err != nil {
 			t.Fatal(err)
 		}
 		return
