@@ -224,9 +224,11 @@ func (db *DB) RebuildFilters() error {
 }
 
 // rebuildGeometries are the geometries RebuildFilters gives segs (Bits 0:
-// no filter): BitsPerKey each under FilterUniform, else the optimal
+// no filter). FilterUniform: BitsPerKey each, or under a budget the most
+// bits per key that fit it, the same for all. FilterOptimal: the optimal
 // allocation for all of them at once, for the budget or BitsPerKey for
-// every key.
+// every key, with the best k for each size: a rebuild is for the store
+// as it is, and the next one (or a merge) follows it if it grows.
 func (db *DB) rebuildGeometries(segs []*segHandle, budget int64) []bloom.Geometry {
 	keys := make([]uint64, len(segs))
 	var total uint64
@@ -238,23 +240,25 @@ func (db *DB) rebuildGeometries(segs []*segHandle, budget int64) []bloom.Geometr
 	if db.opts.BitsPerKey <= 0 {
 		return geoms
 	}
-	var bits []float64
-	if db.opts.FilterAllocation == FilterOptimal {
+	bits := make([]float64, len(segs))
+	switch {
+	case db.opts.FilterAllocation == FilterOptimal:
 		mem := db.opts.BitsPerKey * float64(total)
 		if budget > 0 {
 			mem = 8 * float64(budget)
 		}
 		bits = compaction.AllocateBits(filterLayout, keys, mem)
+	default:
+		b := db.opts.BitsPerKey
+		if budget > 0 {
+			b = min(b, compaction.UniformBitsPerKey(filterLayout, keys, 8*float64(budget)))
+		}
+		for i := range bits {
+			bits[i] = b
+		}
 	}
 	for i, n := range keys {
-		if bits == nil {
-			if n > 0 {
-				geoms[i] = bloom.GeometryFor(filterLayout, int(n), db.opts.BitsPerKey)
-			}
-			continue
-		}
-		folds := compaction.ExpectedFolds(n, total, db.opts.CompactionFanIn, budget > 0)
-		geoms[i], _ = compaction.SegmentGeometry(filterLayout, int(n), bits[i], folds)
+		geoms[i], _ = compaction.SegmentGeometry(filterLayout, int(n), bits[i], 0)
 	}
 	return geoms
 }

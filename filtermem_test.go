@@ -179,10 +179,10 @@ func TestSetFilterBudget(t *testing.T) {
 	}
 }
 
-// TestRebuildFilters: rebuilding in memory follows the options (uniform:
-// BitsPerKey everywhere; optimal under a budget: fits it and expects fewer
-// reads than folding did), loses no key, and a reopen brings the stored
-// filters back.
+// TestRebuildFilters: rebuilding in memory follows the options (uniform
+// under a budget: the most bits per key that fit; optimal under a budget:
+// fits it and expects fewer reads than folding did), loses no key, and a
+// reopen brings the stored filters back.
 func TestRebuildFilters(t *testing.T) {
 	opts := smallOptions()
 	opts.FilterAllocation = FilterUniform
@@ -193,6 +193,13 @@ func TestRebuildFilters(t *testing.T) {
 		t.Fatal(err)
 	}
 	folded := db.Stats()
+	if err := db.RebuildFilters(); err != nil { // uniform: the most bits per key that fit
+		t.Fatal(err)
+	}
+	if st := db.Stats(); st.FilterBytes > full.FilterBytes/2 || st.FilterExpectedReads >= folded.FilterExpectedReads {
+		t.Errorf("uniform rebuilt: %d bytes (budget %d), %.4f reads (folded %.4f)", st.FilterBytes, full.FilterBytes/2, st.FilterExpectedReads, folded.FilterExpectedReads)
+	}
+	checkAllFound(t, db, keys, "uniform rebuilt")
 	db.opts.FilterAllocation = FilterOptimal // as a reopen with it would
 	if err := db.RebuildFilters(); err != nil {
 		t.Fatal(err)

@@ -284,6 +284,21 @@ func SegmentFilter(layout bloom.Layout, others []uint64, n uint64, bitsPerKey fl
 // as GeometryFor rounds them) fit in memBits, each with its best k: the
 // allocation FilterOptimal is compared with.
 func UniformReads(layout bloom.Layout, keys []uint64, memBits float64) float64 {
+	b := UniformBitsPerKey(layout, keys, memBits)
+	if b == 0 {
+		return float64(len(keys)) // not even 1 bit per key fits: no filters
+	}
+	var r float64
+	for _, n := range keys {
+		r += fpr(bloom.GeometryFor(layout, int(n), b), n)
+	}
+	return r
+}
+
+// UniformBitsPerKey is the largest bits per key (to 2^-40, at most
+// allocMaxBits) at which filters for all of keys, sized by GeometryFor,
+// fit in memBits; 0 if not even 1 bit per key fits.
+func UniformBitsPerKey(layout bloom.Layout, keys []uint64, memBits float64) float64 {
 	used := func(b float64) float64 {
 		var m float64
 		for _, n := range keys {
@@ -293,19 +308,17 @@ func UniformReads(layout bloom.Layout, keys []uint64, memBits float64) float64 {
 	}
 	lo, hi := 1.0, float64(allocMaxBits)
 	if used(lo) > memBits {
-		return float64(len(keys)) // not even 1 bit per key fits: no filters
+		return 0
 	}
-	for range 50 {
+	if used(hi) <= memBits {
+		return hi
+	}
+	for range 45 {
 		if mid := (lo + hi) / 2; used(mid) <= memBits {
 			lo = mid
 		} else {
 			hi = mid
 		}
 	}
-	var r float64
-	for _, n := range keys {
-		g := bloom.GeometryFor(layout, int(n), lo)
-		r += fpr(g, n)
-	}
-	return r
+	return lo
 }

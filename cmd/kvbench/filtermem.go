@@ -29,7 +29,9 @@ var fmShares = []float64{0.25, 0.5, 0.75, 1, 1.25, 1.5}
 // fmPoint is one point of the curve.
 type fmPoint struct {
 	Kind string `json:"kind"` // "filter-memory"
-	// Allocation: "uniform" (every segment at share·10 bits per key),
+	// Allocation: "uniform" (every segment at the same bits per key, the
+	// most that fit share·10 bits per key: FilterUniform's rebuild under
+	// FilterBudget),
 	// "greedy" (every segment at 10 bits per key, or 20 above 100%, then
 	// folded by the budget: FilterUniform with FilterBudget), "optimal"
 	// (FilterOptimal with FilterBudget, filters sized for the store's
@@ -138,9 +140,9 @@ func (b *bench) filterMemory(ctx context.Context) (err error) {
 	}
 	// Each point costs a rebuild (a scan of the store) except greedy's,
 	// which folds one rebuild at 10 (or 20) bits per key to each budget.
-	for i, share := range fmShares { // uniform: BitsPerKey share·10
+	for i, share := range fmShares { // uniform: the most bits per key that fit
 		p := fmPoint{Allocation: "uniform", Share: share}
-		if err := reopen(bloomkv.FilterUniform, share*fmBitsPerKey, 0); err != nil {
+		if err := reopen(bloomkv.FilterUniform, share*fmBitsPerKey, budgetFor(share)); err != nil {
 			return err
 		}
 		if err := rebuild(&p); err != nil {
@@ -194,13 +196,17 @@ func (b *bench) filterMemory(ctx context.Context) (err error) {
 
 // printFilterMemory writes the curve as a table.
 func (b *bench) printFilterMemory(built fmPoint, rows [][3]fmPoint, took time.Duration) {
-	b.rep.printf("%s keys in %d segments (the store of fill-random, compaction settled); for each point the resident filters\n",
-		fmtInt(built.Keys), built.Segments)
+	store := "the store of fill-random"
+	if b.cfg.FilterMemoryKeys > 0 {
+		store = "a fresh store, random fill"
+	}
+	b.rep.printf("%s keys in %d segments (%s, compaction settled); for each point the resident filters\n",
+		fmtInt(built.Keys), built.Segments, store)
 	b.rep.printf("are rebuilt in memory (DB.RebuildFilters) and %s random absent keys are read. memory = share of %d bits per key;\n",
 		fmtInt(int64(built.Gets)), fmBitsPerKey)
 	b.rep.printf("pred = Stats.FilterExpectedReads (Σ FPR), meas = data blocks touched per absent Get.\n")
-	b.rep.printf("uniform: every segment at share·%d bits/key; greedy: %d (20 above 100%%) bits/key folded to the budget;\n", fmBitsPerKey, fmBitsPerKey)
-	b.rep.printf("optimal: FilterOptimal for the budget. vs uniform = optimal's measured change.\n")
+	b.rep.printf("uniform: the same bits/key for every segment, the most that fit; greedy: %d (20 above 100%%) bits/key folded\n", fmBitsPerKey)
+	b.rep.printf("to the budget; optimal: FilterOptimal for the budget. vs uniform = optimal's measured change.\n")
 	t := &table{
 		groups: []group{{"", 1}, {"uniform", 3}, {"greedy fold", 3}, {"optimal", 3}, {"", 2}},
 		header: []string{"memory", "bytes", "pred", "meas", "bytes", "pred", "meas", "bytes", "pred", "meas", "vs uniform", "meas/pred"},
