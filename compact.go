@@ -358,7 +358,7 @@ func (db *DB) compactSegments(inputs []*segHandle, tier uint32, major bool) erro
 		merged = rangedel.Merge(rangeDels...)
 		it.SetRangeDels(merged)
 	}
-	out, err := db.writeSegment(it, compaction.KeepRangeDels(merged, snaps, major), filter, tier)
+	out, err := db.writeSegment(it, compaction.KeepRangeDels(merged, snaps, major), filter, tier, inputs)
 	if err != nil {
 		db.fail(fmt.Errorf("compaction: %w", err))
 		return err
@@ -396,7 +396,8 @@ func (db *DB) compactSegments(inputs []*segHandle, tier uint32, major bool) erro
 // keys again. compaction/DESIGN.md has the arithmetic.
 func (db *DB) planFilter(inputs []*segHandle, info *CompactionInfo) *bloom.Filter {
 	info.FilterPath = compaction.PathRebuild.String()
-	if db.opts.BitsPerKey <= 0 {
+	bpk := db.planBitsPerKey(inputs) // issue 17: the output's share of filter memory (filtermem.go)
+	if bpk <= 0 {
 		return nil
 	}
 	filters := make([]*bloom.Filter, len(inputs))
@@ -406,7 +407,7 @@ func (db *DB) planFilter(inputs []*segHandle, info *CompactionInfo) *bloom.Filte
 		}
 	}
 	t := time.Now()
-	plan, f, err := compaction.PlanFilter(filters, db.opts.BitsPerKey)
+	plan, f, err := compaction.PlanFilter(filters, bpk)
 	info.FilterPlan = time.Since(t)
 	if err != nil {
 		db.logger.Warn("filter plan failed; rebuilding", "err", err)

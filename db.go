@@ -115,8 +115,18 @@ type Options struct {
 	// exactly: no false negatives) where that costs the fewest expected
 	// extra block reads, the largest segments first, never below one bit
 	// per key. Stats.FilterBytes and Stats.FilterExpectedReads show the
-	// effect.
+	// effect; DB.SetFilterBudget changes it at run time. (With DisableMmap
+	// the stored filters stay on the heap too, so it saves no heap there.)
 	FilterBudget int64
+	// FilterAllocation chooses how the filter memory is spread over the
+	// segments: FilterOptimal (the default) gives each segment, when it is
+	// built, the bits per key that minimise the expected block reads per
+	// absent Get for the memory (FilterBudget, or else what BitsPerKey for
+	// every key would use), so large segments get fewer bits per key and
+	// small ones more; FilterUniform gives every segment BitsPerKey, as
+	// before issue 17, for comparison. compaction/DESIGN.md §4 has the
+	// arithmetic and the measured gain.
+	FilterAllocation FilterAllocation
 	// Sync fsyncs the WAL before each commit returns, so acknowledged
 	// writes survive power loss. Default off: they survive a process crash,
 	// and a power cut leaves a prefix of them (in whole batches); DB.Sync
@@ -215,6 +225,8 @@ func (o *Options) validated() (Options, error) {
 		return bad("BlockCacheSize", out.BlockCacheSize, "0 (default) or more")
 	case out.FilterBudget < 0:
 		return bad("FilterBudget", out.FilterBudget, "0 (no cap) or more")
+	case out.FilterAllocation > FilterUniform: // issue 17 (filtermem.go)
+		return bad("FilterAllocation", out.FilterAllocation, "FilterOptimal or FilterUniform")
 	case out.CompactionFanIn == 1 || out.CompactionFanIn < 0 || out.CompactionFanIn > maxFanIn:
 		return bad("CompactionFanIn", out.CompactionFanIn, fmt.Sprintf("0 (default) or 2 to %d", maxFanIn))
 	case out.CompactionConcurrency < 0 || out.CompactionConcurrency > maxConcurrency:
@@ -335,11 +347,15 @@ type DB struct {
 	compacting    int                 // background compactions scheduled or running
 	busy          map[*segHandle]bool // inputs of the running compactions
 	stallAt       int                 // segment count at which writers wait for compaction
-	expectedReads float64             // predicted block reads per absent Get under FilterBudget
+	expectedReads float64             // predicted block reads per absent Get (filtermem.go)
 	history       []CompactionInfo    // the latest compactions, oldest first
 	// bgWG counts the background goroutines: the flush loop and every
 	// background compaction loop. Close waits for it.
 	bgWG sync.WaitGroup
+
+	// rebuilt holds the filters RebuildFilters built in memory, by
+	// segment (nil: the segment gets none); issue 17, filtermem.go.
+	rebuilt map[*segHandle]*bloom.Filter
 }
 
 // Get returns the value of key, or an error matching ErrNotFound if it has

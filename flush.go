@@ -144,5 +144,5 @@ func (db *DB) flushFrozen(f *frozen) (*segHandle, error) {
 func (db *DB) writeMemtable(mem *memtable.Memtable, snapshots []uint64) (*segHandle, error) {
 	it := compaction.NewDedup(mem.NewIter(), snapshots, false)
 	it.SetRangeDels(mem.RangeDels())
-	return db.writeSegment(it, compaction.KeepRangeDels(mem.RangeDels(), snapshots, false), nil, 0)
+	return db.writeSegment(it, compaction.KeepRangeDels(mem.RangeDels(), snapshots, false), nil, 0, nil)
 }

@@ -74,8 +74,9 @@ func unrefAll(segs []*segHandle) {
 // writeSegment writes the entries of it and the range tombstones rangeDels
 // to a new segment file, syncs it and opens it for reading. It returns nil
 // (and no error) if there is nothing to write. The file is not live until
-// the caller commits it to the manifest.
-func (db *DB) writeSegment(it compaction.Iterator, rangeDels *rangedel.List, filter *bloom.Filter, tier uint32) (*segHandle, error) {
+// the caller commits it to the manifest. replaces are the segments it will
+// replace (a merge's inputs; nil for a flush), for the filter allocation.
+func (db *DB) writeSegment(it compaction.Iterator, rangeDels *rangedel.List, filter *bloom.Filter, tier uint32, replaces []*segHandle) (*segHandle, error) {
 	num, err := db.manifest.NewFileNum()
 	if err != nil {
 		return nil, fmt.Errorf("segment file number: %w", err)
@@ -85,7 +86,7 @@ func (db *DB) writeSegment(it compaction.Iterator, rangeDels *rangedel.List, fil
 	if err != nil {
 		return nil, fmt.Errorf("create segment: %w", err)
 	}
-	props, err := db.fillSegment(f, it, rangeDels, filter)
+	props, err := db.fillSegment(f, it, rangeDels, filter, replaces)
 	empty := props.Entries == 0 && props.RangeDels == 0
 	if err == nil && !empty {
 		err = f.Sync()
@@ -119,11 +120,12 @@ func (db *DB) writeSegment(it compaction.Iterator, rangeDels *rangedel.List, fil
 
 // fillSegment writes the entries of it as a segment to f. A non-nil filter
 // (compaction's union path) replaces the one the writer would build.
-func (db *DB) fillSegment(f vfs.File, it compaction.Iterator, rangeDels *rangedel.List, filter *bloom.Filter) (segment.Properties, error) {
+func (db *DB) fillSegment(f vfs.File, it compaction.Iterator, rangeDels *rangedel.List, filter *bloom.Filter, replaces []*segHandle) (segment.Properties, error) {
 	wo := segment.WriterOptions{
-		BlockSize:   db.opts.BlockSize,
-		Compression: !db.opts.DisableCompression,
-		BitsPerKey:  db.opts.BitsPerKey,
+		BlockSize:      db.opts.BlockSize,
+		Compression:    !db.opts.DisableCompression,
+		BitsPerKey:     db.opts.BitsPerKey,
+		FilterGeometry: db.segmentFilter(replaces), // the filter allocation: filtermem.go
 	}
 	if px := db.opts.Prefix; px != nil {
 		wo.Prefix, wo.PrefixName = px.Split, px.Name

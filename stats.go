@@ -42,8 +42,11 @@ type Stats struct {
 	SegmentBytes             int64 // their total file size now, in bytes
 	FilterBytes              int64 // memory held now by their resident filters (after budget folds), in bytes
 	// FilterExpectedReads is the predicted block reads per Get of an
-	// absent key (the sum of the resident filters' theoretical FPRs), in
-	// blocks per Get; set only when Options.FilterBudget is in force.
+	// absent key within every segment's key range: the sum of the resident
+	// filters' theoretical FPRs, plus 1 per segment without a filter, in
+	// blocks per Get. Its
+	// measured counterpart is (BlockReads+BlockCacheHits) per Get over a
+	// run of absent-key Gets (kvbench's filter-memory section).
 	FilterExpectedReads float64
 	Memtables           int    // active plus frozen memtables now, in memtables
 	Writes              uint64 // committed batches (a Put or a Delete is one), in batches

@@ -195,6 +195,16 @@ func (g Geometry) modulus() uint64 {
 // A bitsPerKey below 1 is treated as 1.
 func GeometryFor(layout Layout, n int, bitsPerKey float64) Geometry {
 	n = max(n, 1)
+	g := Geometry{Layout: layout, Bits: BitsFor(layout, n, bitsPerKey), Seed: DefaultSeed}
+	g.K = OptimalK(layout, float64(g.Bits)/float64(n))
+	return g
+}
+
+// BitsFor is the size in bits of GeometryFor(layout, n, bitsPerKey)
+// without choosing k, which for Blocked costs a few evaluations of FPR:
+// for planners that weigh many sizes (compaction.AllocateBits).
+func BitsFor(layout Layout, n int, bitsPerKey float64) uint64 {
+	n = max(n, 1)
 	bitsPerKey = max(bitsPerKey, 1)
 	unit := uint64(wordBits)
 	if layout == Blocked {
@@ -205,9 +215,7 @@ func GeometryFor(layout Layout, n int, bitsPerKey float64) Geometry {
 	// implementation-defined, and rounding a count near 2^64 overflows.
 	units := uint64(min(math.Ceil(want/float64(unit)), MaxBits/float64(unit)))
 	units = max(roundHalvable(units), 1)
-	g := Geometry{Layout: layout, Bits: units * unit, Seed: DefaultSeed}
-	g.K = OptimalK(layout, float64(g.Bits)/float64(n))
-	return g
+	return units * unit
 }
 
 // roundHalvable rounds u up to c·2^j with 32 ≤ c < 64 (u unchanged below 64).

@@ -54,8 +54,9 @@ type Reader struct {
 	opts          ReaderOptions
 	footer        footer
 	props         Properties
-	filter        *bloom.Filter                // as stored in the file
-	resident      atomic.Pointer[bloom.Filter] // what MayContain asks: filter, or a fold of it
+	filter        *bloom.Filter                // as stored in the file: a view into the mapping, or a heap copy (pread)
+	rawMap        []byte                       // the filter block in the mapping (nil with pread)
+	resident      atomic.Pointer[bloom.Filter] // what MayContain asks, on the heap: filter, or a fold of it
 	prefix        prefixFilter                 // the prefix filter block, if any (prefix.go)
 	rangeDels     *rangedel.List               // the range-deletion block, fragmented (rangedel.go)
 	rangeDelBlock blockHandle                  // where it is; zero if the segment has none
@@ -390,13 +391,6 @@ func (r *Reader) readFilter() error {
 	if err != nil {
 		return err
 	}
-	if src == srcMapped {
-		// The filter is consulted on every Get, hit or miss: kept in the
-		// mapping, it would be evicted with the file's pages and a cold
-		// absent-key Get would fault it back in from the device, the very
-		// read the filter exists to avoid. On the heap it stays.
-		b = bytes.Clone(b)
-	}
 	f, err := bloom.Decode(b)
 	if err != nil {
 		return r.corrupt(h.offset, "filter: %v", err)
@@ -409,8 +403,35 @@ func (r *Reader) readFilter() error {
 		return r.corrupt(h.offset, "filter geometry %+v disagrees with the properties", g)
 	}
 	r.filter = f
-	r.resident.Store(f)
+	if src != srcMapped {
+		r.resident.Store(f)
+		return nil
+	}
+	// The filter is consulted on every Get, hit or miss: kept in the
+	// mapping, it would be evicted with the file's pages and a cold
+	// absent-key Get would fault it back in from the device, the very read
+	// the filter exists to avoid. So the resident filter is a heap copy,
+	// while the stored one stays a view into the mapping: a fold under a
+	// filter budget (UseFilter) then really frees the heap it saves, and
+	// unfolding reads the stored filter again through the mapping.
+	r.rawMap = b
+	resident, err := r.heapCopy()
+	if err != nil {
+		return err
+	}
+	r.resident.Store(resident)
 	return nil
+}
+
+// heapCopy returns the stored filter copied out of the mapping. The bytes
+// decoded when the Reader opened; if they no longer do, the file was
+// changed under the mapping, and that is reported, not trusted.
+func (r *Reader) heapCopy() (*bloom.Filter, error) {
+	f, err := bloom.Decode(bytes.Clone(r.rawMap))
+	if err != nil {
+		return nil, r.corrupt(r.footer.filter.offset, "filter changed in the mapped file: %v", err)
+	}
+	return f, nil
 }
 
 // dataBlock returns the contents of data block i, from the cache or the
@@ -569,7 +590,8 @@ func (r *Reader) Properties() Properties { return r.props }
 func (r *Reader) Blocks() int { return len(r.index) }
 
 // Filter returns the segment's Bloom filter as stored in the file, or nil
-// if it has none. It aliases the Reader's memory: do not modify it.
+// if it has none. It aliases the Reader's memory or the file's mapping: do
+// not modify it.
 func (r *Reader) Filter() *bloom.Filter { return r.filter }
 
 // ResidentFilter returns the filter MayContain consults: the stored one,
@@ -589,9 +611,23 @@ func (r *Reader) UseFilter(f *bloom.Filter) error {
 	if s.Layout != g.Layout || s.K != g.K || s.Seed != g.Seed || g.Bits == 0 || s.Bits%g.Bits != 0 {
 		return fmt.Errorf("segment %s: filter %+v is not a fold of the stored %+v", r.opts.Name, g, s)
 	}
+	if f == r.filter && r.rawMap != nil {
+		var err error
+		if f, err = r.heapCopy(); err != nil { // not the view into the mapping (see readFilter)
+			return err
+		}
+	}
 	r.resident.Store(f)
 	return nil
 }
+
+// ReplaceFilter makes MayContain consult f, a filter rebuilt in memory
+// from every user key of the segment (the DB's RebuildFilters, for a
+// filter allocation that has changed since the file was written), or no
+// filter at all if f is nil. Unlike UseFilter it cannot check that f holds
+// every key: the caller built f from the segment's own keys. Safe to call
+// while readers run.
+func (r *Reader) ReplaceFilter(f *bloom.Filter) { r.resident.Store(f) }
 
 // Close releases the Reader. It does not close the file, which belongs to
 // the caller, and leaves the file's blocks in the cache to age out.

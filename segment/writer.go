@@ -39,6 +39,12 @@ type WriterOptions struct {
 	// PrefixName names the extractor Prefix implements; it is stored in
 	// the segment's properties and must be non-empty when Prefix is set.
 	PrefixName string
+	// FilterGeometry, if set (and BitsPerKey > 0, so that keys are
+	// hashed), chooses the filter's geometry at Finish from the number of
+	// distinct user keys, in place of BitsPerKey's uniform sizing: the DB's
+	// filter allocation gives each segment its own bits per key and k
+	// (compaction.AllocateBits). ok false writes no filter.
+	FilterGeometry func(keys int) (g bloom.Geometry, ok bool)
 }
 
 // flushThreshold is how much encoded output the Writer gathers before one
@@ -343,7 +349,17 @@ func (w *Writer) Finish() (Properties, error) {
 func (w *Writer) writeFilter(ft *footer) error {
 	f := w.filter
 	if f == nil && w.opts.BitsPerKey > 0 {
-		f = bloom.NewBitsPerKey(len(w.hashes), w.opts.BitsPerKey)
+		if w.opts.FilterGeometry == nil {
+			f = bloom.NewBitsPerKey(len(w.hashes), w.opts.BitsPerKey)
+		} else if g, ok := w.opts.FilterGeometry(len(w.hashes)); ok {
+			var err error
+			if f, err = bloom.NewGeometry(g); err != nil {
+				w.err = fmt.Errorf("segment: filter geometry: %w", err)
+				return w.err
+			}
+		}
+	}
+	if f != nil && w.filter == nil {
 		for _, h := range w.hashes {
 			f.AddHash(h)
 		}

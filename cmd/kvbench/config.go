@@ -32,14 +32,17 @@ type config struct {
 	NegSegments  int
 	// FillReportKeys is the size of the fill report (0: skipped).
 	FillReportKeys int
-	FPRKeys        int
-	FPRProbes      int
-	Baseline       string
-	JSON           string
-	Plot           string
-	Report         string // -report DIR: an HTML page with plots
-	ReportPeers    string // -report-peers FILE: enginebench JSON lines for the page
-	Quiet          bool
+	// FilterMemoryKeys, if > 0, fills a fresh store of that many keys for
+	// the filter-memory curve instead of using the fill-random store.
+	FilterMemoryKeys int
+	FPRKeys          int
+	FPRProbes        int
+	Baseline         string
+	JSON             string
+	Plot             string
+	Report           string // -report DIR: an HTML page with plots
+	ReportPeers      string // -report-peers FILE: enginebench JSON lines for the page
+	Quiet            bool
 }
 
 // defaultConfig is what `kvbench` without flags runs: 1–1.5 minutes on a
@@ -95,6 +98,13 @@ Sections after the workloads:
                        scans of present and absent prefixes with prefix
                        filters (Options.Prefix = FixedPrefix(8)) and on a
                        twin store without; 1 s per workload at most
+  filter memory        on the fill-random store (or a fresh one of
+                       -filter-memory-keys keys): block reads per absent
+                       Get against filter memory, 25%..150% of 10 bits per
+                       key, for uniform bits per key, greedy folding and
+                       the optimal allocation (Options.FilterAllocation),
+                       predicted and measured (issue 17; filters rebuilt
+                       in memory with DB.RebuildFilters, files unchanged)
   fill report          a random fill of -fill-report-keys keys into a fresh
                        store, stopping 20 times to record write
                        amplification, segment count and the blocks an
@@ -119,8 +129,9 @@ pread); read_bytes and majflt count device reads only, so they stay near 0
 while the files are in the page cache (use -drop-cache).
 
 -json FILE writes one JSON object per line: every workload result
-("kind":"workload", counters as totals over "ops") and every FPR row
-("kind":"fpr").
+("kind":"workload", counters as totals over "ops"), every FPR row
+("kind":"fpr") and every point of the filter-memory curve
+("kind":"filter-memory").
 
 Flags:
 `
@@ -152,6 +163,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&cfg.DropCache, "drop-cache", false, "before every read phase, close the store, evict its files from the OS page cache and reopen it (Linux)")
 	fs.IntVar(&cfg.NegSegments, "neg-segments", cfg.NegSegments, "segments of the negative-lookup store")
 	fs.IntVar(&cfg.FillReportKeys, "fill-report-keys", cfg.FillReportKeys, "keys of the fill report (0 skips it; 10000000 for the full report)")
+	fs.IntVar(&cfg.FilterMemoryKeys, "filter-memory-keys", 0, "keys of a fresh store for the filter-memory curve (0: the fill-random store; 10000000 for the long run)")
 	fs.IntVar(&cfg.FPRKeys, "fpr-keys", cfg.FPRKeys, "keys per filter in the FPR sweep")
 	fs.IntVar(&cfg.FPRProbes, "fpr-probes", cfg.FPRProbes, "absent keys probed per filter in the FPR sweep")
 	fs.StringVar(&cfg.Baseline, "baseline", "", "also run the workloads on `STORE` (only bbolt)")
@@ -187,6 +199,7 @@ func (c config) validate() error {
 	check(c.MemtableSize >= 64<<10 && c.MemtableSize <= 1<<30, "-memtable-size %d: want 64KiB..1GiB", c.MemtableSize)
 	check(c.NegSegments >= 1 && c.NegSegments <= 10_000, "-neg-segments %d: want 1..10000", c.NegSegments)
 	check(c.FillReportKeys >= 0 && c.FillReportKeys <= 1<<30, "-fill-report-keys %d: want 0..2^30", c.FillReportKeys)
+	check(c.FilterMemoryKeys >= 0 && c.FilterMemoryKeys <= 1<<30, "-filter-memory-keys %d: want 0..2^30", c.FilterMemoryKeys)
 	check(c.FPRKeys >= 1 && c.FPRProbes >= 1, "-fpr-keys and -fpr-probes must be positive")
 	check(c.Baseline == "" || c.Baseline == "bbolt", "-baseline %q: only bbolt is supported", c.Baseline)
 	check(c.ReportPeers == "" || c.Report != "", "-report-peers needs -report")

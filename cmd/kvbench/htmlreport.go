@@ -23,6 +23,7 @@ type htmlReport struct {
 	results []result
 	fill    []fillPoint
 	fpr     []fprRow
+	fm      []fmPoint
 }
 
 // collect keeps the records the page plots; called for every record.
@@ -34,6 +35,8 @@ func (h *htmlReport) collect(v any) {
 		h.fill = append(h.fill, x)
 	case *fprRow:
 		h.fpr = append(h.fpr, *x)
+	case *fmPoint:
+		h.fm = append(h.fm, *x)
 	}
 }
 
@@ -66,6 +69,7 @@ func (h *htmlReport) write(dir, peers, header string) (string, error) {
 	errs := []error{
 		add("Disk reads avoided", "Data blocks read per Get and bytes read from the block device per Get (read_bytes), with and without filters; warm rows have the page cache as the previous phase left it, cold rows follow an eviction of the store's files.", h.avoidedPlot),
 		add("Absent-key block reads against segments", "During the fill report: data blocks touched per absent-key Get against the number of segments, measured and predicted (the sum of the probed filters' FPRs).", h.blocksBySegmentsPlot),
+		add("Filter memory", "Data blocks touched per absent-key Get against filter memory (share of 10 bits per key) on the fill-random store: every segment at the same bits per key, filters folded greedily from 10 (or 20) bits per key, and the optimal allocation (Options.FilterAllocation = FilterOptimal); lines predicted (Σ FPR), points measured.", h.filterMemoryPlot),
 		add("Fill report: write amplification", "Bytes written per user byte over the fill, with and without the WAL.", h.fillPlot),
 		add("FPR sweep", "Measured false-positive rate against theory for both filter layouts.", func() (*plot.Plot, error) { return fprPlot(h.fpr) }),
 	}
@@ -316,5 +320,45 @@ func peerPlot(file string) (*plot.Plot, error) {
 		p.Legend.Add(m.name, bars)
 	}
 	p.NominalX(names...)
+	return p, nil
+}
+
+// filterMemoryPlot draws the filter-memory curve: per allocation the
+// predicted block reads per absent Get as a line and the measured ones as
+// points, on a log scale (they span two orders of magnitude).
+func (h *htmlReport) filterMemoryPlot() (*plot.Plot, error) {
+	if len(h.fm) == 0 {
+		return nil, nil
+	}
+	p := plot.New()
+	p.Title.Text = "Block reads per absent Get against filter memory"
+	p.X.Label.Text, p.Y.Label.Text = "filter memory (% of 10 bits per key)", "blocks per absent Get (log)"
+	p.Y.Scale, p.Y.Tick.Marker = plot.LogScale{}, plot.LogTicks{}
+	p.Legend.Top = true
+	for i, alloc := range []string{"uniform", "greedy", "optimal"} {
+		var pred, meas plotter.XYs
+		for _, f := range h.fm {
+			if f.Allocation == alloc && f.Predicted > 0 && f.Measured > 0 {
+				pred = append(pred, plotter.XY{X: 100 * f.Share, Y: f.Predicted})
+				meas = append(meas, plotter.XY{X: 100 * f.Share, Y: f.Measured})
+			}
+		}
+		if len(pred) == 0 {
+			continue
+		}
+		l, err := plotter.NewLine(pred)
+		if err != nil {
+			return nil, err
+		}
+		l.Color, l.Dashes = plotutil.Color(i), plotutil.Dashes(i)
+		sc, err := plotter.NewScatter(meas)
+		if err != nil {
+			return nil, err
+		}
+		sc.Color, sc.Shape = plotutil.Color(i), plotutil.Shape(i)
+		p.Add(l, sc)
+		p.Legend.Add(alloc+" predicted", l)
+		p.Legend.Add(alloc+" measured", sc)
+	}
 	return p, nil
 }

@@ -46,6 +46,7 @@ func TestRunSmoke(t *testing.T) {
 		"scan-100 (100 keys from a random Seek)", "scan-full", "keys/s", "measured FPR",
 		"== Disk reads avoided", "gain with filters", "== Fill report", "W-amp", "== Negative lookups", "negative-lookup", "== Prefix lookups", "searched (asked - skipped)",
 		"== Bloom filter FPR against theory", "== Baseline: bbolt", "total time",
+		"== Filter memory", "greedy fold", "as built by the fill",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q", want)
@@ -81,6 +82,20 @@ func TestRunSmoke(t *testing.T) {
 	}
 	if n := seen["fpr fpr-sweep   "]; n != 2*(fprMaxBits-fprMinBits+1) {
 		t.Errorf("%d FPR records, want %d", n, 2*(fprMaxBits-fprMinBits+1))
+	}
+	for _, alloc := range []string{"uniform", "greedy", "optimal"} {
+		n := 0
+		for _, r := range records {
+			if r["kind"] == "filter-memory" && r["allocation"] == alloc {
+				n++
+				if r["predicted_blocks_per_get"].(float64) <= 0 || r["filter_bytes"].(float64) <= 0 {
+					t.Errorf("filter-memory record without a prediction or filters: %v", r)
+				}
+			}
+		}
+		if n != len(fmShares) {
+			t.Errorf("%d filter-memory records for %s, want %d", n, alloc, len(fmShares))
+		}
 	}
 	if fi, err := os.Stat(cfg.Plot); err != nil || fi.Size() == 0 {
 		t.Errorf("plot not written: %v", err)
@@ -161,6 +176,7 @@ func TestHTMLReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.ReportPeers = peers
+	cfg.FilterMemoryKeys = 3000 // the long run's path: a fresh store for the curve
 	var stdout, stderr bytes.Buffer
 	if err := run(context.Background(), cfg, &stdout, &stderr); err != nil {
 		t.Fatalf("run: %v\n%s", err, stderr.String())
@@ -170,7 +186,7 @@ func TestHTMLReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	html := string(page)
-	want := []string{"Disk reads avoided", "Absent-key block reads against segments", "Fill report: write amplification", "FPR sweep", "Against other stores", "== Workloads"}
+	want := []string{"Disk reads avoided", "Absent-key block reads against segments", "Filter memory", "Fill report: write amplification", "FPR sweep", "Against other stores", "== Workloads"}
 	if !dropCacheSupported {
 		want = want[1:]
 	}
