@@ -14,6 +14,7 @@ import (
 	"github.com/bloomkv/bloomkv/bloom"
 	"github.com/bloomkv/bloomkv/compaction"
 	"github.com/bloomkv/bloomkv/internal/base"
+	"github.com/bloomkv/bloomkv/internal/rangedel"
 	"github.com/bloomkv/bloomkv/manifest"
 	"github.com/bloomkv/bloomkv/memtable"
 	"github.com/bloomkv/bloomkv/segment"
@@ -403,21 +404,13 @@ func (db *DB) get(key []byte, snapSeq uint64) ([]byte, error) {
 	defer rs.release()
 	seq = min(seq, snapSeq)
 	db.stats.gets.Add(1)
-	// deleted is the newest range tombstone seen so far that covers key.
-	// Sources are searched newest first and their sequence numbers do not
-	// overlap, so once one holds such a tombstone, every version in the
-	// sources after it is older: deleted, and not worth a read.
-	var deleted uint64
-	for _, m := range rs.mems {
-		deleted = max(deleted, m.RangeDels().Covering(key, seq))
+	ts := tombstones{rs: rs, key: key, seq: seq}
+	for i, m := range rs.mems {
 		if v, vseq, kind, ok := m.GetVersion(key, seq); ok {
-			return visible(v, vseq, kind, deleted)
-		}
-		if deleted > 0 {
-			return nil, ErrNotFound
+			return visible(v, vseq, kind, ts.through(i+1))
 		}
 	}
-	return db.getFromSegments(rs.segments, key, seq)
+	return db.getFromSegments(&ts)
 }
 
 // visible turns the version found into get's result: its value, or
@@ -430,60 +423,85 @@ func visible(v []byte, seq uint64, kind base.Kind, deleted uint64) ([]byte, erro
 	return v, nil
 }
 
+// tombstones finds, when a Get needs it, the newest range tombstone
+// visible to it that covers its key in the sources it has searched so far
+// (the memtables, then the segments, newest first). Only a version found,
+// or a segment about to be read, needs it: a version can be hidden only by
+// a tombstone in its own source or a newer one. So a Get of an absent key,
+// which the filters answer with no I/O, never pays for range tombstones.
+type tombstones struct {
+	rs      *readState
+	key     []byte
+	seq     uint64
+	checked int    // sources whose tombstones are in newest
+	newest  uint64 // the newest covering tombstone among them, 0 if none
+}
+
+// through returns the newest covering tombstone in the first n sources.
+func (t *tombstones) through(n int) uint64 {
+	for ; t.checked < n; t.checked++ {
+		var l *rangedel.List
+		if m := len(t.rs.mems); t.checked < m {
+			l = t.rs.mems[t.checked].RangeDels()
+		} else {
+			l = t.rs.segments[t.checked-m].reader.RangeDels()
+		}
+		t.newest = max(t.newest, l.Covering(t.key, t.seq))
+	}
+	return t.newest
+}
+
 // getFromSegments searches the segments newest first. The key is hashed
-// once for every filter; a filter's "no" skips its segment with no I/O. A
-// segment's range tombstones are in memory, so checking them costs no I/O
-// either.
-func (db *DB) getFromSegments(segments []*segHandle, key []byte, seq uint64) ([]byte, error) {
-	p := probe{key: key, hash: bloom.Hash(key), seq: seq}
+// once for every filter; a filter's "no" skips its segment with no I/O.
+// Before a segment is read, the range tombstones of it and every newer
+// source are checked, in memory: one newer than all the segment's versions
+// means the key is deleted here and in every older segment, with no read.
+func (db *DB) getFromSegments(ts *tombstones) ([]byte, error) {
+	p := probe{key: ts.key, hash: bloom.Hash(ts.key)}
 	defer p.publish(&db.stats)
-	var deleted uint64 // as in get
-	for _, s := range segments {
-		deleted = max(deleted, s.reader.RangeDels().Covering(key, seq))
-		v, vseq, kind, ok, err := p.lookup(s)
+	for j, s := range ts.rs.segments {
+		if !p.mayHold(s) {
+			continue
+		}
+		deleted := ts.through(len(ts.rs.mems) + j + 1)
+		if deleted > s.meta.MaxSeq {
+			return nil, ErrNotFound
+		}
+		v, vseq, kind, ok, err := s.reader.Lookup(ts.key, ts.seq)
 		if err != nil {
-			// The segment's errors name the file (a CorruptError, or
-			// "segment NAME: read ..."): add only the operation.
 			return nil, fmt.Errorf("bloomkv: get: %w", err)
 		}
 		if ok {
 			return visible(v, vseq, kind, deleted)
 		}
-		if deleted > 0 {
-			break
+		if s.reader.Filter() != nil {
+			p.falsePositives++
 		}
 	}
 	return nil, ErrNotFound
 }
 
-// probe is one Get's search of the segments, with its filter counters:
-// counted locally and published once, since a shared atomic per segment
-// probed would bounce a cache line between cores on every Get.
+// probe counts one Get's filter probes: counted locally and published
+// once, since a shared atomic per segment probed would bounce a cache line
+// between cores on every Get.
 type probe struct {
 	key                               []byte
 	hash                              uint64
-	seq                               uint64
 	probed, negatives, falsePositives uint64
 }
 
-// lookup returns the newest version of the key in s with a sequence
-// number <= p.seq (aliasing the segment's memory), asking the filter
-// first: a segment whose key range or filter rules the key out costs no
-// I/O.
-func (p *probe) lookup(s *segHandle) (v []byte, seq uint64, kind base.Kind, found bool, err error) {
+// mayHold reports whether segment s may hold the key: its key range holds
+// it and its filter says "maybe". Neither costs I/O.
+func (p *probe) mayHold(s *segHandle) bool {
 	if !s.covers(p.key) {
-		return nil, 0, 0, false, nil
+		return false
 	}
 	p.probed++
 	if !s.reader.MayContain(p.hash) {
 		p.negatives++
-		return nil, 0, 0, false, nil
+		return false
 	}
-	v, seq, kind, found, err = s.reader.Lookup(p.key, p.seq)
-	if err == nil && !found && s.reader.Filter() != nil {
-		p.falsePositives++
-	}
-	return v, seq, kind, found, err
+	return true
 }
 
 func (p *probe) publish(c *counters) {
