@@ -17,7 +17,6 @@ package memtable
 
 import (
 	"bytes"
-	"encoding/binary"
 	"math/rand/v2"
 	"sync/atomic"
 	"unsafe"
@@ -41,7 +40,7 @@ const (
 // node is one entry of the skiplist. Everything but tower is written once,
 // before the node is published, and never changes afterwards.
 type node struct {
-	prefix  uint64 // keyPrefix(key): most comparisons end here
+	prefix  uint64 // base.KeyPrefix(key): most comparisons end here
 	key     []byte // user key, in the arena
 	value   []byte // in the arena; empty for deletions
 	trailer uint64 // base.MakeTrailer(seq, kind)
@@ -76,18 +75,6 @@ func (n *node) compare(prefix uint64, key []byte, trailer uint64) int {
 		return 1
 	}
 	return base.Compare(n.key, n.trailer, key, trailer)
-}
-
-// keyPrefix returns the first 8 bytes of key as a big-endian integer,
-// zero-padded. Zero padding keeps the order: if two keys' prefixes differ,
-// they compare as the keys do; only equal prefixes need the keys.
-func keyPrefix(key []byte) uint64 {
-	if len(key) >= 8 {
-		return binary.BigEndian.Uint64(key)
-	}
-	var b [8]byte
-	copy(b[:], key)
-	return binary.BigEndian.Uint64(b[:])
 }
 
 // Memtable is a sorted in-memory table of internal keys. Add must be called
@@ -256,7 +243,7 @@ func seqMaxTrailer(seq uint64) uint64 { return seq<<8 | 0xff }
 func (m *Memtable) seekGE(key []byte, trailer uint64, prev *[maxHeight]*node) *node {
 	x := m.head
 	level := int(m.height.Load()) - 1
-	p := keyPrefix(key)
+	p := base.KeyPrefix(key)
 	for {
 		next := x.tower[level].Load()
 		if next != nil && next.compare(p, key, trailer) < 0 {
@@ -278,7 +265,7 @@ func (m *Memtable) seekGE(key []byte, trailer uint64, prev *[maxHeight]*node) *n
 func (m *Memtable) seekLT(key []byte, trailer uint64) *node {
 	x := m.head
 	level := int(m.height.Load()) - 1
-	p := keyPrefix(key)
+	p := base.KeyPrefix(key)
 	for {
 		next := x.tower[level].Load()
 		if next != nil && next.compare(p, key, trailer) < 0 {
@@ -344,6 +331,6 @@ func (m *Memtable) newNode(key, value []byte, trailer uint64, height int) *node 
 	n.key = buf[:len(key):len(key)]
 	n.value = buf[len(key):]
 	n.trailer = trailer
-	n.prefix = keyPrefix(key)
+	n.prefix = base.KeyPrefix(key)
 	return n
 }

@@ -399,7 +399,7 @@ func TestKeyPrefixOrder(t *testing.T) {
 	}
 	for range 200_000 {
 		a, b := key(), key()
-		pa, pb := keyPrefix(a), keyPrefix(b)
+		pa, pb := base.KeyPrefix(a), base.KeyPrefix(b)
 		if pa != pb && cmp.Compare(pa, pb) != bytes.Compare(a, b) {
 			t.Fatalf("%x vs %x: prefixes %x, %x order them wrongly", a, b, pa, pb)
 		}

@@ -15,7 +15,7 @@ package rangedel
 
 import (
 	"bytes"
-	"encoding/binary"
+	"github.com/bloomkv/bloomkv/internal/base"
 	"slices"
 )
 
@@ -39,29 +39,18 @@ type List struct {
 	frags []Fragment
 	count int // tombstone pieces: the sum of len(Seqs)
 	// ends[i] is the first 8 bytes of frags[i].End as a big-endian
-	// integer (keyPrefix): Find compares these, contiguous in memory, and
+	// integer (base.KeyPrefix): Find compares these, contiguous in memory, and
 	// whole keys only where they tie. A Get asks every list it meets, and
 	// with 1,000 fragments the search over the keys themselves was ~30% of
 	// an absent-key Get's time.
 	ends []uint64
 }
 
-// keyPrefix returns the first 8 bytes of key as a big-endian integer,
-// zero-padded: where two keys' prefixes differ, they compare as the keys do.
-func keyPrefix(key []byte) uint64 {
-	if len(key) >= 8 {
-		return binary.BigEndian.Uint64(key)
-	}
-	var b [8]byte
-	copy(b[:], key)
-	return binary.BigEndian.Uint64(b[:])
-}
-
 // indexed fills l.ends once l.frags is final, and returns l.
 func (l *List) indexed() *List {
 	l.ends = make([]uint64, len(l.frags))
 	for i := range l.frags {
-		l.ends[i] = keyPrefix(l.frags[i].End)
+		l.ends[i] = base.KeyPrefix(l.frags[i].End)
 	}
 	return l
 }
@@ -185,7 +174,7 @@ func (l *List) Find(key []byte) int {
 // whose end's prefix is below key's ends before key, one whose prefix is
 // above ends beyond it, and only equal prefixes need the whole keys.
 func (l *List) firstEndAbove(key []byte) int {
-	p := keyPrefix(key)
+	p := base.KeyPrefix(key)
 	lo, hi := 0, len(l.ends)
 	for lo < hi {
 		mid := int(uint(lo+hi) >> 1)
