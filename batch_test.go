@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/bloomkv/bloomkv/internal/base"
+	"github.com/bloomkv/bloomkv/internal/batch"
 )
 
 func TestBatchRoundTrip(t *testing.T) {
@@ -15,8 +16,8 @@ func TestBatchRoundTrip(t *testing.T) {
 	b.Put([]byte("c"), nil)
 	rec := b.setSeq(42)
 	var got []string
-	err := decodeBatch(rec, "x.wal", 16, func(seq uint64, op batchOp) {
-		got = append(got, string(rune('0'+seq-42))+op.kind.String()+string(op.key)+string(op.value))
+	err := batch.Decode(rec, "x.wal", 16, func(seq uint64, op batch.Op) {
+		got = append(got, string(rune('0'+seq-42))+op.Kind.String()+string(op.Key)+string(op.Value))
 	})
 	want := []string{"0puta1", "1deleteb", "2putc"}
 	if err != nil || len(got) != len(want) {
@@ -28,7 +29,7 @@ func TestBatchRoundTrip(t *testing.T) {
 		}
 	}
 	for cut := range len(rec) {
-		if err := decodeBatch(rec[:cut], "x.wal", 16, func(uint64, batchOp) {}); !errors.Is(err, ErrCorrupt) {
+		if err := batch.Decode(rec[:cut], "x.wal", 16, func(uint64, batch.Op) {}); !errors.Is(err, ErrCorrupt) {
 			t.Fatalf("truncated at %d: %v, want ErrCorrupt", cut, err)
 		}
 	}
@@ -49,19 +50,19 @@ func FuzzDecodeBatch(f *testing.F) {
 	f.Fuzz(func(t *testing.T, rec []byte) {
 		re := NewBatch()
 		var first uint64
-		err := decodeBatch(rec, "fuzz.wal", 0, func(seq uint64, op batchOp) {
+		err := batch.Decode(rec, "fuzz.wal", 0, func(seq uint64, op batch.Op) {
 			if first == 0 {
 				first = seq
 			}
-			switch op.kind {
+			switch op.Kind {
 			case base.KindPut:
-				re.Put(op.key, op.value)
+				re.Put(op.Key, op.Value)
 			case base.KindRangeDelete:
-				if err := re.DeleteRange(op.key, op.value); err != nil || re.count == 0 {
-					t.Fatalf("decoded a range deletion [%q, %q) that DeleteRange refuses or drops: %v", op.key, op.value, err)
+				if err := re.DeleteRange(op.Key, op.Value); err != nil || re.count == 0 {
+					t.Fatalf("decoded a range deletion [%q, %q) that DeleteRange refuses or drops: %v", op.Key, op.Value, err)
 				}
 			default:
-				re.Delete(op.key)
+				re.Delete(op.Key)
 			}
 		})
 		if err != nil {

@@ -23,6 +23,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/bloomkv/bloomkv/internal/base"
+	"github.com/bloomkv/bloomkv/internal/batch"
 	"github.com/bloomkv/bloomkv/vfs"
 	"github.com/bloomkv/bloomkv/wal"
 )
@@ -175,7 +176,7 @@ func TestOversizedEntryInWAL(t *testing.T) {
 			mustDo(t, db.Put([]byte("a"), []byte("1")))
 			// Append a hostile but well-framed batch through the WAL
 			// writer, as a foreign program (or an older build) could.
-			rec := append(make([]byte, batchHeaderLen), byte(base.KindPut))
+			rec := append(make([]byte, batch.HeaderLen), byte(base.KindPut))
 			rec = binary.AppendUvarint(rec, uint64(tc.key))
 			rec = append(rec, bytes.Repeat([]byte("k"), tc.key)...)
 			rec = binary.AppendUvarint(rec, uint64(tc.value))

@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/bloomkv/bloomkv/internal/base"
+	"github.com/bloomkv/bloomkv/internal/batch"
 	"github.com/bloomkv/bloomkv/memtable"
 	"github.com/bloomkv/bloomkv/wal"
 )
@@ -143,7 +144,7 @@ func (db *DB) writeGroup(group []*commitReq, logw *wal.Writer, mem *memtable.Mem
 		return fmt.Errorf("%w: %w", ErrReadOnly, err)
 	}
 	for _, p := range payloads {
-		decodeBatch(p, "", 0, func(seq uint64, op batchOp) { mem.Add(seq, op.kind, op.key, op.value) })
+		batch.Decode(p, "", 0, func(seq uint64, op batch.Op) { mem.Add(seq, op.Kind, op.Key, op.Value) })
 	}
 	clear(payloads) // do not pin the batches until the next group
 	db.lastSeq = seq - 1

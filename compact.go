@@ -339,7 +339,7 @@ func (db *DB) metasLocked() []base.SegmentMeta {
 func (db *DB) compactSegments(inputs []*segHandle, tier uint32, major bool) error {
 	start := time.Now()
 	info := CompactionInfo{Inputs: len(inputs), Tier: tier, Major: major}
-	srcs := make([]merge.Source, len(inputs))
+	srcs := make([]base.InternalIterator, len(inputs))
 	rangeDels := make([]*rangedel.List, 0, len(inputs))
 	for i, s := range inputs {
 		it := s.reader.NewIterWithCounters(false, &db.compactionCounters)

@@ -93,7 +93,7 @@ func (db *DB) newIterator(opts *IterOptions, snapSeq uint64) (*Iterator, error) 
 	}
 	it := &Iterator{db: db, rs: rs, seq: min(seq, snapSeq)}
 	it.lower, it.upper = bounds(opts)
-	srcs := make([]merge.Source, 0, len(rs.mems)+len(rs.segments))
+	srcs := make([]base.InternalIterator, 0, len(rs.mems)+len(rs.segments))
 	for _, m := range rs.mems {
 		// What a memtable gains from now on is newer than it.seq, which
 		// the iterator would hide anyway.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/bloomkv/bloomkv/compaction"
 	"github.com/bloomkv/bloomkv/internal/base"
+	"github.com/bloomkv/bloomkv/internal/batch"
 	"github.com/bloomkv/bloomkv/manifest"
 	"github.com/bloomkv/bloomkv/memtable"
 	"github.com/bloomkv/bloomkv/segment"
@@ -308,9 +309,9 @@ func (db *DB) replay(logs []uint64, flushedSeq uint64) (*memtable.Memtable, erro
 		name := base.WALFileName(num)
 		opts := walRecoverOptions(db.fs, db.dir, logs, i, db.bootID)
 		res, err := wal.Recover(db.fs, db.path(name), opts, func(rec []byte, offset int64) error {
-			return decodeBatch(rec, name, offset, func(seq uint64, op batchOp) {
+			return batch.Decode(rec, name, offset, func(seq uint64, op batch.Op) {
 				if seq > flushedSeq {
-					mem.Add(seq, op.kind, op.key, op.value)
+					mem.Add(seq, op.Kind, op.Key, op.Value)
 					db.lastSeq = max(db.lastSeq, seq)
 				}
 			})

@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 
 	"github.com/bloomkv/bloomkv/bloom"
-	"github.com/bloomkv/bloomkv/compaction"
 	"github.com/bloomkv/bloomkv/internal/base"
 	"github.com/bloomkv/bloomkv/internal/rangedel"
 	"github.com/bloomkv/bloomkv/segment"
@@ -76,7 +75,7 @@ func unrefAll(segs []*segHandle) {
 // (and no error) if there is nothing to write. The file is not live until
 // the caller commits it to the manifest. replaces are the segments it will
 // replace (a merge's inputs; nil for a flush), for the filter allocation.
-func (db *DB) writeSegment(it compaction.Iterator, rangeDels *rangedel.List, filter *bloom.Filter, tier uint32, replaces []*segHandle) (*segHandle, error) {
+func (db *DB) writeSegment(it base.ForwardIterator, rangeDels *rangedel.List, filter *bloom.Filter, tier uint32, replaces []*segHandle) (*segHandle, error) {
 	num, err := db.manifest.NewFileNum()
 	if err != nil {
 		return nil, fmt.Errorf("segment file number: %w", err)
@@ -120,7 +119,7 @@ func (db *DB) writeSegment(it compaction.Iterator, rangeDels *rangedel.List, fil
 
 // fillSegment writes the entries of it as a segment to f. A non-nil filter
 // (compaction's union path) replaces the one the writer would build.
-func (db *DB) fillSegment(f vfs.File, it compaction.Iterator, rangeDels *rangedel.List, filter *bloom.Filter, replaces []*segHandle) (segment.Properties, error) {
+func (db *DB) fillSegment(f vfs.File, it base.ForwardIterator, rangeDels *rangedel.List, filter *bloom.Filter, replaces []*segHandle) (segment.Properties, error) {
 	wo := segment.WriterOptions{
 		BlockSize:      db.opts.BlockSize,
 		Compression:    !db.opts.DisableCompression,
@@ -136,11 +135,13 @@ func (db *DB) fillSegment(f vfs.File, it compaction.Iterator, rangeDels *rangede
 	}
 	w.SetRangeDels(rangeDels)
 	for ok := it.First(); ok; ok = it.Next() {
-		if err := w.Add(it.Key(), it.Seq(), it.Kind(), it.Value()); err != nil {
+		key, trailer := it.InternalKey()
+		seq, kind := base.SplitTrailer(trailer)
+		if err := w.Add(key, seq, kind, it.Value()); err != nil {
 			return segment.Properties{}, err
 		}
 	}
-	if err := compaction.Err(it); err != nil {
+	if err := it.Error(); err != nil {
 		return segment.Properties{}, err
 	}
 	return w.Finish()

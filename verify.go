@@ -13,6 +13,7 @@ import (
 
 	"github.com/bloomkv/bloomkv/bloom"
 	"github.com/bloomkv/bloomkv/internal/base"
+	"github.com/bloomkv/bloomkv/internal/batch"
 	"github.com/bloomkv/bloomkv/manifest"
 	"github.com/bloomkv/bloomkv/segment"
 	"github.com/bloomkv/bloomkv/vfs"
@@ -472,7 +473,7 @@ func scanWAL(ctx context.Context, f io.Reader, name string, active bool, opts wa
 		rec, err := r.Next()
 		switch {
 		case err == nil:
-			if err := decodeBatch(rec, name, off, func(uint64, batchOp) {}); err != nil {
+			if err := batch.Decode(rec, name, off, func(uint64, batch.Op) {}); err != nil {
 				rep.problem(name, err)
 				return nil
 			}

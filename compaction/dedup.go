@@ -8,26 +8,8 @@ import (
 	"bytes"
 
 	"github.com/bloomkv/bloomkv/internal/base"
-	"github.com/bloomkv/bloomkv/internal/merge"
 	"github.com/bloomkv/bloomkv/internal/rangedel"
 )
-
-// Iterator is a forward source of internal keys in internal-key order
-// (user key ascending, sequence number descending). memtable.Iter,
-// segment.Iter and merge.Iter satisfy it. Key and Value are valid until the
-// next call to First or Next.
-type Iterator interface {
-	First() bool
-	Next() bool
-	Key() []byte
-	Seq() uint64
-	Kind() base.Kind
-	Value() []byte
-}
-
-// Err returns the error of a source that can fail (one with an Error
-// method), nil for the others.
-func Err(it Iterator) error { return merge.Err(it) }
 
 // Dedup passes on the versions a reader can still see. Open snapshots
 // split the sequence numbers into stripes: the versions visible to a
@@ -46,7 +28,7 @@ func Err(it Iterator) error { return merge.Err(it) }
 // tombstone newer than it covers within the same stripe: no reader that
 // sees the version misses the tombstone.
 type Dedup struct {
-	src            Iterator
+	src            base.ForwardIterator
 	snapshots      []uint64 // sequence numbers of open snapshots, ascending
 	dropTombstones bool
 	rangeDels      rangedel.Cursor
@@ -57,7 +39,7 @@ type Dedup struct {
 
 // NewDedup wraps src. snapshots holds the sequence numbers of the open
 // snapshots in any order; Dedup keeps its own sorted copy.
-func NewDedup(src Iterator, snapshots []uint64, dropTombstones bool) *Dedup {
+func NewDedup(src base.ForwardIterator, snapshots []uint64, dropTombstones bool) *Dedup {
 	return &Dedup{src: src, snapshots: sortedSnapshots(snapshots), dropTombstones: dropTombstones}
 }
 
@@ -91,8 +73,9 @@ func (d *Dedup) stripe(seq uint64) int { return stripeOf(d.snapshots, seq) }
 // deletions that no reader needs.
 func (d *Dedup) settle() bool {
 	for {
-		k := d.src.Key()
-		stripe := d.stripe(d.src.Seq())
+		k, trailer := d.src.InternalKey()
+		seq, kind := base.SplitTrailer(trailer)
+		stripe := d.stripe(seq)
 		if d.started && bytes.Equal(k, d.prev) {
 			if stripe == d.prevStripe {
 				if !d.src.Next() {
@@ -105,8 +88,8 @@ func (d *Dedup) settle() bool {
 			d.started = true
 		}
 		d.prevStripe = stripe
-		if (d.dropTombstones && stripe == 0 && d.src.Kind() == base.KindDelete) ||
-			coveredInStripe(d.rangeDels.At(k), d.snapshots, d.src.Seq(), stripe) {
+		if (d.dropTombstones && stripe == 0 && kind == base.KindDelete) ||
+			coveredInStripe(d.rangeDels.At(k), d.snapshots, seq, stripe) {
 			if !d.src.Next() {
 				return false
 			}
@@ -116,17 +99,13 @@ func (d *Dedup) settle() bool {
 	}
 }
 
-// Key returns the current user key.
-func (d *Dedup) Key() []byte { return d.src.Key() }
-
-// Seq returns the current sequence number.
-func (d *Dedup) Seq() uint64 { return d.src.Seq() }
-
-// Kind returns the current kind.
-func (d *Dedup) Kind() base.Kind { return d.src.Kind() }
+// InternalKey returns the current user key and trailer.
+func (d *Dedup) InternalKey() ([]byte, uint64) { return d.src.InternalKey() }
 
 // Value returns the current value.
 func (d *Dedup) Value() []byte { return d.src.Value() }
 
 // Error returns the source's error.
-func (d *Dedup) Error() error { return Err(d.src) }
+func (d *Dedup) Error() error { return d.src.Error() }
+
+var _ base.ForwardIterator = (*Dedup)(nil)

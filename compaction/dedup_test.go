@@ -21,12 +21,13 @@ type versions struct {
 	i  int
 }
 
-func (v *versions) First() bool     { v.i = 0; return v.i < len(v.vs) }
-func (v *versions) Next() bool      { v.i++; return v.i < len(v.vs) }
-func (v *versions) Key() []byte     { return []byte(v.vs[v.i].key) }
-func (v *versions) Seq() uint64     { return v.vs[v.i].seq }
-func (v *versions) Kind() base.Kind { return v.vs[v.i].kind }
-func (v *versions) Value() []byte   { return nil }
+func (v *versions) First() bool { v.i = 0; return v.i < len(v.vs) }
+func (v *versions) Next() bool  { v.i++; return v.i < len(v.vs) }
+func (v *versions) InternalKey() ([]byte, uint64) {
+	return []byte(v.vs[v.i].key), base.MakeTrailer(v.vs[v.i].seq, v.vs[v.i].kind)
+}
+func (v *versions) Value() []byte { return nil }
+func (v *versions) Error() error  { return nil }
 
 // read returns what a reader at seq sees for key in vs: the kind of the
 // newest version with seq <= at, or false if there is none (or it is a
@@ -62,7 +63,9 @@ func TestDedupKeepsWhatReadersSee(t *testing.T) {
 		d := NewDedup(&versions{vs: vs}, snaps, drop)
 		var out []version
 		for ok := d.First(); ok; ok = d.Next() {
-			out = append(out, version{string(d.Key()), d.Seq(), d.Kind()})
+			k, trailer := d.InternalKey()
+			seq, kind := base.SplitTrailer(trailer)
+			out = append(out, version{string(k), seq, kind})
 		}
 		readers := append(slices.Clone(snaps), ^uint64(0))
 		for k := range 8 {

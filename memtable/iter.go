@@ -92,3 +92,8 @@ func (it *Iter) Kind() base.Kind { return it.n.kind() }
 // the memtable's memory: it must not be modified, and stays valid as long as
 // the memtable is referenced. Valid must be true.
 func (it *Iter) Value() []byte { return it.n.value }
+
+// Error is nil: a memtable is memory, and its iterator cannot fail.
+func (it *Iter) Error() error { return nil }
+
+var _ base.InternalIterator = (*Iter)(nil)

@@ -199,3 +199,5 @@ func (it *Iter) Close() error {
 	*it = Iter{r: it.r, idx: -1, err: errIterClosed} // drops the readahead window too
 	return err
 }
+
+var _ base.InternalIterator = (*Iter)(nil)

@@ -1,5 +1,6 @@
 // Package merge combines sorted sources of internal keys (memtables,
-// segments) into one ordered stream, forward or backward. It keeps every
+// segments: base.InternalIterators) into one ordered stream, forward or
+// backward; the merge is an InternalIterator itself. It keeps every
 // version of every key; hiding shadowed versions and tombstones is the
 // caller's business (compaction.Dedup for merges, the DB iterator for
 // reads), because which versions are visible depends on the reader.
@@ -12,34 +13,6 @@ import (
 	"github.com/bloomkv/bloomkv/internal/base"
 )
 
-// Source is a sorted source of internal keys: user key ascending, the
-// versions of one key newest first. memtable.Iter and segment.Iter are
-// Sources. Positioning methods report whether the source is at an entry;
-// Key and Value stay valid until the next positioning call.
-type Source interface {
-	First() bool
-	Last() bool
-	Next() bool
-	Prev() bool
-	SeekGE(key []byte) bool // first entry with user key >= key: its newest version
-	SeekLT(key []byte) bool // last entry with user key < key: its oldest version
-	// InternalKey returns the user key and trailer (base.MakeTrailer:
-	// sequence number and kind) of the current entry.
-	InternalKey() (key []byte, trailer uint64)
-	Value() []byte
-}
-
-// errorer is implemented by sources that can fail (segment iterators).
-type errorer interface{ Error() error }
-
-// Err returns the error of a source that can fail, nil for the others.
-func Err(s any) error {
-	if e, ok := s.(errorer); ok {
-		return e.Error()
-	}
-	return nil
-}
-
 // ErrDirection is returned (by Error) after Next on an Iter positioned by
 // Last, SeekLT or Prev, or Prev on one positioned by First, SeekGE or Next.
 // Changing direction needs a seek; the DB iterator does that.
@@ -48,7 +21,7 @@ var ErrDirection = errors.New("merge: iteration direction changed without a seek
 // item is one source in the heap, with its current internal key cached so
 // that comparisons cost no interface calls.
 type item struct {
-	src     Source
+	src     base.InternalIterator
 	index   int // of src in New's arguments
 	key     []byte
 	trailer uint64
@@ -56,7 +29,7 @@ type item struct {
 
 func (it *item) load() { it.key, it.trailer = it.src.InternalKey() }
 
-// Iter is the merge of several Sources. Moving forward (First, SeekGE,
+// Iter is the merge of several sources. Moving forward (First, SeekGE,
 // Next) it yields entries in internal-key order; moving backward (Last,
 // SeekLT, Prev) in the reverse order: keys descending and, for one key,
 // the oldest version first. An Iter is not safe for concurrent use.
@@ -68,7 +41,7 @@ type Iter struct {
 }
 
 // New returns an unpositioned merge of srcs.
-func New(srcs ...Source) *Iter {
+func New(srcs ...base.InternalIterator) *Iter {
 	m := &Iter{items: make([]item, len(srcs)), heap: make([]*item, 0, len(srcs))}
 	for i, s := range srcs {
 		m.items[i].src, m.items[i].index = s, i
@@ -77,24 +50,24 @@ func New(srcs ...Source) *Iter {
 }
 
 // First positions at the smallest entry of all sources.
-func (m *Iter) First() bool { return m.position(false, Source.First) }
+func (m *Iter) First() bool { return m.position(false, base.InternalIterator.First) }
 
 // Last positions at the largest entry of all sources.
-func (m *Iter) Last() bool { return m.position(true, Source.Last) }
+func (m *Iter) Last() bool { return m.position(true, base.InternalIterator.Last) }
 
 // SeekGE positions at the newest version of the first user key >= key.
 func (m *Iter) SeekGE(key []byte) bool {
-	return m.position(false, func(s Source) bool { return s.SeekGE(key) })
+	return m.position(false, func(s base.InternalIterator) bool { return s.SeekGE(key) })
 }
 
 // SeekLT positions at the oldest version of the last user key < key.
 func (m *Iter) SeekLT(key []byte) bool {
-	return m.position(true, func(s Source) bool { return s.SeekLT(key) })
+	return m.position(true, func(s base.InternalIterator) bool { return s.SeekLT(key) })
 }
 
 // position moves every source with move and rebuilds the heap for the
 // given direction.
-func (m *Iter) position(reverse bool, move func(Source) bool) bool {
+func (m *Iter) position(reverse bool, move func(base.InternalIterator) bool) bool {
 	m.reverse, m.err = reverse, nil
 	m.heap = m.heap[:0]
 	for i := range m.items {
@@ -102,7 +75,7 @@ func (m *Iter) position(reverse bool, move func(Source) bool) bool {
 		if move(it.src) {
 			it.load()
 			m.heap = append(m.heap, it)
-		} else if err := Err(it.src); err != nil {
+		} else if err := it.src.Error(); err != nil {
 			m.err = err
 			m.heap = m.heap[:0]
 			return false
@@ -144,7 +117,7 @@ func (m *Iter) settle(ok bool) bool {
 	if ok {
 		top.load()
 	} else {
-		if err := Err(top.src); err != nil {
+		if err := top.src.Error(); err != nil {
 			return m.fail(err)
 		}
 		last := len(m.heap) - 1
@@ -198,7 +171,7 @@ func (m *Iter) reposition(skip func(int) bool, move func(*item) bool, due func(*
 	for _, it := range m.heap {
 		if skip(it.index) && due(it) {
 			if !move(it) {
-				if err := Err(it.src); err != nil {
+				if err := it.src.Error(); err != nil {
 					m.fail(err)
 					return
 				}
@@ -247,7 +220,10 @@ func (m *Iter) down(i int) {
 // Valid reports whether the Iter is at an entry.
 func (m *Iter) Valid() bool { return len(m.heap) > 0 && m.err == nil }
 
-// Key returns the user key of the current entry.
+// InternalKey returns the user key and trailer of the current entry.
+func (m *Iter) InternalKey() ([]byte, uint64) { return m.heap[0].key, m.heap[0].trailer }
+
+// Key returns the user key of the current entry (InternalKey's first half).
 func (m *Iter) Key() []byte { return m.heap[0].key }
 
 // Seq returns the sequence number of the current entry.
@@ -267,3 +243,5 @@ func (m *Iter) Value() []byte { return m.heap[0].src.Value() }
 
 // Error returns the first error met by a source, or ErrDirection.
 func (m *Iter) Error() error { return m.err }
+
+var _ base.InternalIterator = (*Iter)(nil)

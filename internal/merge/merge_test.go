@@ -19,7 +19,7 @@ func cmpEntry(a, b entry) int {
 	return base.Compare([]byte(a.key), base.MakeTrailer(a.seq, a.kind), []byte(b.key), base.MakeTrailer(b.seq, b.kind))
 }
 
-// sliceSource is a Source over sorted entries.
+// sliceSource is a base.InternalIterator over sorted entries.
 type sliceSource struct {
 	es []entry
 	i  int
@@ -49,10 +49,11 @@ func (s *sliceSource) InternalKey() ([]byte, uint64) {
 	return []byte(e.key), base.MakeTrailer(e.seq, e.kind)
 }
 func (s *sliceSource) Value() []byte { return []byte(fmt.Sprint(s.es[s.i].seq)) }
+func (s *sliceSource) Error() error  { return nil }
 
-func randomSources(rng *rand.Rand) ([]Source, []entry) {
+func randomSources(rng *rand.Rand) ([]base.InternalIterator, []entry) {
 	var all []entry
-	srcs := make([]Source, rng.IntN(5))
+	srcs := make([]base.InternalIterator, rng.IntN(5))
 	seq := uint64(1)
 	for i := range srcs {
 		var es []entry

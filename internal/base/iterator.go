@@ -1,0 +1,39 @@
+package base
+
+// ForwardIterator walks a sorted source of internal keys forward: user
+// keys ascending, the versions of one key newest first. It is what a
+// segment writer consumes; compaction.Dedup, which filters a merged stream
+// and only goes forward, is one.
+//
+// First and Next report whether the iterator is at an entry; InternalKey
+// and Value are valid until the next move and must not be modified. When a
+// move returns false, Error says whether the source ran out (nil) or
+// failed.
+type ForwardIterator interface {
+	First() bool
+	Next() bool
+	// InternalKey returns the user key and the trailer (MakeTrailer:
+	// sequence number and kind) of the current entry.
+	InternalKey() (key []byte, trailer uint64)
+	Value() []byte
+	Error() error
+}
+
+// InternalIterator is a ForwardIterator that also moves backward and
+// seeks: the one vocabulary of bloomkv's sorted sources (as Pebble's
+// InternalIterator is). memtable.Iter, segment.Iter and merge.Iter
+// implement it.
+//
+// Backward (Last, Prev, SeekLT) entries come in the reverse order: keys
+// descending and, for one key, the oldest version first.
+type InternalIterator interface {
+	ForwardIterator
+	Last() bool
+	Prev() bool
+	// SeekGE moves to the first entry with user key >= key: its newest
+	// version.
+	SeekGE(key []byte) bool
+	// SeekLT moves to the last entry with user key < key: its oldest
+	// version.
+	SeekLT(key []byte) bool
+}
