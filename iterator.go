@@ -66,6 +66,7 @@ type Iterator struct {
 	// entries (skipCovered).
 	rangeDels []rangedel.Cursor
 	maxSeqs   []uint64
+	chain     []chainStep // skipCovered's, reused
 	lower     []byte
 	upper     []byte
 	reverse   bool // moving backward: m is before the current key, which is a copy
@@ -133,27 +134,54 @@ func (it *Iterator) addRangeDels(l *rangedel.List) {
 }
 
 // covering returns the newest range tombstone visible to the iterator that
-// covers key (0 if none), and the fragment it was found in.
-func (it *Iterator) covering(key []byte) (seq uint64, frag *rangedel.Fragment) {
+// covers key (0 if none), and the cursor whose fragment holds it.
+func (it *Iterator) covering(key []byte) (seq uint64, cur *rangedel.Cursor) {
 	for i := range it.rangeDels {
 		if f := it.rangeDels[i].At(key); f != nil {
 			if s := f.Visible(it.seq); s > seq {
-				seq, frag = s, f
+				seq, cur = s, &it.rangeDels[i]
 			}
 		}
 	}
-	return seq, frag
+	return seq, cur
 }
 
-// skipCovered moves the sources whose every entry is older than the range
-// tombstone at seq past its fragment: all they hold there is deleted.
-// Forward that is to the fragment's end, backward to below its start.
-func (it *Iterator) skipCovered(seq uint64, frag *rangedel.Fragment) {
-	older := func(i int) bool { return it.maxSeqs[i] < seq }
-	if it.reverse {
-		it.m.SkipBackTo(frag.Start, older)
-	} else {
-		it.m.SkipTo(frag.End, older)
+// maxChain bounds how many touching fragments skipCovered follows; past
+// it, the next covered key starts another chain.
+const maxChain = 64
+
+// chainStep is a bound skipCovered can move sources to, and the oldest
+// tombstone that deletes everything before it.
+type chainStep struct {
+	bound  []byte
+	oldest uint64
+}
+
+// skipCovered moves each source whose every entry is older than the
+// tombstones covering the fragment cur is at, and the touching fragments
+// after it (before it, backward), past as many of them as delete all it
+// holds there: one seek over a run of deletions (a raft log truncated a
+// thousand entries at a time) instead of one per fragment. Forward that is
+// to a fragment's end, backward to below its start.
+func (it *Iterator) skipCovered(cur *rangedel.Cursor) {
+	it.chain = it.chain[:0]
+	cur.Reach(it.seq, !it.reverse, maxChain, func(bound []byte, oldest uint64) {
+		it.chain = append(it.chain, chainStep{bound, oldest})
+	})
+	// oldest only falls along the chain: move the sources older than the
+	// whole chain to its far end first, then, at each bound where oldest
+	// changes, those older than the chain up to there.
+	for i := len(it.chain) - 1; i >= 0; i-- {
+		step := it.chain[i]
+		if i+1 < len(it.chain) && it.chain[i+1].oldest == step.oldest {
+			continue
+		}
+		older := func(j int) bool { return it.maxSeqs[j] < step.oldest }
+		if it.reverse {
+			it.m.SkipBackTo(step.bound, older)
+		} else {
+			it.m.SkipTo(step.bound, older)
+		}
 	}
 }
 
@@ -292,12 +320,12 @@ func (it *Iterator) findNext() bool {
 			continue
 		}
 		// m is at the newest visible version of k.
-		deleted, frag := it.covering(k)
+		deleted, cur := it.covering(k)
 		if hidden := it.m.Seq() < deleted; hidden || it.m.Kind() == base.KindDelete {
 			it.keyBuf = append(it.keyBuf[:0], k...)
 			it.skipVersions()
 			if hidden {
-				it.skipCovered(deleted, frag)
+				it.skipCovered(cur)
 			}
 			continue
 		}
@@ -331,8 +359,8 @@ func (it *Iterator) findPrev() bool {
 		if it.m.Error() != nil {
 			break
 		}
-		if deleted, frag := it.covering(it.keyBuf); newest < deleted {
-			it.skipCovered(deleted, frag)
+		if deleted, cur := it.covering(it.keyBuf); newest < deleted {
+			it.skipCovered(cur)
 			continue
 		}
 		if found {

@@ -282,6 +282,7 @@ type Cursor struct {
 	known  bool
 	lo, hi []byte // the last span, [lo, hi); nil lo: no lower end, nil hi: no upper end
 	frag   *Fragment
+	idx    int // of frag in the list, when frag is set
 }
 
 // NewCursor returns a cursor over l.
@@ -300,7 +301,7 @@ func (c *Cursor) At(key []byte) *Fragment {
 	c.known, c.frag, c.lo, c.hi = true, nil, nil, nil
 	switch {
 	case j < len(frags) && bytes.Compare(frags[j].Start, key) <= 0:
-		c.frag, c.lo, c.hi = &frags[j], frags[j].Start, frags[j].End
+		c.frag, c.lo, c.hi, c.idx = &frags[j], frags[j].Start, frags[j].End, j
 	default: // the gap before fragment j
 		if j > 0 {
 			c.lo = frags[j-1].End
@@ -373,4 +374,38 @@ func withSeq(seqs []uint64, seq uint64) []uint64 {
 		return seqs
 	}
 	return slices.Insert(slices.Clip(seqs), i, seq)
+}
+
+// Reach walks from the fragment At last returned through the fragments
+// that touch it, forward (each starting where the last ended) or backward,
+// for as long as each holds a tombstone visible at readSeq, and at most
+// limit of them. For each fragment it calls fn with the far bound reached
+// (its End forward, its Start backward) and the oldest of the visible
+// tombstones so far: every key between the first fragment and the bound
+// is deleted for versions older than that.
+func (c *Cursor) Reach(readSeq uint64, forward bool, limit int, fn func(bound []byte, oldest uint64)) {
+	if c.frag == nil {
+		return
+	}
+	frags := c.l.Fragments()
+	oldest := uint64(1<<64 - 1)
+	for i, prev := c.idx, (*Fragment)(nil); i >= 0 && i < len(frags) && limit > 0; limit-- {
+		f := &frags[i]
+		if prev != nil && (forward && !bytes.Equal(prev.End, f.Start) || !forward && !bytes.Equal(f.End, prev.Start)) {
+			return // a gap
+		}
+		v := f.Visible(readSeq)
+		if v == 0 {
+			return
+		}
+		oldest = min(oldest, v)
+		if forward {
+			fn(f.End, oldest)
+			i++
+		} else {
+			fn(f.Start, oldest)
+			i--
+		}
+		prev = f
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -170,5 +171,46 @@ func BenchmarkCovering1000Random(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		l.Covering(key, 1<<40)
+	}
+}
+
+// TestReach: a chain runs over touching fragments whose tombstones are
+// visible, in either direction, reporting the oldest visible tombstone so
+// far, and stops at a gap, at an invisible fragment and at the limit.
+func TestReach(t *testing.T) {
+	l := Build([]Tombstone{
+		{Start: []byte("a"), End: []byte("c"), Seq: 5},
+		{Start: []byte("c"), End: []byte("e"), Seq: 9},
+		{Start: []byte("e"), End: []byte("g"), Seq: 3},
+		{Start: []byte("g"), End: []byte("h"), Seq: 50}, // invisible at 20
+		{Start: []byte("j"), End: []byte("k"), Seq: 7},  // after a gap
+	})
+	type step struct {
+		bound  string
+		oldest uint64
+	}
+	walk := func(key string, forward bool, limit int) []step {
+		c := NewCursor(l)
+		c.At([]byte(key))
+		var out []step
+		c.Reach(20, forward, limit, func(b []byte, o uint64) { out = append(out, step{string(b), o}) })
+		return out
+	}
+	tests := []struct {
+		key     string
+		forward bool
+		limit   int
+		want    []step
+	}{
+		{"b", true, 64, []step{{"c", 5}, {"e", 5}, {"g", 3}}}, // stops before the invisible fragment
+		{"d", false, 64, []step{{"c", 9}, {"a", 5}}},
+		{"b", true, 2, []step{{"c", 5}, {"e", 5}}},
+		{"j", false, 64, []step{{"j", 7}}}, // the gap before it
+		{"i", true, 64, nil},               // in no fragment
+	}
+	for _, tc := range tests {
+		if got := walk(tc.key, tc.forward, tc.limit); !slices.Equal(got, tc.want) {
+			t.Errorf("Reach from %s forward=%v limit %d: %v, want %v", tc.key, tc.forward, tc.limit, got, tc.want)
+		}
 	}
 }
