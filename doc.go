@@ -5,8 +5,9 @@
 //
 // # Basics
 //
-// Open a directory (it is created if missing), then Put, Get, Delete, or
-// Write a Batch of puts and deletes atomically. Keys and values are byte
+// Open a directory (it is created if missing), then Put, Get, Delete,
+// DeleteRange (every key in [start, end), in one write), or Write a Batch
+// of them atomically; Has and ValueSize answer without copying a value. Keys and values are byte
 // slices; keys are ordered bytewise (bytes.Compare), 1 byte to
 // MaxKeySize, values up to MaxValueSize. NewIterator scans keys in order
 // within bounds or a prefix; NewSnapshot fixes a point in time for Gets
@@ -38,7 +39,10 @@
 // segments newest first. The key is hashed once; each segment's filter is
 // asked with that hash, and a segment whose filter says "not here" is
 // skipped without any I/O. Only a "maybe" leads to an index lookup and a
-// block read, from the block cache or the file.
+// block read, from the block cache or the file. Range tombstones (from
+// DeleteRange) are held in memory, fragmented, by every memtable and
+// segment; a Get consults them only once it has found a version or is
+// about to read a block, so a lookup of an absent key never pays for them.
 //
 // Scans go through an Iterator (NewIterator): a merge of the memtables and
 // every segment (internal/merge) that shows, for each key, the newest
