@@ -14,7 +14,7 @@ import (
 	"github.com/bloomkv/bloomkv/bloom"
 	"github.com/bloomkv/bloomkv/compaction"
 	"github.com/bloomkv/bloomkv/internal/base"
-	"github.com/bloomkv/bloomkv/internal/rangedel"
+	"github.com/bloomkv/bloomkv/internal/invariants"
 	"github.com/bloomkv/bloomkv/manifest"
 	"github.com/bloomkv/bloomkv/memtable"
 	"github.com/bloomkv/bloomkv/segment"
@@ -361,21 +361,15 @@ type DB struct {
 
 // Get returns the value of key, or an error matching ErrNotFound if it has
 // none. The returned slice is the caller's.
-func (db *DB) Get(key []byte) ([]byte, error) { return db.getCopy(key, latestSeq) }
-
-// getCopy is get with the value copied for the caller.
-func (db *DB) getCopy(key []byte, snapSeq uint64) ([]byte, error) {
-	v, err := db.get(key, snapSeq)
-	if err != nil {
-		return nil, err
-	}
-	return bytes.Clone(v), nil
+func (db *DB) Get(key []byte) ([]byte, error) {
+	v, _, err := db.get(key, latestSeq, true)
+	return v, err
 }
 
 // Has reports whether key has a value. It finds the value as Get does but
 // does not copy it: cheaper than Get for large values.
 func (db *DB) Has(key []byte) (bool, error) {
-	_, err := db.get(key, latestSeq)
+	_, _, err := db.get(key, latestSeq, false)
 	if errors.Is(err, ErrNotFound) {
 		return false, nil
 	}
@@ -385,25 +379,49 @@ func (db *DB) Has(key []byte) (bool, error) {
 // ValueSize returns the length of key's value, or an error matching
 // ErrNotFound if it has none, without copying the value.
 func (db *DB) ValueSize(key []byte) (int, error) {
-	v, err := db.get(key, latestSeq)
-	return len(v), err
+	_, n, err := db.get(key, latestSeq, false)
+	return n, err
 }
 
-// get returns the newest value of key with a sequence number <= snapSeq
-// (latestSeq: the newest committed). The value aliases memtable or segment
-// memory, which the read state only kept valid until get returned: a
-// caller copies it before looking at its bytes, or uses only its length.
-func (db *DB) get(key []byte, snapSeq uint64) ([]byte, error) {
+// get finds the newest value of key with a sequence number <= snapSeq
+// (latestSeq: the newest committed) and returns its length and, if
+// copyValue, a copy of it for the caller.
+//
+// The value found aliases memtable or segment memory (a segment's file
+// mapping, which is unmapped once the last read state that holds the
+// segment is released), so it is copied here, while the read state is
+// held: after get returns, a compaction may already have unmapped it. In
+// an invariants build the value found is guarded by a lease that expires
+// with the read state, so a copy made after the release faults at once.
+func (db *DB) get(key []byte, snapSeq uint64, copyValue bool) (value []byte, size int, err error) {
 	if err := checkEntry(key, nil); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	rs, seq := db.view()
 	if rs == nil {
-		return nil, ErrClosed
+		return nil, 0, ErrClosed
 	}
 	defer rs.release()
+	var lease invariants.Lease
+	if invariants.Enabled {
+		defer lease.Expire()
+	}
 	seq = min(seq, snapSeq)
 	db.stats.gets.Add(1)
+	v, err := db.find(rs, key, seq)
+	if err != nil {
+		return nil, 0, err
+	}
+	v = lease.Guard(v)
+	if copyValue {
+		value = bytes.Clone(v)
+	}
+	return value, len(v), nil
+}
+
+// find returns the newest visible value of key as of seq in rs, aliasing
+// rs's memory: valid only while the caller holds rs.
+func (db *DB) find(rs *readState, key []byte, seq uint64) ([]byte, error) {
 	ts := tombstones{rs: rs, key: key, seq: seq}
 	for i, m := range rs.mems {
 		if v, vseq, kind, ok := m.GetVersion(key, seq); ok {
@@ -440,13 +458,13 @@ type tombstones struct {
 // through returns the newest covering tombstone in the first n sources.
 func (t *tombstones) through(n int) uint64 {
 	for ; t.checked < n; t.checked++ {
-		var l *rangedel.List
 		if m := len(t.rs.mems); t.checked < m {
-			l = t.rs.mems[t.checked].RangeDels()
+			for _, l := range t.rs.mems[t.checked].RangeDelLists() {
+				t.newest = max(t.newest, l.Covering(t.key, t.seq))
+			}
 		} else {
-			l = t.rs.segments[t.checked-m].reader.RangeDels()
+			t.newest = max(t.newest, t.rs.segments[t.checked-m].reader.RangeDels().Covering(t.key, t.seq))
 		}
-		t.newest = max(t.newest, l.Covering(t.key, t.seq))
 	}
 	return t.newest
 }

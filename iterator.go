@@ -7,6 +7,7 @@ import (
 	"iter"
 
 	"github.com/bloomkv/bloomkv/internal/base"
+	"github.com/bloomkv/bloomkv/internal/invariants"
 	"github.com/bloomkv/bloomkv/internal/merge"
 	"github.com/bloomkv/bloomkv/internal/rangedel"
 	"github.com/bloomkv/bloomkv/segment"
@@ -76,6 +77,10 @@ type Iterator struct {
 	keyBuf    []byte
 	valBuf    []byte
 	err       error
+	// lease guards key and value in an invariants build: it expires at
+	// the next positioning call and at Close, when the Iterator's promise
+	// about them ends.
+	lease invariants.Lease
 }
 
 // NewIterator returns an unpositioned iterator over the current state of
@@ -98,7 +103,9 @@ func (db *DB) newIterator(opts *IterOptions, snapSeq uint64) (*Iterator, error) 
 	for _, m := range rs.mems {
 		// What a memtable gains from now on is newer than it.seq, which
 		// the iterator would hide anyway.
-		it.addRangeDels(m.RangeDels())
+		for _, l := range m.RangeDelLists() {
+			it.addRangeDels(l)
+		}
 		if m.Len() > 0 {
 			srcs = append(srcs, m.NewIter())
 			it.maxSeqs = append(it.maxSeqs, m.MaxSeq())
@@ -309,6 +316,7 @@ func (it *Iterator) skipVersions() {
 // findNext moves m forward to the newest visible version of the next key
 // that has a value, and stops there.
 func (it *Iterator) findNext() bool {
+	it.lease.Expire()
 	it.reverse = false
 	for it.m.Valid() {
 		k := it.m.Key()
@@ -329,7 +337,7 @@ func (it *Iterator) findNext() bool {
 			}
 			continue
 		}
-		it.key, it.value, it.valid = k, it.m.Value(), true
+		it.key, it.value, it.valid = it.lease.Guard(k), it.lease.Guard(it.m.Value()), true
 		return true
 	}
 	return it.stop()
@@ -340,6 +348,7 @@ func (it *Iterator) findNext() bool {
 // the last visible one seen is the newest; key and value are copied
 // because m has moved on by the time the key is known to be shown.
 func (it *Iterator) findPrev() bool {
+	it.lease.Expire()
 	it.reverse = true
 	for it.m.Valid() {
 		if it.lower != nil && bytes.Compare(it.m.Key(), it.lower) < 0 {
@@ -364,7 +373,7 @@ func (it *Iterator) findPrev() bool {
 			continue
 		}
 		if found {
-			it.key, it.value, it.valid = it.keyBuf, it.valBuf, true
+			it.key, it.value, it.valid = it.lease.Guard(it.keyBuf), it.lease.Guard(it.valBuf), true
 			return true
 		}
 	}
@@ -419,6 +428,7 @@ func (it *Iterator) Close() error {
 		return nil
 	}
 	err := it.err
+	it.lease.Expire()
 	for _, si := range it.segIts {
 		si.Close()
 	}

@@ -3,6 +3,7 @@ package bloomkv
 import (
 	"sync/atomic"
 
+	"github.com/bloomkv/bloomkv/internal/invariants"
 	"github.com/bloomkv/bloomkv/memtable"
 )
 
@@ -57,7 +58,9 @@ func (db *DB) view() (*readState, uint64) {
 }
 
 func (rs *readState) release() {
-	if rs.refs.Add(-1) == 0 {
+	n := rs.refs.Add(-1)
+	invariants.Check(n >= 0, "read state released more often than acquired")
+	if n == 0 {
 		for _, s := range rs.segments {
 			s.unref()
 		}

@@ -38,7 +38,8 @@ func (s *Snapshot) Get(key []byte) ([]byte, error) {
 	if s.released() {
 		return nil, ErrSnapshotReleased
 	}
-	return s.db.getCopy(key, s.seq)
+	v, _, err := s.db.get(key, s.seq, true)
+	return v, err
 }
 
 // NewIterator returns an iterator over the snapshot's view; opts may be
