@@ -10,7 +10,7 @@ import (
 
 	"github.com/bloomkv/bloomkv/compaction"
 	"github.com/bloomkv/bloomkv/internal/base"
-	"github.com/bloomkv/bloomkv/internal/batch"
+	"github.com/bloomkv/bloomkv/internal/rangedel"
 	"github.com/bloomkv/bloomkv/manifest"
 	"github.com/bloomkv/bloomkv/memtable"
 	"github.com/bloomkv/bloomkv/segment"
@@ -308,13 +308,15 @@ func (db *DB) replay(logs []uint64, flushedSeq uint64) (*memtable.Memtable, erro
 	for i, num := range logs {
 		name := base.WALFileName(num)
 		opts := walRecoverOptions(db.fs, db.dir, logs, i, db.bootID)
+		var dels []rangedel.Tombstone
 		res, err := wal.Recover(db.fs, db.path(name), opts, func(rec []byte, offset int64) error {
-			return batch.Decode(rec, name, offset, func(seq uint64, op batch.Op) {
-				if seq > flushedSeq {
-					mem.Add(seq, op.Kind, op.Key, op.Value)
-					db.lastSeq = max(db.lastSeq, seq)
-				}
-			})
+			var last uint64
+			var err error
+			dels, last, err = applyBatch(mem, rec, name, offset, flushedSeq, dels)
+			if last > flushedSeq {
+				db.lastSeq = max(db.lastSeq, last)
+			}
+			return err
 		})
 		switch {
 		case err != nil:
@@ -334,12 +336,14 @@ func (db *DB) replay(logs []uint64, flushedSeq uint64) (*memtable.Memtable, erro
 // may have lost its unsynced writes unless its successor vouches that it
 // was synced to its end before the successor was created (every rotation
 // does so; the WAL an Open starts does not, as it follows logs that Open
-// had already recovered).
+// had already recovered). A log so vouched for is complete: no crash can
+// have torn its last record, so damage there is corruption.
 func walRecoverOptions(fsys vfs.FS, dir string, logs []uint64, i int, boot [16]byte) wal.RecoverOptions {
 	opts := wal.RecoverOptions{UnsyncedMayBeLost: true, BootID: boot}
 	if i+1 < len(logs) {
 		if m, ok := wal.ReadFirstMark(fsys, pathIn(dir, base.WALFileName(logs[i+1]))); ok && m.PrevSynced {
 			opts.UnsyncedMayBeLost = false
+			opts.Complete = true
 		}
 	}
 	return opts
@@ -410,10 +414,10 @@ func (db *DB) removeObsolete(files storeFiles) {
 func (db *DB) closeFiles() error {
 	var errs []error
 	if db.logw != nil {
-		if db.opts.Sync {
-			errs = append(errs, db.logw.Sync())
-		}
-		errs = append(errs, db.logw.Close())
+		// Sealed, so that damage to the log's last records is reported as
+		// corruption at the next Open rather than dropped as the torn tail
+		// a crash leaves.
+		errs = append(errs, db.logw.Seal(), db.logw.Close())
 	}
 	if rs := db.current.Swap(nil); rs != nil {
 		rs.release()
