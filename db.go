@@ -29,9 +29,9 @@ var (
 	ErrNotFound = errors.New("bloomkv: not found")
 	// ErrClosed is returned by every operation on a closed DB.
 	ErrClosed = errors.New("bloomkv: closed")
-	// ErrLocked is returned by Open when another process (or another DB in
-	// this process) has the directory open.
-	ErrLocked = errors.New("bloomkv: directory locked by another process")
+	// ErrLocked is returned by Open when the directory is open in another
+	// DB, in another process or in this one.
+	ErrLocked = errors.New("bloomkv: directory locked")
 	// ErrCorrupt is matched by every error about damaged or hostile
 	// on-disk data; the error is a *CorruptError naming the file and the
 	// offset.
@@ -58,13 +58,35 @@ var (
 	// ErrInvalidOptions is returned by Open for an option out of its
 	// documented range; the error names the option.
 	ErrInvalidOptions = errors.New("bloomkv: invalid options")
-	// ErrSnapshotReleased is returned by reads through a closed Snapshot.
-	ErrSnapshotReleased = errors.New("bloomkv: snapshot released")
+	// ErrSnapshotReleased is returned by reads through a closed Snapshot,
+	// and by its second Close. It matches ErrClosed.
+	ErrSnapshotReleased error = &narrowError{"bloomkv: snapshot released", ErrClosed}
+	// ErrInvalidRange rejects a range deletion without an end: an empty
+	// end is no key, and reading it as "to the last key" would delete
+	// keys written concurrently after the range was chosen.
+	ErrInvalidRange = errors.New("bloomkv: invalid range")
 )
 
-// CorruptError is the error behind every ErrCorrupt: the damaged file (its
-// name within the store's directory) and the byte offset of the damaged
-// structure (-1 if unknown). Find it with errors.As.
+// narrowError is a sentinel that is a case of a broader one: errors.Is
+// matches both, and the message carries the one "bloomkv:" prefix of its
+// own text (wrapping the broader sentinel with %w would print two).
+type narrowError struct {
+	msg   string
+	broad error
+}
+
+func (e *narrowError) Error() string        { return e.msg }
+func (e *narrowError) Is(target error) bool { return target == e.broad }
+
+// CorruptError is the error behind every ErrCorrupt. Find it with
+// errors.As. Its fields:
+//
+//	File   string // the damaged file: its name within the store's directory
+//	Offset int64  // byte offset of the damaged structure, -1 if unknown
+//	Reason string // what is wrong there
+//
+// (It is defined in an internal package, which every layer that reads a
+// file shares, and so go doc shows its fields only here.)
 type CorruptError = base.CorruptError
 
 // Size limits. Keys, values and batches beyond them are rejected with their
@@ -549,7 +571,8 @@ func (db *DB) Delete(key []byte) error {
 // the older versions of the keys in its range from every later read (a
 // Snapshot taken before it still sees them) and lets compaction drop them.
 // Keys written after DeleteRange returns are not affected. An empty start
-// means "from the first key"; start >= end deletes nothing.
+// means "from the first key"; an empty end is refused (ErrInvalidRange);
+// start >= end deletes nothing.
 //
 // Reads stay fast over deleted ranges: a Get checks the tombstones in
 // memory, and an iterator steps over a deleted range in one seek per

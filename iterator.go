@@ -2,7 +2,6 @@ package bloomkv
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"iter"
 
@@ -33,8 +32,8 @@ type IterOptions struct {
 
 // ErrIteratorClosed is what Error reports once an Iterator is closed: using
 // a closed Iterator is a programming error, so its positioning methods
-// return false and say why here rather than panic.
-var ErrIteratorClosed = errors.New("bloomkv: iterator closed")
+// return false and say why here rather than panic. It matches ErrClosed.
+var ErrIteratorClosed error = &narrowError{"bloomkv: iterator closed", ErrClosed}
 
 // An Iterator walks the keys of the DB (or of a Snapshot) in order,
 // showing for each key its newest value as of the moment the Iterator was
@@ -422,10 +421,12 @@ func (it *Iterator) Error() error { return it.err }
 // Close releases the iterator's memtables and files and returns the
 // iteration's error, if any. After Close the positioning methods return
 // false and Error returns ErrIteratorClosed. Closing again does nothing
-// and returns nil, so a deferred Close may follow an explicit one.
+// but return ErrIteratorClosed (which matches ErrClosed), as closing a DB
+// or a Snapshot twice does; a deferred Close after an explicit one is
+// harmless, its error ignored.
 func (it *Iterator) Close() error {
 	if it.err == ErrIteratorClosed {
-		return nil
+		return ErrIteratorClosed
 	}
 	err := it.err
 	it.lease.Expire()

@@ -370,7 +370,9 @@ func TestSnapshotReleased(t *testing.T) {
 		t.Fatalf("snapshot Get = %q, %v; want 1", v, err)
 	}
 	mustDo(t, s.Close())
-	mustDo(t, s.Close())
+	if err := s.Close(); !errors.Is(err, ErrSnapshotReleased) {
+		t.Fatalf("second Close: %v, want ErrSnapshotReleased", err)
+	}
 	if _, err := s.Get([]byte("a")); !errors.Is(err, ErrSnapshotReleased) {
 		t.Fatalf("Get on a released snapshot: %v", err)
 	}

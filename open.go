@@ -20,7 +20,8 @@ import (
 
 // Open opens the store in dir, creating it if dir does not exist or is
 // empty. nil opts means DefaultOptions(). It fails with ErrInvalidOptions
-// for options out of range, with ErrLocked if the store is open elsewhere,
+// for options out of range, with fs.ErrInvalid for an empty dir, with
+// ErrLocked if the store is open elsewhere,
 // with ErrNotStore if dir holds other files but no store, and with an
 // error matching ErrCorrupt (a *base.CorruptError naming the file and
 // offset) if a file of the store is damaged or the files and the manifest
@@ -34,6 +35,9 @@ import (
 // leftovers of an interrupted flush or compaction. A failing Open removes
 // what it created and leaves every other file as it found it.
 func Open(dir string, opts *Options) (*DB, error) {
+	if dir == "" {
+		return nil, fmt.Errorf("bloomkv: open: empty directory name: %w", fs.ErrInvalid)
+	}
 	o, err := opts.validated()
 	if err != nil {
 		return nil, err
@@ -180,7 +184,7 @@ func (db *DB) openManifestReadOnly(entries []string) (*manifest.Manifest, error)
 	m, err := manifest.OpenReadOnly(db.fs, db.path(base.ManifestName))
 	switch {
 	case errors.Is(err, manifest.ErrLocked):
-		return nil, fmt.Errorf("%w: %w", ErrLocked, err)
+		return nil, manifestLocked(db.dir)
 	case err != nil:
 		return nil, fmt.Errorf("bloomkv: open manifest: %w", err)
 	}
@@ -203,6 +207,13 @@ func (db *DB) loadSegments(state manifest.State) error {
 	return nil
 }
 
+// manifestLocked is the error for a MANIFEST that another opener holds,
+// though this one got the directory's LOCK (a store copied with its
+// MANIFEST open, or a LOCK file removed under a running DB).
+func manifestLocked(dir string) error {
+	return fmt.Errorf("%w: %s: its %s is open elsewhere", ErrLocked, dir, base.ManifestName)
+}
+
 // openManifest opens the manifest, or creates it for a new store
 // (manifest.Create builds it under a temporary name and links it into
 // place, so a crash during creation never leaves a half-made MANIFEST).
@@ -212,7 +223,7 @@ func (db *DB) openManifest(entries []string) (*manifest.Manifest, error) {
 		return m, nil
 	}
 	if errors.Is(err, manifest.ErrLocked) {
-		return nil, fmt.Errorf("%w: %w", ErrLocked, err)
+		return nil, manifestLocked(db.dir)
 	}
 	if !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("bloomkv: open manifest: %w", err)
