@@ -145,10 +145,10 @@ func (db *DB) recoverReadOnly() error {
 	if err := db.checkPrefixExtractor(db.manifest.State(), replayed); err != nil {
 		return err
 	}
-	db.mem, db.replayedLogs = replayed, files.logs
+	db.replayedLogs = files.logs
 	db.visibleSeq.Store(db.lastSeq)
 	db.mu.Lock()
-	db.segmentsChangedLocked()
+	db.installLocked(shapeEdit{mem: replayed}) // the segments load opened, nothing added
 	db.mu.Unlock()
 	return nil
 }
@@ -390,17 +390,17 @@ func (db *DB) startFresh(replayed *memtable.Memtable) error {
 		return fmt.Errorf("bloomkv: %w", err)
 	}
 	db.logw, db.logNum = logw, logNum
-	if seg != nil {
-		db.segments = append([]*segHandle{seg}, db.segments...)
-	}
 	flushed := db.lastSeq
-	if err := db.manifest.Apply(manifest.Edit{Add: added, FlushedSeq: &flushed, LogNum: &logNum, PrefixExtractor: db.recordPrefix}); err != nil {
+	e := shapeEdit{
+		Edit:  manifest.Edit{Add: added, FlushedSeq: &flushed, LogNum: &logNum, PrefixExtractor: db.recordPrefix},
+		added: seg,
+		mem:   memtable.New(db.opts.MemtableSize),
+	}
+	if err := db.logAndApply(e); err != nil {
 		return fmt.Errorf("bloomkv: %w", err)
 	}
-	db.mem = memtable.New(db.opts.MemtableSize)
 	db.visibleSeq.Store(db.lastSeq)
 	db.mu.Lock()
-	db.segmentsChangedLocked()
 	db.scheduleCompactionLocked()
 	db.mu.Unlock()
 	return nil
