@@ -390,7 +390,7 @@ func (db *DB) compactSegments(inputs []*segHandle, tier uint32, major bool) erro
 // keys again. compaction/DESIGN.md has the arithmetic.
 func (db *DB) planFilter(inputs []*segHandle, info *CompactionInfo) *bloom.Filter {
 	info.FilterPath = compaction.PathRebuild.String()
-	bpk := db.planBitsPerKey(inputs) // issue 17: the output's share of filter memory (filtermem.go)
+	bpk := db.planBitsPerKey(inputs) // the output's share of filter memory (filtermem.go)
 	if bpk <= 0 {
 		return nil
 	}

@@ -146,8 +146,8 @@ type Options struct {
 	// built, the bits per key that minimise the expected block reads per
 	// absent Get for the memory (FilterBudget, or else what BitsPerKey for
 	// every key would use), so large segments get fewer bits per key and
-	// small ones more; FilterUniform gives every segment BitsPerKey, as
-	// before issue 17, for comparison. compaction/DESIGN.md §4 has the
+	// small ones more; FilterUniform gives every segment BitsPerKey, the
+	// earlier behaviour, for comparison. compaction/DESIGN.md §4 has the
 	// arithmetic and the measured gain.
 	FilterAllocation FilterAllocation
 	// Sync fsyncs the WAL before each commit returns, so acknowledged
@@ -189,7 +189,7 @@ type Options struct {
 	Logger *slog.Logger
 	// Prefix, if set, is the store's prefix extractor: segments then also
 	// carry a Bloom filter of their keys' prefixes (at BitsPerKey bits per
-	// prefix; none with BitsPerKey 0), and an Iterator whose
+	// prefix; none with DisableFilters), and an Iterator whose
 	// IterOptions.Prefix is a whole prefix skips the segments whose prefix
 	// filter says no. It is recorded when the store is created and fixed
 	// from then on (see PrefixExtractor and ErrPrefixExtractor). Default:
@@ -248,7 +248,7 @@ func (o *Options) validated() (Options, error) {
 		return bad("BlockCacheSize", out.BlockCacheSize, "0 (default) or more")
 	case out.FilterBudget < 0:
 		return bad("FilterBudget", out.FilterBudget, "0 (no cap) or more")
-	case out.FilterAllocation > FilterUniform: // issue 17 (filtermem.go)
+	case out.FilterAllocation > FilterUniform: // filtermem.go
 		return bad("FilterAllocation", out.FilterAllocation, "FilterOptimal or FilterUniform")
 	case out.CompactionFanIn == 1 || out.CompactionFanIn < 0 || out.CompactionFanIn > maxFanIn:
 		return bad("CompactionFanIn", out.CompactionFanIn, fmt.Sprintf("0 (default) or 2 to %d", maxFanIn))
@@ -303,8 +303,9 @@ func (o *Options) validated() (Options, error) {
 //
 // commit.mu only guards the commit queue and is released before any of
 // the above is taken. The fields before the atomics are set by Open and
-// only read after it (counters and stats are atomic); the atomics need no
-// lock.
+// only read after it (counters and stats are atomic) — but for
+// opts.FilterBudget, which SetFilterBudget changes under mu, and which is
+// read only under mu; the atomics need no lock.
 type DB struct {
 	dir    string
 	opts   Options
@@ -377,7 +378,7 @@ type DB struct {
 	bgWG sync.WaitGroup
 
 	// rebuilt holds the filters RebuildFilters built in memory, by
-	// segment (nil: the segment gets none); issue 17, filtermem.go.
+	// segment (nil: the segment gets none); filtermem.go.
 	rebuilt map[*segHandle]*bloom.Filter
 }
 
@@ -514,7 +515,7 @@ func (db *DB) getFromSegments(ts *tombstones) ([]byte, error) {
 		if ok {
 			return visible(v, vseq, kind, deleted)
 		}
-		if s.reader.Filter() != nil {
+		if s.reader.ResidentFilter() != nil { // the filter asked: RebuildFilters may have left none
 			p.falsePositives++
 		}
 	}

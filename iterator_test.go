@@ -345,8 +345,8 @@ func TestIteratorAfterClose(t *testing.T) {
 	if err := it.Close(); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Close = %v, want ErrClosed", err)
 	}
-	if err := it.Close(); err != nil {
-		t.Fatalf("second Close = %v", err)
+	if err := it.Close(); !errors.Is(err, ErrIteratorClosed) {
+		t.Fatalf("second Close = %v, want ErrIteratorClosed", err)
 	}
 	if it.First() || !errors.Is(it.Error(), ErrIteratorClosed) {
 		t.Fatalf("First after Close: valid %v err %v; want ErrIteratorClosed", it.Valid(), it.Error())

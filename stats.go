@@ -13,7 +13,7 @@ import (
 // compactions count theirs separately (CompactionBlockReads, …), so a
 // Compact or a background merge leaves the read counters alone.
 type Stats struct {
-	Gets           uint64 // Get calls (DB and Snapshot) that reached the lookup, in calls
+	Gets           uint64 // Get, Has and ValueSize calls (DB and Snapshot) that reached the lookup, in calls
 	SegmentsProbed uint64 // segments whose filter Gets consulted (key in the segment's range), in segments
 	// FilterNegatives is the segments Gets skipped because their filter
 	// said "not here", in segments: each is a block read avoided.

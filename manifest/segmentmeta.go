@@ -16,9 +16,10 @@ import (
 // segmentMetaVersion is the first byte of every encoded SegmentMeta.
 const segmentMetaVersion = 1
 
-// maxKeyLen bounds Smallest and Largest so that a damaged length prefix can
-// never ask for more memory than this (the input size bounds it too).
-const maxKeyLen = 1 << 20
+// maxKeyLen bounds Smallest and Largest: they are user keys, so no longer
+// than the store's largest key, and a damaged length prefix can never ask
+// for more memory than that (the input size bounds it too).
+const maxKeyLen = base.MaxKeySize
 
 // crcLen is the size of the CRC-32C trailer of an encoded SegmentMeta.
 const crcLen = 4
