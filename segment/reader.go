@@ -508,35 +508,9 @@ func (r *Reader) MayContain(h uint64) bool {
 	return f == nil || f.ContainsHash(h)
 }
 
-// Get returns the newest version of key with a sequence number <= maxSeq.
-// found is false if the segment holds none; for a tombstone found is true
-// and kind is base.KindDelete. value is a fresh copy.
-func (r *Reader) Get(key []byte, maxSeq uint64) (value []byte, kind base.Kind, found bool, err error) {
-	return r.GetAppend(nil, key, maxSeq)
-}
-
-// GetAppend is Get appending the value to dst; it returns dst unchanged
-// if nothing was found. With a warm cache and enough capacity in dst it
-// does not allocate.
-func (r *Reader) GetAppend(dst, key []byte, maxSeq uint64) (value []byte, kind base.Kind, found bool, err error) {
-	value, _, kind, found, err = r.GetVersion(dst, key, maxSeq)
-	return value, kind, found, err
-}
-
-// GetVersion is GetAppend that also returns the sequence number of the
-// version found, which a reader compares with the range tombstones that
-// cover key.
-func (r *Reader) GetVersion(dst, key []byte, maxSeq uint64) (value []byte, seq uint64, kind base.Kind, found bool, err error) {
-	value, seq, kind, found, err = r.Lookup(key, maxSeq)
-	if found {
-		value = append(dst, value...)
-	} else {
-		value = dst
-	}
-	return value, seq, kind, found, err
-}
-
-// Lookup is GetVersion without the copy: value aliases the block it was
+// Lookup returns the newest version of key with a sequence number <=
+// maxSeq: found is false if the segment holds none; for a tombstone found
+// is true and kind is base.KindDelete. value aliases the block it was
 // found in (in the cache, the mapping or a buffer of its own), which stays
 // valid while the Reader is open. It must not be modified. For callers that
 // only need to know whether key is there, or its value's length.
