@@ -15,6 +15,7 @@ import (
 	"github.com/bloomkv/bloomkv/compaction"
 	"github.com/bloomkv/bloomkv/internal/base"
 	"github.com/bloomkv/bloomkv/internal/invariants"
+	"github.com/bloomkv/bloomkv/internal/stripe"
 	"github.com/bloomkv/bloomkv/manifest"
 	"github.com/bloomkv/bloomkv/memtable"
 	"github.com/bloomkv/bloomkv/segment"
@@ -420,18 +421,19 @@ func (db *DB) get(key []byte, snapSeq uint64, copyValue bool) (value []byte, siz
 	if err := checkEntry(key, nil); err != nil {
 		return nil, 0, err
 	}
-	rs, seq := db.view()
+	pin := stripe.Pick()
+	rs, seq := db.view(pin)
 	if rs == nil {
 		return nil, 0, ErrClosed
 	}
-	defer rs.release()
+	defer rs.unpin(pin)
 	var lease invariants.Lease
 	if invariants.Enabled {
 		defer lease.Expire()
 	}
 	seq = min(seq, snapSeq)
-	db.stats.gets.Add(1)
-	v, err := db.find(rs, key, seq)
+	db.stats.gets.Add(pin, 1)
+	v, err := db.find(rs, key, seq, pin)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -444,14 +446,14 @@ func (db *DB) get(key []byte, snapSeq uint64, copyValue bool) (value []byte, siz
 
 // find returns the newest visible value of key as of seq in rs, aliasing
 // rs's memory: valid only while the caller holds rs.
-func (db *DB) find(rs *readState, key []byte, seq uint64) ([]byte, error) {
+func (db *DB) find(rs *readState, key []byte, seq uint64, pin int) ([]byte, error) {
 	ts := tombstones{rs: rs, key: key, seq: seq}
 	for i, m := range rs.mems {
 		if v, vseq, kind, ok := m.GetVersion(key, seq); ok {
 			return visible(v, vseq, kind, ts.through(i+1))
 		}
 	}
-	return db.getFromSegments(&ts)
+	return db.getFromSegments(&ts, pin)
 }
 
 // visible turns the version found into get's result: its value, or
@@ -497,9 +499,9 @@ func (t *tombstones) through(n int) uint64 {
 // Before a segment is read, the range tombstones of it and every newer
 // source are checked, in memory: one newer than all the segment's versions
 // means the key is deleted here and in every older segment, with no read.
-func (db *DB) getFromSegments(ts *tombstones) ([]byte, error) {
+func (db *DB) getFromSegments(ts *tombstones, pin int) ([]byte, error) {
 	p := probe{key: ts.key, hash: bloom.Hash(ts.key)}
-	defer p.publish(&db.stats)
+	defer p.publish(&db.stats, pin)
 	for j, s := range ts.rs.segments {
 		if !p.mayHold(s) {
 			continue
@@ -545,10 +547,13 @@ func (p *probe) mayHold(s *segHandle) bool {
 	return true
 }
 
-func (p *probe) publish(c *counters) {
-	c.segmentsProbed.Add(p.probed)
-	c.filterNegatives.Add(p.negatives)
-	c.filterFalsePositives.Add(p.falsePositives)
+// publish adds the probe's counts on stripe pin (internal/stripe).
+func (p *probe) publish(c *counters, pin int) {
+	if p.probed > 0 {
+		c.segmentsProbed.Add(pin, int64(p.probed))
+		c.filterNegatives.Add(pin, int64(p.negatives))
+		c.filterFalsePositives.Add(pin, int64(p.falsePositives))
+	}
 }
 
 // Put sets key to value.

@@ -9,6 +9,7 @@ import (
 	"github.com/bloomkv/bloomkv/internal/invariants"
 	"github.com/bloomkv/bloomkv/internal/merge"
 	"github.com/bloomkv/bloomkv/internal/rangedel"
+	"github.com/bloomkv/bloomkv/internal/stripe"
 	"github.com/bloomkv/bloomkv/segment"
 )
 
@@ -56,6 +57,7 @@ var ErrIteratorClosed error = &narrowError{"bloomkv: iterator closed", ErrClosed
 type Iterator struct {
 	db     *DB
 	rs     *readState
+	pin    int    // the stripe rs is pinned on (readState.pin)
 	seq    uint64 // the newest version visible
 	segIts []*segment.Iter
 	m      *merge.Iter
@@ -92,11 +94,12 @@ func (db *DB) newIterator(opts *IterOptions, snapSeq uint64) (*Iterator, error) 
 	if opts == nil {
 		opts = &IterOptions{}
 	}
-	rs, seq := db.view()
+	pin := stripe.Pick()
+	rs, seq := db.view(pin)
 	if rs == nil {
 		return nil, ErrClosed
 	}
-	it := &Iterator{db: db, rs: rs, seq: min(seq, snapSeq)}
+	it := &Iterator{db: db, rs: rs, pin: pin, seq: min(seq, snapSeq)}
 	it.lower, it.upper = bounds(opts)
 	srcs := make([]base.InternalIterator, 0, len(rs.mems)+len(rs.segments))
 	for _, m := range rs.mems {
@@ -111,7 +114,7 @@ func (db *DB) newIterator(opts *IterOptions, snapSeq uint64) (*Iterator, error) 
 		}
 	}
 	pp := db.newPrefixProbe(opts.Prefix)
-	defer pp.publish(&db.stats)
+	defer pp.publish(&db.stats, pin)
 	for _, s := range rs.segments {
 		// A segment's range tombstones apply even where its prefix filter
 		// rules out its entries: they hide older versions elsewhere.
@@ -433,7 +436,7 @@ func (it *Iterator) Close() error {
 	for _, si := range it.segIts {
 		si.Close()
 	}
-	it.rs.release()
+	it.rs.unpin(it.pin)
 	it.rs, it.segIts, it.m = nil, nil, nil
 	it.err, it.valid, it.key, it.value = ErrIteratorClosed, false, nil, nil
 	return err

@@ -431,7 +431,7 @@ func (db *DB) closeFiles() error {
 		errs = append(errs, db.logw.Seal(), db.logw.Close())
 	}
 	if rs := db.current.Swap(nil); rs != nil {
-		rs.release()
+		rs.retire()
 	}
 	for _, s := range db.segments {
 		s.unref()

@@ -197,11 +197,11 @@ func (pp *prefixProbe) skip(s *segHandle) bool {
 	return true
 }
 
-// publish adds the probe's counts to the DB's statistics.
-func (pp *prefixProbe) publish(c *counters) {
+// publish adds the probe's counts to the DB's statistics, on stripe pin.
+func (pp *prefixProbe) publish(c *counters, pin int) {
 	if pp.probes > 0 {
-		c.prefixFilterProbes.Add(pp.probes)
-		c.prefixFilterSkips.Add(pp.skips)
+		c.prefixFilterProbes.Add(pin, int64(pp.probes))
+		c.prefixFilterSkips.Add(pin, int64(pp.skips))
 	}
 }
 

@@ -11,19 +11,23 @@ import (
 
 	"github.com/bloomkv/bloomkv/bloom"
 	"github.com/bloomkv/bloomkv/internal/base"
+	"github.com/bloomkv/bloomkv/internal/stripe"
 	"github.com/bloomkv/bloomkv/internal/rangedel"
 	"github.com/golang/snappy"
 )
 
 // Counters accumulate read statistics. One Counters is shared by all the
-// readers of a store, so its fields are atomics. A Reader counts into
+// readers of a store, so its fields are atomic. A Reader counts into
 // ReaderOptions.Counters; an Iter made by NewIterWithCounters counts its
 // data block reads into its own, so that a store can keep the reads of
 // its compactions apart from those of Gets and scans.
+//
+// They are striped (internal/stripe): every Get that reads a block adds to
+// them, and one shared word would be a cache line bouncing between cores.
 type Counters struct {
-	BlockReads     atomic.Uint64 // data blocks read from files or the mapping (cache misses)
-	BlockCacheHits atomic.Uint64 // data blocks found in the cache
-	BytesRead      atomic.Uint64 // bytes read from files: data blocks, read-ahead windows, and the metadata Open reads
+	BlockReads     stripe.Uint64 // data blocks read from files or the mapping (cache misses)
+	BlockCacheHits stripe.Uint64 // data blocks found in the cache
+	BytesRead      stripe.Uint64 // bytes read from files: data blocks, read-ahead windows, and the metadata Open reads
 }
 
 // ReaderOptions configure a Reader.
