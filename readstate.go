@@ -23,8 +23,8 @@ import (
 // pin is held: the last one out frees the state.
 type readState struct {
 	pins     stripe.Counter
-	retired  atomic.Bool // no longer published: freed once no pin is held
-	freed    atomic.Bool // the segments' references were dropped
+	retired  atomic.Bool          // no longer published: freed once no pin is held
+	freed    atomic.Bool          // the segments' references were dropped
 	mems     []*memtable.Memtable // the active memtable, then the frozen ones, newest first
 	segments []*segHandle         // newest first
 }

@@ -33,4 +33,3 @@ func (r *Reader) GetVersion(dst, key []byte, maxSeq uint64) (value []byte, seq u
 	}
 	return value, seq, kind, found, err
 }
-
