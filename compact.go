@@ -27,7 +27,7 @@ type CompactionInfo struct {
 	// tombstones deleted every key in them for every reader (Inputs and
 	// InputBytes count them; nothing was written).
 	DeleteOnly   bool
-	FilterPath   string        // "rebuild", "union" or "union+halve" (compaction.FilterPath)
+	FilterPath   string        // "rebuild", "union" or "union+fold" (compaction.FilterPath)
 	FilterPlan   time.Duration // time spent planning (and, on the union path, building) the filter
 	EstimatedFPR float64       // the output filter's FPR estimated from its bits (0 without filters)
 	MeasuredFPR  float64       // the fraction of fprProbes random absent keys the output filter passes

@@ -124,16 +124,16 @@ func BenchmarkUnion(b *testing.B) {
 	})
 }
 
-func BenchmarkHalve(b *testing.B) {
+func BenchmarkFold(b *testing.B) {
 	forLayouts(b, func(b *testing.B, layout Layout) {
 		f := benchFilter(b, layout, benchKeys(1, benchN))
 		b.ReportAllocs()
 		b.SetBytes(int64(f.SizeBytes()))
 		for b.Loop() {
-			// Halve replaces the bit array and leaves the old one alone,
+			// Fold replaces the bit array and leaves the old one alone,
 			// so a shallow copy of the full filter is a fresh input.
 			h := *f
-			if err := h.Halve(); err != nil {
+			if err := h.Fold(); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -15,7 +15,7 @@
 //     key hashes the key once.
 //   - Union ORs two filters of the same geometry; the result is bit-identical
 //     to the filter of the union of their key sets.
-//   - Halve folds a filter to half its size; the result is bit-identical to
+//   - Fold folds a filter to half its size; the result is bit-identical to
 //     the filter built directly at half the size. Both layouts map a hash to
 //     a position by "fast range" (the high half of a 64×64-bit product), for
 //     which halving the range maps position p to p/2: folding ORs
@@ -27,7 +27,7 @@
 //     decoder.
 //
 // A Filter is safe for concurrent readers (Contains, ContainsHash, the
-// estimates, MarshalBinary); anything that changes it (Add, Union, Halve,
+// estimates, MarshalBinary); anything that changes it (Add, Union, Fold,
 // UnmarshalBinary) needs exclusive access.
 package bloom
 
@@ -461,7 +461,7 @@ func (f *Filter) Union(other *Filter) error {
 	return nil
 }
 
-// Halve folds f to half its size, keeping k and the seed. The result is
+// Fold halves f: it folds the bit array onto itself, keeping k and the seed. The result is
 // bit-identical to the filter of the halved geometry built from the same
 // keys: fast range maps position p of the halved range to p/2, so new block
 // (Blocked) or bit (Classic) i is the OR of old 2i and 2i+1. It fails if the
@@ -470,7 +470,7 @@ func (f *Filter) Union(other *Filter) error {
 // Folding keeps k, so a filter folded below the size its k was chosen for
 // has a higher FPR than one built at the smaller size; build filters that
 // will be folded with NewGeometry and the k of the target size.
-func (f *Filter) Halve() error {
+func (f *Filter) Fold() error {
 	if f.g.Halvings() == 0 {
 		return fmt.Errorf("%w: %s filter of %d bits cannot be halved", ErrGeometry, f.g.Layout, f.g.Bits)
 	}

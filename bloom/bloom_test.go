@@ -395,13 +395,13 @@ func TestUnionMismatchedGeometry(t *testing.T) {
 	}
 }
 
-func TestHalveBitIdentity(t *testing.T) {
+func TestFoldBitIdentity(t *testing.T) {
 	for _, g := range testGeometries {
 		for _, n := range []int{1, 100, 3000} {
 			keys := testKeys(0, n)
 			f := buildFilter(t, g, keys)
 			for j := 1; j <= g.Halvings(); j++ {
-				if err := f.Halve(); err != nil {
+				if err := f.Fold(); err != nil {
 					t.Fatalf("%+v: halving %d: %v", g, j, err)
 				}
 				hg := g
@@ -415,17 +415,17 @@ func TestHalveBitIdentity(t *testing.T) {
 				t.Fatalf("%+v: %d halvings left after Halvings() halvings", g, f.Geometry().Halvings())
 			}
 			before := clone(f)
-			if err := f.Halve(); !errors.Is(err, ErrGeometry) {
-				t.Fatalf("%+v: Halve with no halvings left: error %v, want ErrGeometry", g, err)
+			if err := f.Fold(); !errors.Is(err, ErrGeometry) {
+				t.Fatalf("%+v: Fold with no halvings left: error %v, want ErrGeometry", g, err)
 			}
 			sameBits(t, "after refused halving", f, before)
 		}
 	}
 }
 
-// TestHalveDoesNotWriteInput checks that Halve leaves the old array alone,
+// TestFoldDoesNotWriteInput checks that Fold leaves the old array alone,
 // which matters for a filter decoded in place from a caller's buffer.
-func TestHalveDoesNotWriteInput(t *testing.T) {
+func TestFoldDoesNotWriteInput(t *testing.T) {
 	f := buildFilter(t, Geometry{Layout: Blocked, Bits: 512 * 8, K: 7}, testKeys(0, 300))
 	data, _ := f.MarshalBinary()
 	orig := bytes.Clone(data)
@@ -433,11 +433,11 @@ func TestHalveDoesNotWriteInput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := d.Halve(); err != nil {
+	if err := d.Fold(); err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(data, orig) {
-		t.Error("Halve of a decoded filter modified the encoded input")
+		t.Error("Fold of a decoded filter modified the encoded input")
 	}
 }
 

@@ -50,7 +50,7 @@ func ExampleFilter_Union() {
 	// true true 2
 }
 
-func ExampleFilter_Halve() {
+func ExampleFilter_Fold() {
 	// Build with the k of the size the filter will be folded to, so the
 	// folded filter is as good as one built at that size.
 	g := bloom.GeometryFor(bloom.Classic, 10_000, 20)
@@ -59,7 +59,7 @@ func ExampleFilter_Halve() {
 	f.Add([]byte("apple"))
 
 	fmt.Println("halvings:", g.Halvings())
-	if err := f.Halve(); err != nil {
+	if err := f.Fold(); err != nil {
 		panic(err)
 	}
 	fmt.Printf("%.1f → %.1f bits/key, still contains apple: %v\n",

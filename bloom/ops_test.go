@@ -10,7 +10,7 @@ import (
 
 // opsRun drives a filter through a sequence of operations read from a byte
 // program and checks it against a model after every step: the list of keys
-// added. Since Union, Halve and the encodings all preserve bit identity,
+// added. Since Union, Fold and the encodings all preserve bit identity,
 // the filter must always equal, bit for bit, the filter of its current
 // geometry built directly from the model's keys — which implies no false
 // negatives. FuzzOperations and TestOperationsProperty share it.
@@ -93,9 +93,9 @@ func (r *opsRun) step(op, arg byte) {
 		sameBits(t, "after refused union", r.f, before)
 	case 4: // halve, or be refused when no halvings are left
 		left := r.f.Geometry().Halvings()
-		err := r.f.Halve()
+		err := r.f.Fold()
 		if (left > 0) != (err == nil) || (err != nil && !errors.Is(err, ErrGeometry)) {
-			t.Fatalf("Halve with %d halvings left: %v", left, err)
+			t.Fatalf("Fold with %d halvings left: %v", left, err)
 		}
 	case 5: // MarshalBinary, UnmarshalBinary into a used filter
 		data, err := r.f.MarshalBinary()

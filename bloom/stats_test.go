@@ -123,7 +123,7 @@ func TestFoldedK(t *testing.T) {
 		}
 		g20.K = 14
 		bigK := buildHashes(t, g20, present)
-		if err := bigK.Halve(); err != nil {
+		if err := bigK.Fold(); err != nil {
 			t.Fatal(err)
 		}
 		bigKFPR, bigKTheory := measuredFPR(bigK, absent), FPR(layout, bigK.BitsPerKey(), 14)
@@ -132,7 +132,7 @@ func TestFoldedK(t *testing.T) {
 		// for bit, so its FPR is the direct filter's.
 		g20.K = direct.g.K
 		smallK := buildHashes(t, g20, present)
-		if err := smallK.Halve(); err != nil {
+		if err := smallK.Fold(); err != nil {
 			t.Fatal(err)
 		}
 		sameBits(t, layout.String()+": folded filter built with the target k vs direct", smallK, direct)

@@ -179,7 +179,7 @@ func TestFoldKTable(t *testing.T) {
 			}
 			row := []string{cell(0)}
 			for j := 1; j <= 2; j++ {
-				if err := f.Halve(); err != nil {
+				if err := f.Fold(); err != nil {
 					t.Fatal(err)
 				}
 				row = append(row, cell(j))

@@ -65,7 +65,7 @@ var ErrBudgetTooSmall = errors.New("compaction: filter memory budget too small")
 // Geometry.Halvings. If the budget cannot be met, the plan folds as far as
 // allowed and the error wraps ErrBudgetTooSmall with the shortfall.
 //
-// The model keeps each filter's k when folding, as Halve does, and uses the
+// The model keeps each filter's k when folding, as Fold does, and uses the
 // layout's theoretical FPR for Keys keys. Greedy by marginal cost is
 // optimal when halvings are small against the budget and a close
 // heuristic otherwise, since each halving frees a fixed chunk.

@@ -31,10 +31,10 @@ const (
 	// the smallest input's geometry. Exact for the union of the input key
 	// sets; pays off when the inputs share most keys.
 	PathUnion
-	// PathUnionHalve: PathUnion, then fold the union while its estimated
+	// PathUnionFold: PathUnion, then fold the union while its estimated
 	// FPR stays within the target, because the union is sparser than its
 	// size needs (inputs built with headroom, or holding few keys).
-	PathUnionHalve
+	PathUnionFold
 )
 
 // String returns the path's name as logs show it.
@@ -44,8 +44,8 @@ func (p FilterPath) String() string {
 		return "rebuild"
 	case PathUnion:
 		return "union"
-	case PathUnionHalve:
-		return "union+halve"
+	case PathUnionFold:
+		return "union+fold"
 	}
 	return fmt.Sprintf("FilterPath(%d)", int(p))
 }
@@ -67,7 +67,7 @@ type FilterPlan struct {
 	InputBits  uint64 // sum of the input filters' sizes
 	OutputBits uint64 // size of the returned filter; 0 for PathRebuild
 	InputFolds int    // halvings applied to larger inputs to match the smallest
-	Folds      int    // halvings applied to the union (PathUnionHalve)
+	Folds      int    // halvings applied to the union (PathUnionFold)
 }
 
 // ErrBitsPerKey is returned for a bits-per-key setting that is not a
@@ -117,7 +117,7 @@ func PlanFilter(inputs []*bloom.Filter, bitsPerKey float64) (FilterPlan, *bloom.
 	}
 	plan.Path = PathUnion
 	if sized, n := RightSize(union, plan.TargetFPR); n > 0 {
-		union, plan.Folds, plan.Path = sized, n, PathUnionHalve
+		union, plan.Folds, plan.Path = sized, n, PathUnionFold
 		plan.EstimatedFPR = union.EstimatedFPR()
 	}
 	plan.OutputBits = union.Geometry().Bits
@@ -137,7 +137,7 @@ func RightSize(f *bloom.Filter, targetFPR float64) (*bloom.Filter, int) {
 	cur, folds := f, 0
 	for cur.Geometry().Halvings() > 0 {
 		next := clone(cur)
-		if err := next.Halve(); err != nil {
+		if err := next.Fold(); err != nil {
 			panic(err) // cannot happen: Halvings() > 0 was checked
 		}
 		if next.EstimatedFPR() > targetFPR {
@@ -223,7 +223,7 @@ func Fold(f *bloom.Filter, n int) (*bloom.Filter, error) {
 	}
 	c := clone(f)
 	for range n {
-		if err := c.Halve(); err != nil {
+		if err := c.Fold(); err != nil {
 			return nil, err
 		}
 	}
@@ -231,7 +231,7 @@ func Fold(f *bloom.Filter, n int) (*bloom.Filter, error) {
 }
 
 // clone returns a copy of f that shares no memory with it. Folding works
-// on copies because Halve replaces the filter it is called on, and an
+// on copies because Fold replaces the filter it is called on, and an
 // input may be a view into a segment file that other readers still use.
 func clone(f *bloom.Filter) *bloom.Filter {
 	c, err := bloom.NewGeometry(f.Geometry())

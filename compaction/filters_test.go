@@ -86,7 +86,7 @@ func TestPlanFilterPaths(t *testing.T) {
 		{"fold to match, disjoint", []input{same, {wide, n, 2 * n}}, PathRebuild, 1, 0},
 		{"no fold lands", []input{same, {odd, 0, n}}, PathRebuild, 0, 0},
 		{"different k", []input{same, {otherK, 0, n}}, PathRebuild, 0, 0},
-		{"headroom: union then halve", []input{{wide, 0, n * 9 / 10}, {wide, 0, n * 9 / 10}}, PathUnionHalve, 0, 1},
+		{"headroom: union then halve", []input{{wide, 0, n * 9 / 10}, {wide, 0, n * 9 / 10}}, PathUnionFold, 0, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -221,7 +221,7 @@ func TestPlanFilterProperty(t *testing.T) {
 		}
 	}
 	t.Logf("paths over 60 random merges: %v", paths)
-	if paths[PathRebuild] == 0 || paths[PathUnion]+paths[PathUnionHalve] == 0 {
+	if paths[PathRebuild] == 0 || paths[PathUnion]+paths[PathUnionFold] == 0 {
 		t.Errorf("paths %v: the generator should exercise both rebuild and union", paths)
 	}
 }

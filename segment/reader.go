@@ -578,7 +578,7 @@ func (r *Reader) ResidentFilter() *bloom.Filter { return r.resident.Load() }
 
 // UseFilter makes MayContain consult f instead of the stored filter, to
 // save memory under a filter budget. f must be the stored filter or a fold
-// of it (bloom.Filter.Halve keeps every key), so no false negative can
+// of it (bloom.Filter.Fold keeps every key), so no false negative can
 // arise; UseFilter checks that it has the stored filter's layout, k and
 // seed and a size that divides it. Safe to call while readers run.
 func (r *Reader) UseFilter(f *bloom.Filter) error {
