@@ -447,7 +447,7 @@ func (db *DB) get(key []byte, snapSeq uint64, copyValue bool) (value []byte, siz
 // find returns the newest visible value of key as of seq in rs, aliasing
 // rs's memory: valid only while the caller holds rs.
 func (db *DB) find(rs *readState, key []byte, seq uint64, pin int) ([]byte, error) {
-	ts := tombstones{rs: rs, key: key, seq: seq}
+	ts := rangeCover{rs: rs, key: key, seq: seq}
 	for i, m := range rs.mems {
 		if v, vseq, kind, ok := m.GetVersion(key, seq); ok {
 			return visible(v, vseq, kind, ts.through(i+1))
@@ -466,13 +466,13 @@ func visible(v []byte, seq uint64, kind base.Kind, deleted uint64) ([]byte, erro
 	return v, nil
 }
 
-// tombstones finds, when a Get needs it, the newest range tombstone
+// rangeCover finds, when a Get needs it, the newest range tombstone
 // visible to it that covers its key in the sources it has searched so far
 // (the memtables, then the segments, newest first). Only a version found,
 // or a segment about to be read, needs it: a version can be hidden only by
 // a tombstone in its own source or a newer one. So a Get of an absent key,
 // which the filters answer with no I/O, never pays for range tombstones.
-type tombstones struct {
+type rangeCover struct {
 	rs      *readState
 	key     []byte
 	seq     uint64
@@ -481,7 +481,7 @@ type tombstones struct {
 }
 
 // through returns the newest covering tombstone in the first n sources.
-func (t *tombstones) through(n int) uint64 {
+func (t *rangeCover) through(n int) uint64 {
 	for ; t.checked < n; t.checked++ {
 		if m := len(t.rs.mems); t.checked < m {
 			for _, l := range t.rs.mems[t.checked].RangeDelLists() {
@@ -499,7 +499,7 @@ func (t *tombstones) through(n int) uint64 {
 // Before a segment is read, the range tombstones of it and every newer
 // source are checked, in memory: one newer than all the segment's versions
 // means the key is deleted here and in every older segment, with no read.
-func (db *DB) getFromSegments(ts *tombstones, pin int) ([]byte, error) {
+func (db *DB) getFromSegments(ts *rangeCover, pin int) ([]byte, error) {
 	p := probe{key: ts.key, hash: bloom.Hash(ts.key)}
 	defer p.publish(&db.stats, pin)
 	for j, s := range ts.rs.segments {

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/bloomkv/bloomkv"
 )
 
 // config is everything a run depends on; main fills it from the flags and
@@ -149,7 +151,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&cfg.Keys, "keys", cfg.Keys, "keys loaded by each fill")
 	fs.IntVar(&cfg.ValueSize, "value-size", cfg.ValueSize, "value size in bytes")
 	fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the data set and of every workload's key choices")
-	fs.Float64Var(&cfg.BitsPerKey, "bits-per-key", cfg.BitsPerKey, "Bloom filter bits per key of the stores (0: no filters)")
+	fs.Float64Var(&cfg.BitsPerKey, "bits-per-key", cfg.BitsPerKey, "Bloom filter bits per key of the stores (0: the library's default, 10; as Options.BitsPerKey)")
+	noFilters := fs.Bool("disable-filters", false, "write the stores' segments without filters (Options.DisableFilters)")
 	fs.StringVar(&cfg.Dir, "dir", "", "create the work directory under `DIR` instead of the system's temp dir (e.g. on the device to measure)")
 	fs.BoolVar(&cfg.Keep, "keep", false, "keep the work directory and its stores after the run")
 	fs.DurationVar(&cfg.Duration, "duration", cfg.Duration, "run time of each read workload")
@@ -179,7 +182,18 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		fs.Usage()
 		return config{}, fmt.Errorf("unexpected arguments %q (kvbench has no subcommands)", fs.Args())
 	}
-	return cfg, cfg.validate()
+	if err := cfg.validate(); err != nil {
+		return config{}, err
+	}
+	// From here on BitsPerKey 0 means "no filters", as in validated
+	// Options; on the command line 0 means the default, as in Options.
+	switch {
+	case *noFilters:
+		cfg.BitsPerKey = 0
+	case cfg.BitsPerKey == 0:
+		cfg.BitsPerKey = bloomkv.DefaultOptions().BitsPerKey
+	}
+	return cfg, nil
 }
 
 // validate rejects settings no run can use.
@@ -192,7 +206,7 @@ func (c config) validate() error {
 	}
 	check(c.Keys >= 1 && c.Keys <= 1<<30, "-keys %d: want 1..2^30", c.Keys)
 	check(c.ValueSize >= 0 && c.ValueSize <= 1<<20, "-value-size %d: want 0..1MiB", c.ValueSize)
-	check(c.BitsPerKey == 0 || c.BitsPerKey >= 1 && c.BitsPerKey <= 64, "-bits-per-key %v: want 0 (no filters) or 1..64", c.BitsPerKey)
+	check(c.BitsPerKey == 0 || c.BitsPerKey >= 1 && c.BitsPerKey <= 64, "-bits-per-key %v: want 0 (the default) or 1..64", c.BitsPerKey)
 	check(c.Ops > 0 || c.Duration > 0, "need -ops > 0 or -duration > 0")
 	check(c.HitRatio >= 0 && c.HitRatio <= 1, "-hit-ratio %v: want 0..1", c.HitRatio)
 	check(c.CacheSize > 0, "-cache-size must be positive")

@@ -47,3 +47,23 @@ func TestHelpDocumentsEveryFlag(t *testing.T) {
 		}
 	}
 }
+
+// TestBitsPerKeyFlag: -bits-per-key 0 means what Options.BitsPerKey 0
+// means (the default), and -disable-filters turns filters off.
+func TestBitsPerKeyFlag(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want float64
+	}{
+		{nil, 10},
+		{[]string{"-bits-per-key", "0"}, 10},
+		{[]string{"-bits-per-key", "7"}, 7},
+		{[]string{"-disable-filters"}, 0},
+		{[]string{"-bits-per-key", "7", "-disable-filters"}, 0},
+	} {
+		cfg, err := parseFlags(tc.args, io.Discard)
+		if err != nil || cfg.BitsPerKey != tc.want {
+			t.Errorf("%q: BitsPerKey %v, %v; want %v", tc.args, cfg.BitsPerKey, err, tc.want)
+		}
+	}
+}

@@ -63,7 +63,7 @@ type fmPoint struct {
 func (b *bench) filterMemory(ctx context.Context) (err error) {
 	b.rep.section("Filter memory: block reads per absent Get against filter memory")
 	if b.cfg.BitsPerKey == 0 {
-		b.rep.printf("skipped: -bits-per-key 0 leaves nothing to compare\n")
+		b.rep.printf("skipped: -disable-filters leaves nothing to compare\n")
 		return nil
 	}
 	start := time.Now()

@@ -69,7 +69,7 @@ func (b *bench) prefixLookups(ctx context.Context) error {
 	const section = "prefix-lookups"
 	b.rep.section("Prefix lookups: many segments, prefix scans with and without prefix filters")
 	if b.cfg.BitsPerKey == 0 {
-		b.rep.printf("skipped: -bits-per-key 0 writes no prefix filters\n")
+		b.rep.printf("skipped: -disable-filters writes no prefix filters\n")
 		return nil
 	}
 	d := newPrefixData(max(b.cfg.Keys/8, prefixKeysPer), b.cfg.Seed+2)

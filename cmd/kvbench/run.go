@@ -241,7 +241,7 @@ func (b *bench) filterComparison(ctx context.Context) (err error) {
 	const section = "disk-reads-avoided"
 	b.rep.section("Disk reads avoided: get-miss with and without filters")
 	if b.cfg.BitsPerKey == 0 {
-		b.rep.printf("skipped: -bits-per-key 0 leaves nothing to compare\n")
+		b.rep.printf("skipped: -disable-filters leaves nothing to compare\n")
 		return nil
 	}
 	nf, err := b.openStore("no-filters", 0)
@@ -331,7 +331,7 @@ func (b *bench) negativeLookups(ctx context.Context) error {
 	const section = "negative-lookups"
 	b.rep.section("Negative lookups, Bigtable-style: many segments, mostly absent keys")
 	if b.cfg.BitsPerKey == 0 {
-		b.rep.printf("skipped: -bits-per-key 0 leaves nothing to compare\n")
+		b.rep.printf("skipped: -disable-filters leaves nothing to compare\n")
 		return nil
 	}
 	d := newDataset(max(b.cfg.Keys/8, 1), b.cfg.ValueSize, b.cfg.Seed+1)
