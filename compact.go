@@ -40,6 +40,12 @@ const historyLen = 16
 // deleted keys and overwritten versions. Reads and writes go on meanwhile;
 // the input files are removed once the last reader using them is done.
 func (db *DB) Compact() error {
+	err := db.compact()
+	db.closer.wait() // the inputs' files are gone when Compact returns
+	return err
+}
+
+func (db *DB) compact() error {
 	if err := db.Flush(); err != nil {
 		return err
 	}
@@ -73,6 +79,12 @@ func (db *DB) Compact() error {
 // ErrReadOnly once a flush or compaction has failed: the work it waits for
 // will then never be done.
 func (db *DB) WaitForCompactions(ctx context.Context) error {
+	err := db.waitForCompactions(ctx)
+	db.closer.wait() // and the files they made obsolete are gone
+	return err
+}
+
+func (db *DB) waitForCompactions(ctx context.Context) error {
 	stop := context.AfterFunc(ctx, func() {
 		db.mu.Lock()
 		db.cond.Broadcast()

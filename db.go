@@ -378,6 +378,10 @@ type DB struct {
 	// background compaction loop. Close waits for it.
 	bgWG sync.WaitGroup
 
+	// closer closes and removes segments whose last reference went,
+	// outside db.mu and off the readers' path (segHandle.unref).
+	closer closer
+
 	// rebuilt holds the filters RebuildFilters built in memory, by
 	// segment (nil: the segment gets none); filtermem.go.
 	rebuilt map[*segHandle]*bloom.Filter

@@ -75,6 +75,7 @@ func newDB(dir string, o Options, lock io.Closer) *DB {
 		policy: compaction.SizeTiered{FanIn: o.CompactionFanIn},
 	}
 	db.cond = sync.NewCond(&db.mu)
+	db.closer.idle.L = &db.closer.mu
 	db.commit.idle.L = &db.commit.mu
 	return db
 }
@@ -437,6 +438,7 @@ func (db *DB) closeFiles() error {
 		s.unref()
 	}
 	db.segments = nil
+	db.closer.wait() // before the lock goes: no file of ours is removed after it
 	if db.manifest != nil {
 		errs = append(errs, db.manifest.Close())
 	}

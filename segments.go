@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 
 	"github.com/bloomkv/bloomkv/bloom"
@@ -29,6 +30,53 @@ type segHandle struct {
 	reader   *segment.Reader
 	obsolete atomic.Bool // remove the file when the last reference goes
 	logger   *slog.Logger
+	closer   *closer // closes it when the last reference goes; nil: unref does
+}
+
+// closer closes segments whose last reference is gone, in a goroutine of
+// its own that runs while there is work. wait lets Flush, Compact,
+// WaitForCompactions and Close return only once the files they made
+// obsolete are gone.
+type closer struct {
+	mu      sync.Mutex
+	idle    sync.Cond // signalled when the goroutine stops
+	pending []*segHandle
+	running bool
+}
+
+func (c *closer) add(s *segHandle) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.pending = append(c.pending, s)
+	if !c.running {
+		c.running = true
+		go c.run()
+	}
+}
+
+func (c *closer) run() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for len(c.pending) > 0 {
+		batch := c.pending
+		c.pending = nil
+		c.mu.Unlock()
+		for _, s := range batch {
+			s.close()
+		}
+		c.mu.Lock()
+	}
+	c.running = false
+	c.idle.Broadcast()
+}
+
+// wait returns once every segment handed to c before the call is closed.
+func (c *closer) wait() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for c.running {
+		c.idle.Wait()
+	}
 }
 
 // covers reports whether key lies within the segment's key range, a check
@@ -37,14 +85,28 @@ func (s *segHandle) covers(key []byte) bool {
 	return bytes.Compare(key, s.meta.Smallest) >= 0 && bytes.Compare(key, s.meta.Largest) <= 0
 }
 
-// unref drops a reference; the last one closes the segment and unmaps
-// its file, which ends the life of every slice that aliases the mapping.
+// unref drops a reference. The last one closes the segment — unmaps its
+// file, which ends the life of every slice that aliases the mapping, and
+// removes the file if it is obsolete — on the DB's closer goroutine, not
+// on the path that let go: that may be a Get (whose latency would take an
+// munmap and an unlink) or code holding db.mu (which guards memory, not
+// I/O).
 func (s *segHandle) unref() {
 	n := s.refs.Add(-1)
 	invariants.Check(n >= 0, "segment released more often than referenced")
 	if n != 0 {
 		return
 	}
+	if s.closer != nil {
+		s.closer.add(s)
+		return
+	}
+	s.close()
+}
+
+// close closes the reader, unmaps and closes the file, and removes it if
+// it is obsolete.
+func (s *segHandle) close() {
 	s.reader.Close()
 	if s.mapped != nil {
 		if err := unmapSegment(s.mapped); err != nil {
@@ -196,7 +258,7 @@ func (db *DB) openSegment(f vfs.File, meta base.SegmentMeta) (*segHandle, error)
 		f.Close()
 		return nil, fmt.Errorf("open segment %s: %w", name, err)
 	}
-	s := &segHandle{meta: meta, name: name, path: db.path(name), fs: db.fs, file: f, mapped: ro.Mapped, reader: r, logger: db.logger}
+	s := &segHandle{meta: meta, name: name, path: db.path(name), fs: db.fs, file: f, mapped: ro.Mapped, reader: r, logger: db.logger, closer: &db.closer}
 	s.refs.Store(1)
 	return s, nil
 }
