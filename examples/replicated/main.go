@@ -36,7 +36,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/bloomkv/bloomkv"
 	"github.com/bloomkv/bloomkv/contrib/raftstore"
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
@@ -54,6 +53,7 @@ func main() {
 		snapN     = flag.Uint64("snapshot-threshold", 8192, "raft: snapshot after this many new log entries")
 		snapEvery = flag.Duration("snapshot-interval", 2*time.Minute, "raft: how often to check whether to snapshot")
 		trailing  = flag.Uint64("trailing-logs", 10240, "raft: log entries kept after a snapshot")
+		window    = flag.Uint64("dedup-window", 100_000, "log entries for which a write's Idempotency-Key is remembered")
 	)
 	flag.Parse()
 	level := slog.LevelWarn
@@ -74,7 +74,7 @@ func main() {
 		hlevel = hclog.Info
 	}
 	conf.Logger = hclog.New(&hclog.LoggerOptions{Name: "raft", Output: os.Stderr, Level: hlevel})
-	if err := run(conf, *dir, *raftAddr, *httpAddr, *bootstrap, *join, logger); err != nil {
+	if err := run(conf, *dir, *raftAddr, *httpAddr, *bootstrap, *join, *window, logger); err != nil {
 		logger.Error("exit", "err", err)
 		os.Exit(1)
 	}
@@ -86,10 +86,11 @@ type node struct {
 	httpAddr string
 	raft     *raft.Raft
 	fsm      *fsm
+	reads    *readBarrier
 	logger   *slog.Logger
 }
 
-func run(conf *raft.Config, dir, raftAddr, httpAddr string, bootstrap bool, join string, logger *slog.Logger) error {
+func run(conf *raft.Config, dir, raftAddr, httpAddr string, bootstrap bool, join string, dedupWindow uint64, logger *slog.Logger) error {
 	id := string(conf.LocalID)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -100,14 +101,28 @@ func run(conf *raft.Config, dir, raftAddr, httpAddr string, bootstrap bool, join
 		return err
 	}
 	defer store.Close()
-	db, err := bloomkv.Open(filepath.Join(dir, "fsm"), nil)
-	if err != nil {
-		return fmt.Errorf("open state machine: %w", err)
+	fatal := func(err error) {
+		// The state machine cannot go on without a hole in its state.
+		logger.Error("fatal", "err", err)
+		os.Exit(1)
 	}
-	defer db.Close()
+	sm, err := openFSM(filepath.Join(dir, "fsm"), dedupWindow, fatal)
+	if err != nil {
+		return err
+	}
+	defer sm.Close()
 	snaps, err := raft.NewFileSnapshotStore(dir, 2, io.Discard)
 	if err != nil {
 		return fmt.Errorf("snapshot store: %w", err)
+	}
+	// The state machine resumes from its DB, which records the index it
+	// has applied: raft need not restore the latest snapshot on a start
+	// (and replay the log after it), and entries the DB holds already are
+	// skipped. Only if the DB is behind the latest snapshot (its
+	// directory lost, say) is the snapshot restored, as raft would.
+	conf.NoSnapshotRestoreOnStart = true
+	if err := catchUpFromSnapshot(sm, snaps, logger); err != nil {
+		return err
 	}
 	addr, err := net.ResolveTCPAddr("tcp", raftAddr)
 	if err != nil {
@@ -123,7 +138,7 @@ func run(conf *raft.Config, dir, raftAddr, httpAddr string, bootstrap bool, join
 	if err != nil {
 		return err
 	}
-	n := &node{id: id, httpAddr: httpAddr, fsm: &fsm{db: db}, logger: logger}
+	n := &node{id: id, httpAddr: httpAddr, fsm: sm, logger: logger}
 	if bootstrap && !existing {
 		cfg := raft.Configuration{Servers: []raft.Server{{ID: conf.LocalID, Address: trans.LocalAddr()}}}
 		if err := raft.BootstrapCluster(conf, store, store, snaps, trans, cfg); err != nil {
@@ -134,6 +149,7 @@ func run(conf *raft.Config, dir, raftAddr, httpAddr string, bootstrap bool, join
 	if err != nil {
 		return fmt.Errorf("raft: %w", err)
 	}
+	n.reads = &readBarrier{raft: n.raft, timeout: applyTimeout}
 	defer func() {
 		if err := n.raft.Shutdown().Error(); err != nil {
 			logger.Error("raft shutdown", "err", err)
@@ -198,11 +214,11 @@ func (n *node) joinCluster(ctx context.Context, via, raftAddr string) error {
 // leads, until that worked once.
 func (n *node) announce(ctx context.Context) {
 	for {
-		if _, err := n.fsm.db.Get(nodeKey(n.id)); err == nil {
+		if v, err := n.fsm.get(nodeKey(n.id)); err == nil && string(v) == n.httpAddr {
 			return
 		}
 		if n.raft.State() == raft.Leader {
-			err := n.raft.Apply(encodeCommand(opPut, nodeKey(n.id), []byte(n.httpAddr)), 5*time.Second).Error()
+			err := n.raft.Apply(encodeCommand(opPut, nil, nodeKey(n.id), []byte(n.httpAddr)), 5*time.Second).Error()
 			if err == nil {
 				return
 			}
@@ -224,9 +240,32 @@ func (n *node) leaderHTTP() (string, error) {
 	if id == "" {
 		return "", errors.New("no leader")
 	}
-	v, err := n.fsm.db.Get(nodeKey(string(id)))
+	v, err := n.fsm.get(nodeKey(string(id)))
 	if err != nil {
 		return "", fmt.Errorf("leader %s's HTTP address: %w", id, err)
 	}
 	return string(v), nil
+}
+
+// catchUpFromSnapshot restores the latest snapshot into the state machine
+// if its DB has applied less than the snapshot holds: raft, told not to
+// restore on start, replays only the log after the snapshot.
+func catchUpFromSnapshot(sm *fsm, snaps raft.SnapshotStore, logger *slog.Logger) error {
+	list, err := snaps.List()
+	if err != nil || len(list) == 0 || list[0].Index <= sm.applied.Load() {
+		return err
+	}
+	logger.Warn("state machine behind the latest snapshot: restoring it",
+		"applied", sm.applied.Load(), "snapshot", list[0].Index)
+	_, rc, err := snaps.Open(list[0].ID)
+	if err != nil {
+		return fmt.Errorf("open snapshot %s: %w", list[0].ID, err)
+	}
+	if err := sm.Restore(rc); err != nil {
+		return err
+	}
+	if sm.applied.Load() < list[0].Index {
+		return fmt.Errorf("snapshot %s restored to index %d, not %d", list[0].ID, sm.applied.Load(), list[0].Index)
+	}
+	return nil
 }
