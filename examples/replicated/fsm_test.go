@@ -102,10 +102,14 @@ func TestSnapshotRestore(t *testing.T) {
 	applyAt(dst, 3001, opPut, "", "k00001", "stale")
 	before := dump(t, dst)
 	bad := bytes.Clone(s.Bytes())
-	bad[len(bad)/2] ^= 1
+	bad[len(bad)-10] ^= 1 // in the last file's content: its CRC-32C must catch it
 	for name, stream := range map[string][]byte{"truncated": s.Bytes()[:s.Len()-1], "corrupted": bad} {
-		if err := dst.Restore(io.NopCloser(bytes.NewReader(stream))); err == nil {
+		err := dst.Restore(io.NopCloser(bytes.NewReader(stream)))
+		if err == nil {
 			t.Fatalf("a %s stream restored", name)
+		}
+		if name == "corrupted" && !strings.Contains(err.Error(), "checksum mismatch") {
+			t.Fatalf("a corrupted stream: %v, want a checksum mismatch", err)
 		}
 		if got := dump(t, dst); len(got) != len(before) || got["k00001"] != "stale" || dst.applied.Load() != 3001 {
 			t.Fatalf("a failed restore (%s) changed the state: %d keys, applied %d", name, len(got), dst.applied.Load())

@@ -25,6 +25,7 @@ func (n *node) routes() http.Handler {
 	mux.HandleFunc("DELETE /keys/{key...}", n.del)
 	mux.HandleFunc("GET /keys", n.list)
 	mux.HandleFunc("POST /join", n.join)
+	mux.HandleFunc("POST /remove", n.remove)
 	mux.HandleFunc("GET /status", n.status)
 	return mux
 }
@@ -288,7 +289,11 @@ func (n *node) list(w http.ResponseWriter, r *http.Request) {
 	json.NewEncoder(w).Encode(out)
 }
 
-// join adds a voter: POST /join?id=ID&raft=ADDR&http=ADDR, on the leader.
+// join adds a server: POST /join?id=ID&raft=ADDR&http=ADDR[&voter=false],
+// on the leader. A voter by default; voter=false adds a non-voter, which
+// gets the log but neither votes nor counts for commits (and a later join
+// of the same ID as a voter promotes it). Joining an ID that is a member
+// already with a new address moves it there.
 func (n *node) join(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	id, raftAddr, httpAddr := q.Get("id"), q.Get("raft"), q.Get("http")
@@ -296,19 +301,63 @@ func (n *node) join(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "id, raft and http are required", http.StatusBadRequest)
 		return
 	}
+	voter := q.Get("voter") != "false"
 	if !n.leaderOrRedirect(w, r) {
 		return
 	}
-	if err := n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, applyTimeout).Error(); err != nil {
-		http.Error(w, fmt.Sprintf("add voter: %v", err), http.StatusInternalServerError)
+	add, what := n.raft.AddVoter, "voter"
+	if !voter {
+		add, what = n.raft.AddNonvoter, "non-voter"
+	}
+	if err := add(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, applyTimeout).Error(); err != nil {
+		n.membershipError(w, "add "+what, err)
 		return
 	}
 	if err := n.raft.Apply(encodeCommand(opPut, nil, nodeKey(id), []byte(httpAddr)), applyTimeout).Error(); err != nil {
-		http.Error(w, fmt.Sprintf("record %s's address: %v", id, err), http.StatusInternalServerError)
+		n.membershipError(w, fmt.Sprintf("record %s's address", id), err)
 		return
 	}
-	n.logger.Info("added voter", "id", id, "raft", raftAddr, "http", httpAddr)
+	n.logger.Info("added "+what, "id", id, "raft", raftAddr, "http", httpAddr)
 	w.WriteHeader(http.StatusOK)
+}
+
+// remove takes a server out of the cluster: POST /remove?id=ID, on the
+// leader (followers redirect). The removed node stops taking part in raft
+// (raft shuts it down once it learns of its removal); stop its process and
+// delete its directory. A leader may remove itself: it steps down once the
+// change is committed. Removing a dead voter is how it is replaced: remove
+// it, then -join a new node.
+func (n *node) remove(w http.ResponseWriter, r *http.Request) {
+	id := r.URL.Query().Get("id")
+	if id == "" {
+		http.Error(w, "id is required", http.StatusBadRequest)
+		return
+	}
+	if !n.leaderOrRedirect(w, r) {
+		return
+	}
+	if err := n.raft.RemoveServer(raft.ServerID(id), 0, applyTimeout).Error(); err != nil {
+		n.membershipError(w, "remove server", err)
+		return
+	}
+	// Then its address record; if this fails, a stale record stays behind
+	// (harmless: only a member's record is ever looked up).
+	if err := n.raft.Apply(encodeCommand(opDelete, nil, nodeKey(id), nil), applyTimeout).Error(); err != nil {
+		n.logger.Warn("forget a removed server's address", "id", id, "err", err)
+	}
+	n.logger.Info("removed server", "id", id)
+	w.WriteHeader(http.StatusOK)
+}
+
+// membershipError answers a failed membership change: 503 if it certainly
+// did not happen, 504 if it may have.
+func (n *node) membershipError(w http.ResponseWriter, what string, err error) {
+	if notApplied(err) {
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, fmt.Sprintf("%s: not done: %v", what, err), http.StatusServiceUnavailable)
+		return
+	}
+	http.Error(w, fmt.Sprintf("%s: outcome unknown: %v", what, err), http.StatusGatewayTimeout)
 }
 
 type status struct {
@@ -320,6 +369,7 @@ type status struct {
 	LastIndex    uint64 `json:"last_index"`
 	SnapshotIdx  uint64 `json:"last_snapshot_index"`
 	Voters       int    `json:"voters"`
+	Nonvoters    int    `json:"nonvoters"`
 }
 
 func (n *node) status(w http.ResponseWriter, r *http.Request) {
@@ -331,7 +381,13 @@ func (n *node) status(w http.ResponseWriter, r *http.Request) {
 	}
 	st.SnapshotIdx, _ = strconv.ParseUint(n.raft.Stats()["last_snapshot_index"], 10, 64)
 	if f := n.raft.GetConfiguration(); f.Error() == nil {
-		st.Voters = len(f.Configuration().Servers)
+		for _, srv := range f.Configuration().Servers {
+			if srv.Suffrage == raft.Voter {
+				st.Voters++
+			} else {
+				st.Nonvoters++
+			}
+		}
 	}
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(st)

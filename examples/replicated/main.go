@@ -7,15 +7,19 @@
 //	replicated -id node2 -dir data/node2 -raft 127.0.0.1:7002 -http 127.0.0.1:8002 -join 127.0.0.1:8001
 //	replicated -id node3 -dir data/node3 -raft 127.0.0.1:7003 -http 127.0.0.1:8003 -join 127.0.0.1:8001
 //
-// The HTTP API (any node; writes and joins on a follower are redirected to
-// the leader with 307):
+// The HTTP API (any node; writes, joins, removals and linearizable reads
+// on a follower are redirected to the leader with 307):
 //
-//	GET    /keys/{key}                  the value, 404 if none (read locally)
-//	PUT    /keys/{key}                  body: the value
+//	GET    /keys/{key}                  the value, 404 if none (linearizable; ?stale: this node's state)
+//	PUT    /keys/{key}                  body: the value (header Idempotency-Key: dedup of retries)
 //	DELETE /keys/{key}
-//	GET    /keys?prefix=P&limit=N       JSON [{"key": ..., "value": ...}] in key order (read locally)
-//	POST   /join?id=ID&raft=ADDR&http=ADDR   add a voter (leader only)
-//	GET    /status                      JSON: id, state, leader, applied index
+//	GET    /keys?prefix=P&limit=N       JSON [{"key": ..., "value": ...}] in key order (&stale as for GET)
+//	POST   /join?id=ID&raft=ADDR&http=ADDR[&voter=false]   add a voter or non-voter
+//	POST   /remove?id=ID                remove a server
+//	GET    /status                      JSON: id, state, leader, applied indexes
+//
+// A write answers 204 when applied, 503 when certainly not applied, 504
+// when its outcome is unknown (retry it with the same Idempotency-Key).
 //
 // A restarted node (same -dir) rejoins by itself: its raft log, term and
 // vote are in its raftstore, its state machine in its snapshots and DB.
@@ -49,6 +53,7 @@ func main() {
 		httpAddr  = flag.String("http", "127.0.0.1:8001", "HTTP address to bind")
 		bootstrap = flag.Bool("bootstrap", false, "bootstrap a new cluster with this node as its only voter (first start of the first node)")
 		join      = flag.String("join", "", "HTTP address of a cluster member to join through (first start of the other nodes)")
+		nonvoter  = flag.Bool("nonvoter", false, "with -join: join as a non-voter (gets the log, does not vote)")
 		verbose   = flag.Bool("v", false, "log raft's and the service's progress to stderr")
 		snapN     = flag.Uint64("snapshot-threshold", 8192, "raft: snapshot after this many new log entries")
 		snapEvery = flag.Duration("snapshot-interval", 2*time.Minute, "raft: how often to check whether to snapshot")
@@ -74,7 +79,7 @@ func main() {
 		hlevel = hclog.Info
 	}
 	conf.Logger = hclog.New(&hclog.LoggerOptions{Name: "raft", Output: os.Stderr, Level: hlevel})
-	if err := run(conf, *dir, *raftAddr, *httpAddr, *bootstrap, *join, *window, logger); err != nil {
+	if err := run(conf, *dir, *raftAddr, *httpAddr, *bootstrap, *join, *nonvoter, *window, logger); err != nil {
 		logger.Error("exit", "err", err)
 		os.Exit(1)
 	}
@@ -90,7 +95,7 @@ type node struct {
 	logger   *slog.Logger
 }
 
-func run(conf *raft.Config, dir, raftAddr, httpAddr string, bootstrap bool, join string, dedupWindow uint64, logger *slog.Logger) error {
+func run(conf *raft.Config, dir, raftAddr, httpAddr string, bootstrap bool, join string, nonvoter bool, dedupWindow uint64, logger *slog.Logger) error {
 	id := string(conf.LocalID)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -169,7 +174,7 @@ func run(conf *raft.Config, dir, raftAddr, httpAddr string, bootstrap bool, join
 	defer stop()
 	switch {
 	case !existing && join != "":
-		if err := n.joinCluster(ctx, join, string(trans.LocalAddr())); err != nil {
+		if err := n.joinCluster(ctx, join, string(trans.LocalAddr()), !nonvoter); err != nil {
 			return err
 		}
 	case bootstrap || existing:
@@ -183,9 +188,10 @@ func run(conf *raft.Config, dir, raftAddr, httpAddr string, bootstrap bool, join
 }
 
 // joinCluster asks the cluster (through any member, redirected to the
-// leader) to add this node as a voter, retrying until it succeeds.
-func (n *node) joinCluster(ctx context.Context, via, raftAddr string) error {
-	url := fmt.Sprintf("http://%s/join?id=%s&raft=%s&http=%s", via, n.id, raftAddr, n.httpAddr)
+// leader) to add this node as a voter or non-voter, retrying until it
+// succeeds.
+func (n *node) joinCluster(ctx context.Context, via, raftAddr string, voter bool) error {
+	url := fmt.Sprintf("http://%s/join?id=%s&raft=%s&http=%s&voter=%t", via, n.id, raftAddr, n.httpAddr, voter)
 	var last error
 	for range 60 {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, nil)
