@@ -1,3 +1,5 @@
+//go:build !windows
+
 package main
 
 import (
@@ -99,6 +101,8 @@ type history struct {
 	ops   []porcupine.Operation
 	// counts
 	reads, writes, unknown, refused, dups, retried atomic.Int64
+	// unexpected is the first answer no correct node gives (4xx, 500)
+	unexpected atomic.Pointer[string]
 }
 
 func (h *history) now() int64 { return time.Since(h.start).Nanoseconds() }
@@ -180,6 +184,9 @@ func TestJepsen(t *testing.T) {
 	time.Sleep(2 * time.Second) // operations after the last restart
 	close(stop)
 	wg.Wait()
+	if msg := h.unexpected.Load(); msg != nil {
+		t.Errorf("unexpected answer: %s", *msg)
+	}
 	if msg := mon.violation(); msg != "" {
 		t.Errorf("a state machine went back in time: %s", msg)
 	}
@@ -400,7 +407,9 @@ func writeOp(h *history, hc *http.Client, addrs []string, addr string, in regInp
 		case status == http.StatusServiceUnavailable && attempt == 0:
 			return regOutput{}, false
 		case status/100 == 4 || status == http.StatusInternalServerError:
-			panic(fmt.Sprintf("%s %s: %d", method, in.Key, status))
+			msg := fmt.Sprintf("%s %s: %d", method, in.Key, status)
+			h.unexpected.CompareAndSwap(nil, &msg)
+			return regOutput{Unknown: true}, true
 		}
 		// Unknown so far: a 504, an error or timeout, or a 503 after an
 		// attempt of unknown outcome.
@@ -477,11 +486,4 @@ func (m *monitor) violation() string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.msg
-}
-
-func tail(b []byte, n int) []byte {
-	if len(b) > n {
-		return b[len(b)-n:]
-	}
-	return b
 }

@@ -151,6 +151,7 @@ func (p *proc) start(args ...string) {
 		"-snapshot-threshold", "200", "-snapshot-interval", "1s", "-trailing-logs", "100"}
 	p.cmd = exec.Command(p.bin, append(base, args...)...)
 	p.cmd.Stderr, p.cmd.Stdout = log, log
+	p.cmd.SysProcAttr = childAttr()
 	if err := p.cmd.Start(); err != nil {
 		p.t.Fatal(err)
 	}
@@ -251,4 +252,12 @@ func freeAddr(t *testing.T) string {
 	}
 	defer ln.Close()
 	return ln.Addr().String()
+}
+
+// tail returns the last n bytes of b.
+func tail(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[len(b)-n:]
+	}
+	return b
 }
