@@ -33,8 +33,12 @@ var (
 const (
 	jepsenClients = 8
 	jepsenKeys    = 5
-	clientTimeout = 2 * time.Second
-	retryFor      = 8 * time.Second // how long a write of unknown outcome is retried
+	// clientTimeout is longer than the leader's pause, so that requests
+	// sent to it while it is stopped are answered when it resumes, before
+	// it learns of the new leader: the moment that catches a deposed
+	// leader serving stale reads.
+	clientTimeout = 5 * time.Second
+	retryFor      = 10 * time.Second // how long a write of unknown outcome is retried
 )
 
 // regInput and regOutput are one operation on one key's register; ""
