@@ -249,3 +249,62 @@ func TestCommandRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// TestRestoreSwapIsAtomic: readers running while Restore replaces the
+// state see the old state or the new one, whole: never a missing key.
+func TestRestoreSwapIsAtomic(t *testing.T) {
+	streams := make([][]byte, 2)
+	for i := range streams {
+		src := testFSM(t, t.TempDir(), 1000)
+		for k := range 2000 {
+			applyAt(src, uint64(k+1), opPut, "", fmt.Sprintf("k%04d", k), fmt.Sprintf("v%d-%d", i, k))
+		}
+		snap, err := src.Snapshot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var s sink
+		if err := snap.Persist(&s); err != nil {
+			t.Fatal(err)
+		}
+		snap.Release()
+		streams[i] = s.Bytes()
+	}
+	f := testFSM(t, t.TempDir(), 1000)
+	if err := f.Restore(io.NopCloser(bytes.NewReader(streams[0]))); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	errs := make(chan error, 4)
+	for r := range 4 {
+		go func() {
+			for n := 0; ; n++ {
+				select {
+				case <-stop:
+					errs <- nil
+					return
+				default:
+				}
+				k := fmt.Sprintf("k%04d", (n*7+r*500)%2000)
+				if _, err := f.get([]byte(k)); err != nil {
+					errs <- fmt.Errorf("%s during a restore: %w", k, err)
+					return
+				}
+			}
+		}()
+	}
+	for i := range 6 {
+		if err := f.Restore(io.NopCloser(bytes.NewReader(streams[(i+1)%2]))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if v, _ := f.get([]byte("k0001")); string(v) != "v0-1" {
+		t.Fatalf("after the last restore k0001 = %q", v)
+	}
+}
