@@ -184,7 +184,7 @@ func TestJepsen(t *testing.T) {
 	mon := newMonitor(addrs)
 	go mon.run(stop)
 
-	faults := runFaults(t, nodes, *jepsenDuration)
+	faults := runFaults(t, h, nodes, *jepsenDuration)
 	time.Sleep(2 * time.Second) // operations after the last restart
 	close(stop)
 	wg.Wait()
@@ -244,7 +244,7 @@ func TestJepsen(t *testing.T) {
 
 // runFaults runs the fault schedule once, or over again until d has
 // passed, and returns the number of faults.
-func runFaults(t *testing.T, nodes []*proc, d time.Duration) int {
+func runFaults(t *testing.T, h *history, nodes []*proc, d time.Duration) int {
 	begin := time.Now()
 	faults := 0
 	others := func(p *proc) []*proc {
@@ -277,11 +277,14 @@ func runFaults(t *testing.T, nodes []*proc, d time.Duration) int {
 			f.cmd.Process.Signal(syscall.SIGCONT)
 		})
 		time.Sleep(1 * time.Second)
-		step("SIGSTOP the leader for 3 s", func() {
+		step("SIGSTOP the leader for 3 s, probing it with reads of a newer write", func() {
 			l := findLeader(t, nodes)
 			l.cmd.Process.Signal(syscall.SIGSTOP)
-			time.Sleep(3 * time.Second)
+			paused := time.Now()
+			done := probeDeposed(t, h, l, findLeader(t, others(l)), round)
+			time.Sleep(3*time.Second - time.Since(paused))
 			l.cmd.Process.Signal(syscall.SIGCONT)
+			<-done
 		})
 		time.Sleep(2 * time.Second)
 		step("SIGKILL a follower, restart it 1 s later", func() {
@@ -303,6 +306,47 @@ func runFaults(t *testing.T, nodes []*proc, d time.Duration) int {
 		})
 	}
 	return faults
+}
+
+// probeDeposed targets the moment a paused leader resumes, before it learns
+// that it was deposed: it writes a new value through the new leader and,
+// once that is acknowledged, sends reads of the key to the stopped old
+// leader (each on its own connection; they wait in its listen queue). A
+// leader that served them from its state when it resumes would return the
+// older value: a stale read porcupine rejects. The returned channel is
+// closed when every read has its answer.
+func probeDeposed(t *testing.T, h *history, old, leader *proc, round int) chan struct{} {
+	done := make(chan struct{})
+	const readers = 16
+	id := jepsenClients + 1 // client IDs above the workload's and the final reads'
+	in := regInput{Op: "put", Key: "k0", Value: fmt.Sprintf("probe-%d", round)}
+	call := h.now()
+	out, ok := writeOp(h, &http.Client{Timeout: clientTimeout}, []string{leader.http}, leader.http, in, fmt.Sprintf("probe-%d-%d", round, rand.Uint64()))
+	switch {
+	case !ok:
+		h.refused.Add(1)
+	case out.Unknown:
+		h.unknown.Add(1)
+		h.add(porcupine.Operation{ClientId: id, Input: in, Call: call, Output: out})
+	default:
+		h.writes.Add(1)
+		h.add(porcupine.Operation{ClientId: id, Input: in, Call: call, Output: out, Return: h.now()})
+	}
+	var wg sync.WaitGroup
+	for i := range readers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			hc := &http.Client{Timeout: 2 * clientTimeout, Transport: &http.Transport{DisableKeepAlives: true}}
+			call := h.now()
+			if v, ok := get(hc, old.http, "k0"); ok {
+				h.reads.Add(1)
+				h.add(porcupine.Operation{ClientId: id + 1 + i, Input: regInput{Op: "get", Key: "k0"}, Call: call, Output: regOutput{Value: v}, Return: h.now()})
+			}
+		}()
+	}
+	go func() { wg.Wait(); close(done) }()
+	return done
 }
 
 // client does operations until stop is closed.
