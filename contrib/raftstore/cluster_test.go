@@ -89,6 +89,8 @@ type testCluster struct {
 	// pipelined applies under -race on two cores lost its lease at 200 ms,
 	// 2 s in the benchmarks.
 	timeout time.Duration
+	// conf, if set, adjusts every node's config.
+	conf func(*raft.Config)
 }
 
 func clusterConfig(id raft.ServerID, timeout time.Duration) *raft.Config {
@@ -114,7 +116,13 @@ func clusterConfig(id raft.ServerID, timeout time.Duration) *raft.Config {
 // newTestCluster starts n nodes, each storing its log and stable state in
 // what stores returns for its directory, and waits for a leader.
 func newTestCluster(t testing.TB, n int, timeout time.Duration, stores func(dir string) (raft.LogStore, raft.StableStore, func() error)) *testCluster {
-	c := &testCluster{t: t, stores: stores, timeout: timeout}
+	return newTestClusterConf(t, n, timeout, stores, nil)
+}
+
+// newTestClusterConf is newTestCluster with conf applied to every node's
+// config.
+func newTestClusterConf(t testing.TB, n int, timeout time.Duration, stores func(dir string) (raft.LogStore, raft.StableStore, func() error), conf func(*raft.Config)) *testCluster {
+	c := &testCluster{t: t, stores: stores, timeout: timeout, conf: conf}
 	base := t.TempDir()
 	var servers []raft.Server
 	for i := range n {
@@ -152,6 +160,9 @@ func (c *testCluster) start(nd *node, beforeRaft func(*raft.Config, raft.LogStor
 		}
 	}
 	conf := clusterConfig(nd.id, c.timeout)
+	if c.conf != nil {
+		c.conf(conf)
+	}
 	if beforeRaft != nil {
 		beforeRaft(conf, logs, stable, snaps, trans)
 	}

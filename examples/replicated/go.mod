@@ -8,6 +8,7 @@ replace (
 )
 
 require (
+	github.com/anishathalye/porcupine v1.3.1
 	github.com/bloomkv/bloomkv v0.0.0
 	github.com/bloomkv/bloomkv/contrib/raftstore v0.0.0
 	github.com/hashicorp/go-hclog v1.6.2

@@ -7,15 +7,19 @@
 //	replicated -id node2 -dir data/node2 -raft 127.0.0.1:7002 -http 127.0.0.1:8002 -join 127.0.0.1:8001
 //	replicated -id node3 -dir data/node3 -raft 127.0.0.1:7003 -http 127.0.0.1:8003 -join 127.0.0.1:8001
 //
-// The HTTP API (any node; writes and joins on a follower are redirected to
-// the leader with 307):
+// The HTTP API (any node; writes, joins, removals and linearizable reads
+// on a follower are redirected to the leader with 307):
 //
-//	GET    /keys/{key}                  the value, 404 if none (read locally)
-//	PUT    /keys/{key}                  body: the value
+//	GET    /keys/{key}                  the value, 404 if none (linearizable; ?stale: this node's state)
+//	PUT    /keys/{key}                  body: the value (header Idempotency-Key: dedup of retries)
 //	DELETE /keys/{key}
-//	GET    /keys?prefix=P&limit=N       JSON [{"key": ..., "value": ...}] in key order (read locally)
-//	POST   /join?id=ID&raft=ADDR&http=ADDR   add a voter (leader only)
-//	GET    /status                      JSON: id, state, leader, applied index
+//	GET    /keys?prefix=P&limit=N       JSON [{"key": ..., "value": ...}] in key order (&stale as for GET)
+//	POST   /join?id=ID&raft=ADDR&http=ADDR[&voter=false]   add a voter or non-voter
+//	POST   /remove?id=ID                remove a server
+//	GET    /status                      JSON: id, state, leader, applied indexes
+//
+// A write answers 204 when applied, 503 when certainly not applied, 504
+// when its outcome is unknown (retry it with the same Idempotency-Key).
 //
 // A restarted node (same -dir) rejoins by itself: its raft log, term and
 // vote are in its raftstore, its state machine in its snapshots and DB.
@@ -36,7 +40,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/bloomkv/bloomkv"
 	"github.com/bloomkv/bloomkv/contrib/raftstore"
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
@@ -50,10 +53,12 @@ func main() {
 		httpAddr  = flag.String("http", "127.0.0.1:8001", "HTTP address to bind")
 		bootstrap = flag.Bool("bootstrap", false, "bootstrap a new cluster with this node as its only voter (first start of the first node)")
 		join      = flag.String("join", "", "HTTP address of a cluster member to join through (first start of the other nodes)")
+		nonvoter  = flag.Bool("nonvoter", false, "with -join: join as a non-voter (gets the log, does not vote)")
 		verbose   = flag.Bool("v", false, "log raft's and the service's progress to stderr")
 		snapN     = flag.Uint64("snapshot-threshold", 8192, "raft: snapshot after this many new log entries")
 		snapEvery = flag.Duration("snapshot-interval", 2*time.Minute, "raft: how often to check whether to snapshot")
 		trailing  = flag.Uint64("trailing-logs", 10240, "raft: log entries kept after a snapshot")
+		window    = flag.Uint64("dedup-window", 100_000, "log entries for which a write's Idempotency-Key is remembered")
 	)
 	flag.Parse()
 	level := slog.LevelWarn
@@ -74,7 +79,7 @@ func main() {
 		hlevel = hclog.Info
 	}
 	conf.Logger = hclog.New(&hclog.LoggerOptions{Name: "raft", Output: os.Stderr, Level: hlevel})
-	if err := run(conf, *dir, *raftAddr, *httpAddr, *bootstrap, *join, logger); err != nil {
+	if err := run(conf, *dir, *raftAddr, *httpAddr, *bootstrap, *join, *nonvoter, *window, logger); err != nil {
 		logger.Error("exit", "err", err)
 		os.Exit(1)
 	}
@@ -86,10 +91,11 @@ type node struct {
 	httpAddr string
 	raft     *raft.Raft
 	fsm      *fsm
+	reads    *readBarrier
 	logger   *slog.Logger
 }
 
-func run(conf *raft.Config, dir, raftAddr, httpAddr string, bootstrap bool, join string, logger *slog.Logger) error {
+func run(conf *raft.Config, dir, raftAddr, httpAddr string, bootstrap bool, join string, nonvoter bool, dedupWindow uint64, logger *slog.Logger) error {
 	id := string(conf.LocalID)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -100,14 +106,28 @@ func run(conf *raft.Config, dir, raftAddr, httpAddr string, bootstrap bool, join
 		return err
 	}
 	defer store.Close()
-	db, err := bloomkv.Open(filepath.Join(dir, "fsm"), nil)
-	if err != nil {
-		return fmt.Errorf("open state machine: %w", err)
+	fatal := func(err error) {
+		// The state machine cannot go on without a hole in its state.
+		logger.Error("fatal", "err", err)
+		os.Exit(1)
 	}
-	defer db.Close()
+	sm, err := openFSM(filepath.Join(dir, "fsm"), dedupWindow, fatal)
+	if err != nil {
+		return err
+	}
+	defer sm.Close()
 	snaps, err := raft.NewFileSnapshotStore(dir, 2, io.Discard)
 	if err != nil {
 		return fmt.Errorf("snapshot store: %w", err)
+	}
+	// The state machine resumes from its DB, which records the index it
+	// has applied: raft need not restore the latest snapshot on a start
+	// (and replay the log after it), and entries the DB holds already are
+	// skipped. Only if the DB is behind the latest snapshot (its
+	// directory lost, say) is the snapshot restored, as raft would.
+	conf.NoSnapshotRestoreOnStart = true
+	if err := catchUpFromSnapshot(sm, snaps, logger); err != nil {
+		return err
 	}
 	addr, err := net.ResolveTCPAddr("tcp", raftAddr)
 	if err != nil {
@@ -123,7 +143,7 @@ func run(conf *raft.Config, dir, raftAddr, httpAddr string, bootstrap bool, join
 	if err != nil {
 		return err
 	}
-	n := &node{id: id, httpAddr: httpAddr, fsm: &fsm{db: db}, logger: logger}
+	n := &node{id: id, httpAddr: httpAddr, fsm: sm, logger: logger}
 	if bootstrap && !existing {
 		cfg := raft.Configuration{Servers: []raft.Server{{ID: conf.LocalID, Address: trans.LocalAddr()}}}
 		if err := raft.BootstrapCluster(conf, store, store, snaps, trans, cfg); err != nil {
@@ -134,6 +154,7 @@ func run(conf *raft.Config, dir, raftAddr, httpAddr string, bootstrap bool, join
 	if err != nil {
 		return fmt.Errorf("raft: %w", err)
 	}
+	n.reads = &readBarrier{raft: n.raft, timeout: applyTimeout}
 	defer func() {
 		if err := n.raft.Shutdown().Error(); err != nil {
 			logger.Error("raft shutdown", "err", err)
@@ -153,7 +174,7 @@ func run(conf *raft.Config, dir, raftAddr, httpAddr string, bootstrap bool, join
 	defer stop()
 	switch {
 	case !existing && join != "":
-		if err := n.joinCluster(ctx, join, string(trans.LocalAddr())); err != nil {
+		if err := n.joinCluster(ctx, join, string(trans.LocalAddr()), !nonvoter); err != nil {
 			return err
 		}
 	case bootstrap || existing:
@@ -167,9 +188,10 @@ func run(conf *raft.Config, dir, raftAddr, httpAddr string, bootstrap bool, join
 }
 
 // joinCluster asks the cluster (through any member, redirected to the
-// leader) to add this node as a voter, retrying until it succeeds.
-func (n *node) joinCluster(ctx context.Context, via, raftAddr string) error {
-	url := fmt.Sprintf("http://%s/join?id=%s&raft=%s&http=%s", via, n.id, raftAddr, n.httpAddr)
+// leader) to add this node as a voter or non-voter, retrying until it
+// succeeds.
+func (n *node) joinCluster(ctx context.Context, via, raftAddr string, voter bool) error {
+	url := fmt.Sprintf("http://%s/join?id=%s&raft=%s&http=%s&voter=%t", via, n.id, raftAddr, n.httpAddr, voter)
 	var last error
 	for range 60 {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, nil)
@@ -198,11 +220,11 @@ func (n *node) joinCluster(ctx context.Context, via, raftAddr string) error {
 // leads, until that worked once.
 func (n *node) announce(ctx context.Context) {
 	for {
-		if _, err := n.fsm.db.Get(nodeKey(n.id)); err == nil {
+		if v, err := n.fsm.get(nodeKey(n.id)); err == nil && string(v) == n.httpAddr {
 			return
 		}
 		if n.raft.State() == raft.Leader {
-			err := n.raft.Apply(encodeCommand(opPut, nodeKey(n.id), []byte(n.httpAddr)), 5*time.Second).Error()
+			err := n.raft.Apply(encodeCommand(opPut, nil, nodeKey(n.id), []byte(n.httpAddr)), 5*time.Second).Error()
 			if err == nil {
 				return
 			}
@@ -224,9 +246,32 @@ func (n *node) leaderHTTP() (string, error) {
 	if id == "" {
 		return "", errors.New("no leader")
 	}
-	v, err := n.fsm.db.Get(nodeKey(string(id)))
+	v, err := n.fsm.get(nodeKey(string(id)))
 	if err != nil {
 		return "", fmt.Errorf("leader %s's HTTP address: %w", id, err)
 	}
 	return string(v), nil
+}
+
+// catchUpFromSnapshot restores the latest snapshot into the state machine
+// if its DB has applied less than the snapshot holds: raft, told not to
+// restore on start, replays only the log after the snapshot.
+func catchUpFromSnapshot(sm *fsm, snaps raft.SnapshotStore, logger *slog.Logger) error {
+	list, err := snaps.List()
+	if err != nil || len(list) == 0 || list[0].Index <= sm.applied.Load() {
+		return err
+	}
+	logger.Warn("state machine behind the latest snapshot: restoring it",
+		"applied", sm.applied.Load(), "snapshot", list[0].Index)
+	_, rc, err := snaps.Open(list[0].ID)
+	if err != nil {
+		return fmt.Errorf("open snapshot %s: %w", list[0].ID, err)
+	}
+	if err := sm.Restore(rc); err != nil {
+		return err
+	}
+	if sm.applied.Load() < list[0].Index {
+		return fmt.Errorf("snapshot %s restored to index %d, not %d", list[0].ID, sm.applied.Load(), list[0].Index)
+	}
+	return nil
 }
