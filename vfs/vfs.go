@@ -15,6 +15,8 @@ import (
 	"errors"
 	"io"
 	"os"
+
+	"github.com/bloomkv/bloomkv/internal/flock"
 )
 
 // File is an open file.
@@ -116,9 +118,9 @@ func (osFS) LockShared(name string) (io.Closer, error) {
 
 // flockOrClose locks f, or closes it and says why not.
 func flockOrClose(f *os.File, name string, shared bool) (io.Closer, error) {
-	if err := lockFile(f, shared); err != nil {
+	if err := flock.TryLock(f, shared); err != nil {
 		f.Close()
-		if errors.Is(err, ErrLocked) {
+		if errors.Is(err, flock.ErrLocked) {
 			return nil, ErrLocked
 		}
 		return nil, &os.PathError{Op: "lock", Path: name, Err: err}
