@@ -1,9 +1,9 @@
 package bloomkv
 
 // The power-loss test: a workload runs on a store whose FS is a
-// vfs.PowerLoss, the power goes off after a random file system operation,
+// powerfs.FS, the power goes off after a random file system operation,
 // the store is closed, the disk is rolled back to what a power loss would
-// leave (vfs.PowerLoss.Restore: unsynced data and unsynced directory
+// leave (powerfs.FS.Restore: unsynced data and unsynced directory
 // changes lost, or partly written back), and the store is reopened on the
 // plain OS file system and checked against the acknowledged history:
 //
@@ -42,6 +42,7 @@ import (
 	"time"
 
 	"github.com/bloomkv/bloomkv/vfs"
+	"github.com/bloomkv/bloomkv/vfs/powerfs"
 )
 
 var (
@@ -139,12 +140,12 @@ type plWriterLog struct {
 type plCut struct {
 	seed     uint64
 	sync     bool
-	mode     vfs.Writeback
+	mode     powerfs.Writeback
 	cutAt    int // the operation after which the power went off (0: at the end)
 	ops      int // operations made before the cut took effect
 	openErr  bool
 	acked    int // acknowledged writes checked
-	restored vfs.RestoreStats
+	restored powerfs.RestoreStats
 	problem  string // empty: passed
 }
 
@@ -174,7 +175,7 @@ func plOptions(sync bool, fsys vfs.FS) *Options {
 // plWorkload opens the store in dir on p, runs the writers until they
 // have done their ops or the power is off, and closes the store. It
 // returns the writers' histories and whether Open failed.
-func plWorkload(dir string, p *vfs.PowerLoss, syncOn bool) (logs [plWriters]*plWriterLog, openFailed bool) {
+func plWorkload(dir string, p *powerfs.FS, syncOn bool) (logs [plWriters]*plWriterLog, openFailed bool) {
 	for g := range logs {
 		logs[g] = &plWriterLog{}
 	}
@@ -348,13 +349,13 @@ func mapsEqual(a, b map[string]string) bool {
 // after operation cutAt (0: at the end of the workload), Restore, check.
 func plRun(t *testing.T, seed uint64, sync bool, cutAt int) plCut {
 	rng := rand.New(rand.NewPCG(seed, 0x9017e7))
-	c := plCut{seed: seed, sync: sync, cutAt: cutAt, mode: vfs.Writeback(rng.IntN(3))}
+	c := plCut{seed: seed, sync: sync, cutAt: cutAt, mode: powerfs.Writeback(rng.IntN(3))}
 	dir, err := os.MkdirTemp(t.TempDir(), "store")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
-	p := vfs.NewPowerLoss(vfs.Default, &vfs.PowerLossOptions{SkipRealSync: true})
+	p := powerfs.New(vfs.Default, &powerfs.Options{SkipRealSync: true})
 	p.CutAfter(cutAt)
 	logs, openFailed := plWorkload(dir, p, sync)
 	c.ops, c.openErr = p.Ops(), openFailed
@@ -366,7 +367,7 @@ func plRun(t *testing.T, seed uint64, sync bool, cutAt int) plCut {
 	}
 	// A read-only pass through a PowerLoss (bbolt's read-only open of the
 	// manifest included) must work and change nothing.
-	vp := vfs.NewPowerLoss(vfs.Default, nil)
+	vp := powerfs.New(vfs.Default, nil)
 	// (No MANIFEST yet is fine: the power went off while Open created it.)
 	if _, err := VerifyDir(context.Background(), vp, dir); err != nil && !errors.Is(err, ErrNotStore) {
 		c.problem = fmt.Sprintf("VerifyDir through a PowerLoss: %v", err)
@@ -406,7 +407,7 @@ func TestPowerLoss(t *testing.T) {
 				acked    int
 				openErrs int
 				byMode   [3]int
-				restored vfs.RestoreStats
+				restored powerfs.RestoreStats
 				start    = time.Now()
 			)
 			for i := range cuts {

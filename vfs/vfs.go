@@ -1,14 +1,14 @@
 // Package vfs is the file system seam of bloomkv: every file the store
-// touches is created, opened, synced, renamed and removed through an FS,
-// so that tests can put Faulty in its place and fail any step (ENOSPC,
-// EIO, short writes) to check that the store reports the error, stops
-// accepting writes it cannot make durable, and loses nothing it had
-// acknowledged. Default is the operating system's file system.
+// touches is created, opened, synced, renamed and removed through an FS.
+// Default is the operating system's file system. Test doubles live in
+// their own packages, which no production code imports: vfs/errorfs
+// fails any step (ENOSPC, EIO, short writes) and vfs/powerfs simulates
+// power cuts over real files.
 //
-// Two things do not go through an FS: reads of mapped segment files
-// (memory, not calls; use Options.DisableMmap to fault reads) and the
-// bbolt manifest's own writes, which call Check before each commit so a
-// Faulty FS can fail them too.
+// Three things do not go through an FS's methods: reads of mapped segment files (Fd; use Options.DisableMmap to
+// fault reads), writes to the mapped WAL (only the OS's own files are
+// mapped), and the bbolt manifest's own I/O, which calls
+// Bypass before each commit so that a wrapping FS can fail or record it.
 package vfs
 
 import (
