@@ -2,13 +2,15 @@
 // touches is created, opened, synced, renamed and removed through an FS.
 // Default is the operating system's file system. Test doubles live in
 // their own packages, which no production code imports: vfs/errorfs
-// fails any step (ENOSPC, EIO, short writes) and vfs/powerfs simulates
-// power cuts over real files.
+// fails any step (ENOSPC, EIO, short writes), vfs/powerfs simulates power
+// cuts over real files, and vfs/memfs keeps files in memory, with a crash
+// clone that drops what was not synced.
 //
-// Three things do not go through an FS's methods: reads of mapped segment files (Fd; use Options.DisableMmap to
-// fault reads), writes to the mapped WAL (only the OS's own files are
-// mapped), and the bbolt manifest's own I/O, which calls
-// Bypass before each commit so that a wrapping FS can fail or record it.
+// Three things do not go through an FS's methods: reads of mapped segment
+// files (Fd; use Options.DisableMmap to fault reads), writes to the
+// mapped WAL (only the OS's own files are mapped), and the bbolt
+// manifest's own I/O, which calls Bypass before each step so that a
+// wrapping FS can fail or record it.
 package vfs
 
 import (

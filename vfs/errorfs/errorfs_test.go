@@ -3,6 +3,7 @@ package errorfs
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sync"
@@ -10,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/bloomkv/bloomkv/vfs"
+	"github.com/bloomkv/bloomkv/vfs/memfs"
 )
 
 func TestFaultyNth(t *testing.T) {
@@ -28,8 +30,9 @@ func TestFaultyNth(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			fs := New(vfs.Default)
-			f, err := fs.Create(filepath.Join(t.TempDir(), "000001.wal"))
+			mem, dir := memDir(t)
+			fs := New(mem)
+			f, err := fs.Create(filepath.Join(dir, "000001.wal"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -55,8 +58,8 @@ func TestFaultyNth(t *testing.T) {
 }
 
 func TestFaultyShortWriteENOSPC(t *testing.T) {
-	dir := t.TempDir()
-	fs := New(vfs.Default)
+	mem, dir := memDir(t)
+	fs := New(mem)
 	name := filepath.Join(dir, "f")
 	f, err := fs.Create(name)
 	if err != nil {
@@ -72,15 +75,15 @@ func TestFaultyShortWriteENOSPC(t *testing.T) {
 		t.Fatalf("error %v does not name the file", err)
 	}
 	f.Close()
-	b, _ := os.ReadFile(name)
+	b, _ := readFile(mem, name)
 	if string(b) != "abcd" {
 		t.Fatalf("file holds %q, want the first half", b)
 	}
 }
 
 func TestFaultyEveryOp(t *testing.T) {
-	dir := t.TempDir()
-	fs := New(vfs.Default)
+	mem, dir := memDir(t)
+	fs := New(mem)
 	f, _ := fs.Create(filepath.Join(dir, "a"))
 	f.Write([]byte("data"))
 	f.Close()
@@ -97,14 +100,14 @@ func TestFaultyEveryOp(t *testing.T) {
 		vfs.OpStat:    func() error { _, err := fs.Stat(dir); return err },
 		vfs.OpCommit:  func() error { return vfs.Bypass(fs, vfs.OpCommit, "MANIFEST") },
 		vfs.OpRead: func() error {
-			r, _ := vfs.Default.Open(filepath.Join(dir, "a"))
+			r, _ := mem.Open(filepath.Join(dir, "a"))
 			defer r.Close()
 			ff := &faultyFile{File: r, fs: fs, name: "a"}
 			_, err := ff.ReadAt(make([]byte, 1), 0)
 			return err
 		},
 		vfs.OpTruncate: func() error {
-			w, _ := vfs.Default.OpenReadWrite(filepath.Join(dir, "a"))
+			w, _ := mem.OpenReadWrite(filepath.Join(dir, "a"))
 			defer w.Close()
 			ff := &faultyFile{File: w, fs: fs, name: "a"}
 			return ff.Truncate(1)
@@ -122,8 +125,8 @@ func TestFaultyEveryOp(t *testing.T) {
 }
 
 func TestFaultyConcurrent(t *testing.T) {
-	fs := New(vfs.Default)
-	dir := t.TempDir()
+	mem, dir := memDir(t)
+	fs := New(mem)
 	fs.SetFault(Fault{Ops: vfs.OpWrite, Nth: 50})
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -286,4 +289,25 @@ func TestBootIDThrough(t *testing.T) {
 	if vfs.BootID(New(vfs.Default)) != vfs.BootID(vfs.Default) {
 		t.Fatal("Faulty does not pass the boot ID through")
 	}
+}
+
+// memDir returns an in-memory file system holding one empty directory,
+// for the tests whose files need not be real.
+func memDir(t *testing.T) (*memfs.FS, string) {
+	t.Helper()
+	mem := memfs.New()
+	if err := mem.MkdirAll("/test"); err != nil {
+		t.Fatal(err)
+	}
+	return mem, "/test"
+}
+
+// readFile returns the content of the file name in fsys.
+func readFile(fsys vfs.FS, name string) ([]byte, error) {
+	f, err := fsys.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(f)
 }

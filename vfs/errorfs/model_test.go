@@ -64,7 +64,7 @@ func randomFault(r *rand.Rand) Fault {
 // TestFaultyMatchesModel runs random operation sequences under random
 // faults and checks each outcome against faultModel: which operations
 // fail, with which error, what Count and Fired report, and — through
-// the OS, past Faulty — the bytes each file ends up holding (a short
+// the FS underneath (in memory), past Faulty — the bytes each file ends up holding (a short
 // failing write leaves the first half of its buffer, any other failing
 // write nothing).
 func TestFaultyMatchesModel(t *testing.T) {
@@ -77,8 +77,8 @@ func TestFaultyMatchesModel(t *testing.T) {
 }
 
 func runModel(t *testing.T, r *rand.Rand, fault Fault) {
-	dir := t.TempDir()
-	fs := New(vfs.Default)
+	mem, dir := memDir(t)
+	fs := New(mem)
 	files := make([]vfs.File, len(modelFiles))
 	want := make([][]byte, len(modelFiles))
 	for i, name := range modelFiles {
@@ -131,7 +131,7 @@ func runModel(t *testing.T, r *rand.Rand, fault Fault) {
 		t.Errorf("Fired = %d, want %d", fs.Fired(), fired)
 	}
 	for i, name := range modelFiles {
-		got, err := os.ReadFile(filepath.Join(dir, name))
+		got, err := readFile(mem, filepath.Join(dir, name))
 		if err != nil || !bytes.Equal(got, want[i]) {
 			t.Errorf("%s holds %q (%v), want %q", name, got, err, want[i])
 		}
@@ -174,8 +174,9 @@ func expectWritten(n int, fail, short bool) int {
 // that Clear stops all failures, as a test that fails step k, then k+1,
 // on one Faulty relies on.
 func TestFaultyRearm(t *testing.T) {
-	fs := New(vfs.Default)
-	f, err := fs.Create(filepath.Join(t.TempDir(), "f"))
+	mem, dir := memDir(t)
+	fs := New(mem)
+	f, err := fs.Create(filepath.Join(dir, "f"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,8 +207,8 @@ func TestFaultyRearm(t *testing.T) {
 // write: run under -race it checks the locking; the counts check that no
 // operation is lost or counted twice.
 func TestFaultyConcurrentRearm(t *testing.T) {
-	fs := New(vfs.Default)
-	dir := t.TempDir()
+	mem, dir := memDir(t)
+	fs := New(mem)
 	const writers, writes = 4, 200
 	var wg sync.WaitGroup
 	done := make(chan struct{})
@@ -249,7 +250,7 @@ func TestFaultyConcurrentRearm(t *testing.T) {
 	}
 	var size int64
 	for g := range writers {
-		fi, err := os.Stat(filepath.Join(dir, fmt.Sprint(g)))
+		fi, err := mem.Stat(filepath.Join(dir, fmt.Sprint(g)))
 		if err != nil {
 			t.Fatal(err)
 		}
