@@ -8,7 +8,7 @@
 //
 // Three things do not go through an FS's methods: reads of mapped segment
 // files (Fd; use Options.DisableMmap to fault reads), writes to the
-// mapped WAL (only the OS's own files are mapped), and the bbolt
+// mapped WAL (MapFd: only files that can see them are mapped), and the bbolt
 // manifest's own I/O, which calls Bypass before each step so that a
 // wrapping FS can fail or record it.
 package vfs
@@ -143,4 +143,29 @@ func Fd(f File) (uintptr, bool) {
 			return 0, false
 		}
 	}
+}
+
+// Mapper is implemented by a file of a wrapping FS that can see writes
+// made through a shared, writable mapping of it, which bypass its Write
+// method (vfs/powerfs does, by comparing the file's content with its
+// content at the last Sync). MapFd returns the descriptor to map, or
+// false, and from then on the wrapper expects the file to change behind
+// its back.
+type Mapper interface {
+	MapFd() (uintptr, bool)
+}
+
+// MapFd returns the descriptor of f for a shared, writable mapping: f's
+// own if f is an operating system file, what f's MapFd returns if f is a
+// Mapper, and false otherwise — a wrapper that sees only calls, such as a
+// fault injector, would miss every write made through the mapping, so
+// such a file must be written with Write.
+func MapFd(f File) (uintptr, bool) {
+	switch x := f.(type) {
+	case Mapper:
+		return x.MapFd()
+	case *os.File:
+		return x.Fd(), true
+	}
+	return 0, false
 }

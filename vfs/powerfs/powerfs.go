@@ -3,6 +3,7 @@
 package powerfs
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/binary"
 	"errors"
@@ -90,6 +91,10 @@ type FS struct {
 	// files wait in limbo, content kept, until none is under way.
 	syncDirs int
 	limbo    []*plInode
+	// mapped are the inodes of files mapped for writing (MapFd); nMapped
+	// counts them across Restores.
+	mapped  []*plInode
+	nMapped int
 }
 
 // Writeback says which unsynced writes of a file the kernel had written
@@ -155,6 +160,19 @@ type plInode struct {
 	// its writes no longer recorded.
 	curLinks, durLinks int
 	forgotten          bool
+
+	// mapped is set once a descriptor of the file has been handed out for
+	// a shared, writable mapping (MapFd): from then on the file changes
+	// behind the FS's back, so instead of recording writes the model reads
+	// the content from the file itself — durable is what it held when its
+	// last successful Sync began, atCut what it held when the power went
+	// off — and Restore keeps a random subset of the pages that differ.
+	mapped bool
+	// open are the files open on a mapped inode, to read it through;
+	// atClose is what it held when the last of them was closed.
+	open    map[*plFile]struct{}
+	atClose []byte
+	atCut   []byte
 }
 
 type plKind int
@@ -216,7 +234,45 @@ func (p *FS) cutLocked() {
 		p.cut = true
 		p.dead.Store(true)
 		close(p.done)
+		// What the page cache held of each mapped file at this moment is
+		// what the kernel may have written back of it; whatever reaches
+		// the mapping from now on came after the power went off.
+		for _, ino := range p.mapped {
+			if !ino.forgotten {
+				ino.atCut = ino.contentLocked()
+			}
+		}
 	}
+}
+
+// contentLocked reads a mapped inode's current content through one of
+// its open files (not the name: it may be gone), or returns what it held
+// when its last file was closed. A failed read gives the durable content:
+// nothing unsynced is kept.
+func (ino *plInode) contentLocked() []byte {
+	for f := range ino.open {
+		if b, err := readContent(f.File); err == nil {
+			return b
+		}
+	}
+	if ino.atClose != nil {
+		return ino.atClose
+	}
+	return ino.durable
+}
+
+// readContent reads all of f with ReadAt, leaving its offset alone.
+func readContent(f vfs.File) ([]byte, error) {
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, st.Size())
+	n, err := f.ReadAt(b, 0)
+	if n == len(b) {
+		err = nil
+	}
+	return b[:n], err
 }
 
 // CutAfter arms an automatic cut right after the nth mutating operation
@@ -379,7 +435,7 @@ func (p *FS) saveBeforeUnlinkLocked(ino *plInode, path string) {
 }
 
 func (ino *plInode) record(op plOp) {
-	if ino == nil || ino.kind != plLoaded || ino.forgotten {
+	if ino == nil || ino.kind != plLoaded || ino.forgotten || ino.mapped {
 		return
 	}
 	op.seq = ino.nextSeq
@@ -702,7 +758,47 @@ type plFile struct {
 }
 
 func (p *FS) newFile(f vfs.File, ino *plInode, name string) *plFile {
-	return &plFile{File: f, p: p, ino: ino, name: name, gen: p.gen.Load()}
+	pf := &plFile{File: f, p: p, ino: ino, name: name, gen: p.gen.Load()}
+	if ino.mapped {
+		ino.open[pf] = struct{}{}
+	}
+	return pf
+}
+
+// MapFd implements vfs.Mapper: it hands out the descriptor of the file
+// underneath (if that can be mapped: an OS file, not a fault injector's)
+// and from then on reads the file's content from the file itself, at each
+// Sync and at the cut, since writes through the mapping bypass Write.
+func (f *plFile) MapFd() (uintptr, bool) {
+	f.p.mu.Lock()
+	defer f.p.mu.Unlock()
+	if f.p.cut || f.p.gen.Load() != f.gen {
+		return 0, false
+	}
+	fd, ok := vfs.MapFd(f.File)
+	if !ok {
+		return 0, false
+	}
+	ino := f.ino
+	if !ino.mapped {
+		if err := ino.load(f.name); err != nil {
+			return 0, false
+		}
+		ino.mapped, ino.pending, ino.open = true, nil, map[*plFile]struct{}{}
+		f.p.mapped = append(f.p.mapped, ino)
+		f.p.nMapped++
+	}
+	ino.open[f] = struct{}{}
+	return fd, true
+}
+
+// Mapped returns how many files have been mapped for writing through p
+// (MapFd) since it was made, Restores included: a test that means to
+// cover a store's mapped WAL can check that it was.
+func (p *FS) Mapped() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.nMapped
 }
 
 // dead reports whether f may no longer be used: the power is off, or f
@@ -749,6 +845,25 @@ func (f *plFile) Write(b []byte) (int, error) {
 	return n, err
 }
 
+// WriteAt records the bytes written at off as unsynced; the file's offset
+// is left alone. It fails if the file underneath has no WriteAt.
+func (f *plFile) WriteAt(b []byte, off int64) (int, error) {
+	wa, ok := f.File.(io.WriterAt)
+	if !ok {
+		return 0, &os.PathError{Op: "writeat", Path: f.name, Err: syscall.ENOTSUP}
+	}
+	f.p.mu.Lock()
+	defer f.p.mu.Unlock()
+	if err := f.admitLocked(vfs.OpWrite); err != nil {
+		return 0, err
+	}
+	n, err := wa.WriteAt(b, off)
+	if n > 0 {
+		f.ino.record(plOp{off: off, data: slices.Clone(b[:n])})
+	}
+	return n, err
+}
+
 // Sync makes the writes and truncations made before it began durable.
 // The real fsync runs without the lock.
 func (f *plFile) Sync() error {
@@ -757,16 +872,30 @@ func (f *plFile) Sync() error {
 		f.p.mu.Unlock()
 		return err
 	}
-	end := f.ino.nextSeq
+	end, mapped := f.ino.nextSeq, f.ino.mapped
 	f.p.mu.Unlock()
 
+	// A mapped file's content is read before the fsync starts: what the
+	// mapping held then is what the fsync (which also flushes the
+	// mapping's dirty pages) makes durable.
+	var snap []byte
+	if mapped {
+		var err error
+		if snap, err = readContent(f.File); err != nil {
+			return err
+		}
+	}
 	if err := f.p.syncThrough(vfs.OpSync, f.name, f.File.Sync); err != nil {
 		return err // what reached the disk is unknown: leave it unsynced
 	}
 	f.p.mu.Lock()
 	defer f.p.mu.Unlock()
-	if f.p.gen.Load() == f.gen {
-		f.ino.syncUpTo(end)
+	if f.p.gen.Load() == f.gen && !f.ino.forgotten {
+		if mapped {
+			f.ino.durable = snap
+		} else {
+			f.ino.syncUpTo(end)
+		}
 	}
 	return nil
 }
@@ -796,6 +925,14 @@ func (f *plFile) Stat() (os.FileInfo, error) {
 // error: closing does no I/O that a power cut could undo, and a test must
 // be able to release every descriptor of the store it abandons.
 func (f *plFile) Close() error {
+	f.p.mu.Lock()
+	if _, ok := f.ino.open[f]; ok {
+		if len(f.ino.open) == 1 {
+			f.ino.atClose, _ = readContent(f.File)
+		}
+		delete(f.ino.open, f)
+	}
+	f.p.mu.Unlock()
 	err := f.File.Close()
 	if f.dead() {
 		return nil
@@ -848,7 +985,7 @@ func (p *FS) Restore(mode Writeback, seed uint64) (RestoreStats, error) {
 	p.gen.Add(1)
 	p.dirs = make(map[string]*plDir)
 	p.cut, p.done, p.ops, p.cutAt = false, make(chan struct{}), 0, 0
-	p.syncDirs, p.limbo = 0, nil
+	p.syncDirs, p.limbo, p.mapped = 0, nil, nil
 	p.dead.Store(false)
 	return st, err
 }
@@ -915,6 +1052,20 @@ func (p *FS) restoreLocked(mode Writeback, seed uint64, st *RestoreStats) error 
 		}
 		ino := t.ino
 		switch {
+		case ino.mapped:
+			// Always rewritten: the mapping may have been written after
+			// the cut.
+			rng := rand.New(rand.NewPCG(seed, hashString(t.dur[0].name)))
+			var kept, lost int64
+			pl.content, kept, lost = writebackPages(ino.durable, ino.atCut, mode, rng)
+			st.Kept += kept
+			st.Lost += lost
+			if pl.anchor != nil && !bytes.Equal(ino.durable, ino.atCut) {
+				st.RolledBack++
+			}
+			if pl.content == nil {
+				pl.content = []byte{}
+			}
 		case ino.kind == plLoaded:
 			if pl.anchor == nil || len(ino.pending) > 0 {
 				rng := rand.New(rand.NewPCG(seed, hashString(t.dur[0].name)))
@@ -1072,6 +1223,68 @@ func writeback(durable []byte, pending []plOp, mode Writeback, rng *rand.Rand) (
 					kept += int64(len(pc.op2.data))
 				}
 			}
+		}
+	}
+	return b, kept, total - kept
+}
+
+// writebackPages returns what a mapped file holds after the power comes
+// back, given its content at its last sync (durable) and at the cut
+// (atCut), and how many bytes of the pages that differ it kept and lost.
+// The kernel writes a mapping's dirty pages back as it pleases, so, as
+// for write(2) (see Writeback), each mode keeps of the pages that differ:
+// none, the first ones in file order, or a random subset. The file's
+// length is the durable one, or with WritebackSubset (or a prefix that
+// kept every page) the length at the cut, at random: a file's size is
+// metadata, written back on its own. Unlike the pages of unsynced
+// write(2) calls, a page is kept as of the cut or not at all: the model
+// does not see the moments between.
+func writebackPages(durable, atCut []byte, mode Writeback, rng *rand.Rand) (b []byte, kept, lost int64) {
+	page := func(c []byte, i int) []byte {
+		lo := min(i*pageSize, len(c))
+		return c[lo:min(lo+pageSize, len(c))]
+	}
+	var changed []int
+	var total int64
+	for i := 0; i*pageSize < max(len(durable), len(atCut)); i++ {
+		if cur := page(atCut, i); !bytes.Equal(page(durable, i), cur) {
+			changed = append(changed, i)
+			total += int64(len(cur))
+		}
+	}
+	keep := make([]bool, len(changed))
+	size := len(durable)
+	switch mode {
+	case WritebackPrefix:
+		k := rng.IntN(len(changed) + 1)
+		for i := range k {
+			keep[i] = true
+		}
+		if k == len(changed) {
+			size = len(atCut)
+		}
+	case WritebackSubset:
+		for i := range keep {
+			keep[i] = rng.IntN(2) == 0
+		}
+		if rng.IntN(2) == 0 {
+			size = len(atCut)
+		}
+	}
+	b = slices.Clone(durable)
+	if size <= len(b) {
+		b = b[:size]
+	} else {
+		b = append(b, make([]byte, size-len(b))...)
+	}
+	for j, i := range changed {
+		if !keep[j] {
+			continue
+		}
+		cur := page(atCut, i)
+		if lo := i * pageSize; lo < size {
+			n := copy(b[lo:min(lo+len(cur), size)], cur)
+			kept += int64(n)
 		}
 	}
 	return b, kept, total - kept
