@@ -755,3 +755,32 @@ func TestPowerLossSyncDirUnderWay(t *testing.T) {
 		})
 	}
 }
+
+// TestMapFdThrough: a powerfs file over an OS file can be mapped for
+// writing (it sees such writes); over a fault injector, which cannot, it
+// cannot be.
+func TestMapFdThrough(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name string
+		fs   vfs.FS
+		want bool
+	}{
+		{"os", vfs.Default, true},
+		{"powerfs over os", New(vfs.Default, nil), true},
+		{"errorfs over os", errorfs.New(vfs.Default), false},
+		{"powerfs over errorfs over os", New(errorfs.New(vfs.Default), nil), false},
+	} {
+		f, err := tc.fs.Create(filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "_")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := vfs.MapFd(f); ok != tc.want {
+			t.Errorf("%s: MapFd ok = %v, want %v", tc.name, ok, tc.want)
+		}
+		if p, ok := tc.fs.(*FS); ok && p.Mapped() != map[bool]int{true: 1}[tc.want] {
+			t.Errorf("%s: Mapped() = %d", tc.name, p.Mapped())
+		}
+		f.Close()
+	}
+}
