@@ -62,11 +62,22 @@ import (
 // the power is off; so a cut falls between two commits, and the manifest
 // on disk is exactly what a power loss at that moment would leave (a
 // commit already past its Bypass when the cut comes completes, as if the
-// cut came just after it). What is not simulated: torn writes inside a
-// bbolt commit (bbolt's own guarantee), the loss of a directory created
-// by MkdirAll (directories are taken as durable), reads from memory maps
-// (they bypass the FS), metadata other than names and content (mode,
-// times), and a file written both through the FS and by someone else.
+// cut came just after it).
+//
+// Files written through a shared, writable mapping (the store's WAL on
+// Linux) change without a call to the FS. A file's descriptor handed out
+// for that (vfs.MapFd) puts it in another mode: its content is read from
+// the file itself when each Sync begins (what the fsync makes durable)
+// and when the power goes off (what the page cache held then), and
+// Restore keeps, of the 4 KiB pages that differ, none, the first ones or
+// a random subset, each whole as of the cut, as Writeback says.
+//
+// What is not simulated: torn writes inside a bbolt commit (bbolt's own
+// guarantee), the loss of a directory created by MkdirAll (directories
+// are taken as durable), faults on reads from memory maps (they bypass
+// the FS), the states of a mapped page between two syncs other than the
+// one at the cut, metadata other than names and content (mode, times),
+// and a file written both through the FS and by someone else.
 //
 // Every method is safe for concurrent use. The model keeps the content of
 // every file written through the FS in memory: it is meant for tests.
