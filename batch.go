@@ -44,8 +44,10 @@ func (b *Batch) Delete(key []byte) error {
 // DeleteRange adds the deletion of every key in [start, end): the keys
 // written before it (in earlier batches, or earlier in this one), not those
 // written after. It costs one operation however many keys the range holds.
-// An empty start means "from the first key"; a range with start >= end
-// deletes nothing and is not added.
+// An empty start means "from the first key"; an empty end is refused with
+// ErrInvalidRange (to delete to the end, pass a key above every key the
+// application writes, as its key scheme defines one); a range with start
+// >= end deletes nothing and is not added.
 func (b *Batch) DeleteRange(start, end []byte) error {
 	invalid := checkRange(start, end)
 	if invalid == nil && b.err == nil && bytes.Compare(start, end) >= 0 {
@@ -90,6 +92,9 @@ func (b *Batch) add(kind base.Kind, key, value []byte, invalid error) error {
 
 // checkRange enforces the key size limit on a range's bounds.
 func checkRange(start, end []byte) error {
+	if len(end) == 0 {
+		return fmt.Errorf("%w: the end of a range deletion must be a key (an empty end deletes nothing, and there is no \"to the last key\")", ErrInvalidRange)
+	}
 	if n := max(len(start), len(end)); n > MaxKeySize {
 		return fmt.Errorf("%w: range bound of %d bytes (limit %d)", ErrKeyTooLarge, n, MaxKeySize)
 	}

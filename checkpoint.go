@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"path/filepath"
+	"strings"
 
 	"github.com/bloomkv/bloomkv/internal/base"
 	"github.com/bloomkv/bloomkv/manifest"
@@ -22,11 +24,18 @@ var ErrCheckpointExists = errors.New("bloomkv: checkpoint destination is not emp
 // of its own. Segments, which never change, are hard-linked where the file
 // system allows and copied otherwise; the WALs holding writes not yet in a
 // segment are copied up to that moment, and a new manifest describes the
-// copy. Everything is synced before Checkpoint returns.
+// copy. Everything is synced before Checkpoint returns. A dir inside the
+// store's own directory is refused (an error matching fs.ErrInvalid).
 //
 // A failed Checkpoint may leave a partial copy in dir (never a store that
 // opens as complete: the manifest is written last); remove it.
 func (db *DB) Checkpoint(dir string) error {
+	if inside, err := within(db.dir, dir); err != nil || inside {
+		if err == nil {
+			err = fs.ErrInvalid
+		}
+		return fmt.Errorf("bloomkv: checkpoint: %s is inside the store's directory %s: %w", dir, db.dir, err)
+	}
 	if err := checkEmptyDest(db.fs, dir); err != nil {
 		return err
 	}
@@ -39,6 +48,25 @@ func (db *DB) Checkpoint(dir string) error {
 		return fmt.Errorf("bloomkv: checkpoint: %w", err)
 	}
 	return nil
+}
+
+// within reports whether path is dir or lies below it, comparing absolute,
+// cleaned paths (a checkpoint there would copy the store into itself, and
+// the next Open would find foreign files in it).
+func within(dir, path string) (bool, error) {
+	d, err := filepath.Abs(dir)
+	if err != nil {
+		return false, err
+	}
+	p, err := filepath.Abs(path)
+	if err != nil {
+		return false, err
+	}
+	rel, err := filepath.Rel(d, p)
+	if err != nil {
+		return false, nil // on another volume
+	}
+	return rel == "." || !strings.HasPrefix(rel, ".."+string(filepath.Separator)) && rel != "..", nil
 }
 
 // checkEmptyDest creates dir, or accepts it if it exists and is empty.

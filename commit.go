@@ -6,6 +6,7 @@ import (
 
 	"github.com/bloomkv/bloomkv/internal/base"
 	"github.com/bloomkv/bloomkv/internal/batch"
+	"github.com/bloomkv/bloomkv/internal/rangedel"
 	"github.com/bloomkv/bloomkv/memtable"
 	"github.com/bloomkv/bloomkv/wal"
 )
@@ -14,16 +15,16 @@ import (
 // stall. Two lets one flush run while the next memtable fills.
 const maxFrozen = 2
 
-// A range deletion rotates a memtable that is at least 1/rangeDelRotateShare
-// full (makeRoomLocked), so an iterator steps over at most that much of a
-// memtable's covered data; the smallest segment this makes is as large. It
-// also rotates one holding maxMemtableRangeDels range tombstones: a
-// memtable copies its fragmented tombstones at each one added
-// (memtable.AddRangeDelete), a few microseconds at that count.
-const (
-	rangeDelRotateShare  = 16
-	maxMemtableRangeDels = 1024
-)
+// A range deletion rotates a memtable whose point entries fill at least
+// 1/rangeDelRotateShare of it (makeRoomLocked), so an iterator steps over
+// at most that much of a memtable's covered data; the smallest segment
+// this makes is as large. Only point entries count: a memtable that holds
+// mostly range tombstones has little for an iterator to step over, and
+// counting the tombstones would rotate at every later range deletion (a
+// flush storm: thousands of tiny segments for a memtable's worth of
+// bytes). Range tombstones count toward the memtable's size like any
+// entry (memtable.AddRangeDeletes charges their real memory).
+const rangeDelRotateShare = 16
 
 // commitQueue implements group commit. Writers queue their batches; the
 // first to find no leader becomes the leader and commits everything queued
@@ -32,12 +33,13 @@ const (
 // next group. The leader is the only goroutine that writes the WAL or the
 // memtable, so neither needs a lock of its own.
 type commitQueue struct {
-	mu       sync.Mutex
-	idle     sync.Cond // signalled when the leader steps down
-	leading  bool
-	pending  []*commitReq
-	spare    []*commitReq
-	payloads [][]byte // leader only
+	mu        sync.Mutex
+	idle      sync.Cond // signalled when the leader steps down
+	leading   bool
+	pending   []*commitReq
+	spare     []*commitReq
+	payloads  [][]byte             // leader only
+	rangeDels []rangedel.Tombstone // leader only: applyBatch's
 }
 
 type commitReq struct {
@@ -144,13 +146,40 @@ func (db *DB) writeGroup(group []*commitReq, logw *wal.Writer, mem *memtable.Mem
 		return fmt.Errorf("%w: %w", ErrReadOnly, err)
 	}
 	for _, p := range payloads {
-		batch.Decode(p, "", 0, func(seq uint64, op batch.Op) { mem.Add(seq, op.Kind, op.Key, op.Value) })
+		db.commit.rangeDels, _, _ = applyBatch(mem, p, "", 0, 0, db.commit.rangeDels)
 	}
 	clear(payloads) // do not pin the batches until the next group
 	db.lastSeq = seq - 1
 	db.visibleSeq.Store(db.lastSeq)
 	db.stats.writes.Add(uint64(len(group)))
 	return nil
+}
+
+// applyBatch adds the operations of the encoded batch rec whose sequence
+// numbers are above after to mem, and returns the largest sequence number
+// it saw. The batch's range deletions go in together, once it is decoded
+// (memtable.AddRangeDeletes): one fragmentation for the whole batch, so a
+// batch of n range deletions costs O(n log n) to commit and to replay, not
+// n copies of the memtable's tombstones. dels is scratch space, returned
+// for reuse.
+func applyBatch(mem *memtable.Memtable, rec []byte, name string, offset int64, after uint64, dels []rangedel.Tombstone) ([]rangedel.Tombstone, uint64, error) {
+	dels = dels[:0]
+	var last uint64
+	err := batch.Decode(rec, name, offset, func(seq uint64, op batch.Op) {
+		last = max(last, seq)
+		switch {
+		case seq <= after:
+		case op.Kind == base.KindRangeDelete:
+			dels = append(dels, rangedel.Tombstone{Start: op.Key, End: op.Value, Seq: seq})
+		default:
+			mem.Add(seq, op.Kind, op.Key, op.Value)
+		}
+	})
+	if err == nil {
+		mem.AddRangeDeletes(dels)
+	}
+	clear(dels) // do not pin rec
+	return dels[:0], last, err
 }
 
 // makeRoomLocked makes sure the memtable can take size more bytes: it
@@ -181,7 +210,7 @@ func (db *DB) makeRoomLocked(size int, rangeDels bool) error {
 		}
 		used := db.mem.ApproximateSize()
 		if db.mem.Empty() || used+size <= db.opts.MemtableSize &&
-			!(rangeDels && (used >= db.opts.MemtableSize/rangeDelRotateShare || db.mem.RangeDels().Len() >= maxMemtableRangeDels)) {
+			!(rangeDels && db.mem.PointBytes() >= db.opts.MemtableSize/rangeDelRotateShare) {
 			return nil
 		}
 		if len(db.imm) >= maxFrozen {

@@ -13,7 +13,6 @@ import (
 	"github.com/bloomkv/bloomkv/internal/base"
 	"github.com/bloomkv/bloomkv/internal/merge"
 	"github.com/bloomkv/bloomkv/internal/rangedel"
-	"github.com/bloomkv/bloomkv/manifest"
 )
 
 // CompactionInfo describes one committed compaction.
@@ -278,17 +277,17 @@ func deletedForAll(tombstones *rangedel.List, m base.SegmentMeta, readers []uint
 func (db *DB) dropSegments(inputs []*segHandle) error {
 	info := CompactionInfo{Inputs: len(inputs), DeleteOnly: true, FilterPath: "none"}
 	start := time.Now()
-	var edit manifest.Edit
+	e := shapeEdit{removed: inputs}
 	for _, s := range inputs {
-		edit.Remove = append(edit.Remove, s.meta.FileNum)
+		e.Remove = append(e.Remove, s.meta.FileNum)
 		info.InputBytes += s.meta.Size
 	}
-	if err := db.manifest.Apply(edit); err != nil {
-		db.fail(fmt.Errorf("delete-only compaction manifest commit: %w", err))
+	if err := db.logAndApply(e); err != nil {
+		db.fail(fmt.Errorf("delete-only compaction: %w", err))
 		return err
 	}
 	info.Duration = time.Since(start)
-	db.installCompaction(inputs, nil, info)
+	db.recordCompaction(info)
 	db.logger.Info("dropped deleted segments", "segments", len(inputs), "bytes", info.InputBytes)
 	return nil
 }
@@ -363,9 +362,9 @@ func (db *DB) compactSegments(inputs []*segHandle, tier uint32, major bool) erro
 		db.fail(fmt.Errorf("compaction: %w", err))
 		return err
 	}
-	edit := manifest.Edit{}
+	e := shapeEdit{added: out, removed: inputs}
 	if out != nil {
-		edit.Add = []base.SegmentMeta{out.meta}
+		e.Add = []base.SegmentMeta{out.meta}
 		info.OutputBytes, info.OutputEntries = out.meta.Size, out.meta.Entries
 		if f := out.reader.Filter(); f != nil {
 			info.EstimatedFPR = f.EstimatedFPR()
@@ -373,19 +372,14 @@ func (db *DB) compactSegments(inputs []*segHandle, tier uint32, major bool) erro
 		}
 	}
 	for _, s := range inputs {
-		edit.Remove = append(edit.Remove, s.meta.FileNum)
+		e.Remove = append(e.Remove, s.meta.FileNum)
 	}
-	if err := db.manifest.Apply(edit); err != nil {
-		// Whether the commit reached the disk is unknown, so the output
-		// stays: if the commit did not land, the next Open removes it.
-		if out != nil {
-			out.unref()
-		}
-		db.fail(fmt.Errorf("compaction manifest commit: %w", err))
+	if err := db.logAndApply(e); err != nil {
+		db.fail(fmt.Errorf("compaction: %w", err))
 		return err
 	}
 	info.Duration = time.Since(start)
-	db.installCompaction(inputs, out, info)
+	db.recordCompaction(info)
 	db.logger.Info("compacted", "inputs", len(inputs), "output", segName(out), "filter", info.FilterPath, "took", info.Duration)
 	return nil
 }
@@ -396,7 +390,7 @@ func (db *DB) compactSegments(inputs []*segHandle, tier uint32, major bool) erro
 // keys again. compaction/DESIGN.md has the arithmetic.
 func (db *DB) planFilter(inputs []*segHandle, info *CompactionInfo) *bloom.Filter {
 	info.FilterPath = compaction.PathRebuild.String()
-	bpk := db.planBitsPerKey(inputs) // issue 17: the output's share of filter memory (filtermem.go)
+	bpk := db.planBitsPerKey(inputs) // the output's share of filter memory (filtermem.go)
 	if bpk <= 0 {
 		return nil
 	}
@@ -417,32 +411,11 @@ func (db *DB) planFilter(inputs []*segHandle, info *CompactionInfo) *bloom.Filte
 	return f
 }
 
-// installCompaction replaces inputs by out in the live set. Segments
-// flushed while the merge ran are newer than all inputs and stay in front;
-// out takes the inputs' place, so the order stays newest first.
-func (db *DB) installCompaction(inputs []*segHandle, out *segHandle, info CompactionInfo) {
-	gone := make(map[*segHandle]bool, len(inputs))
-	for _, s := range inputs {
-		gone[s] = true
-	}
+// recordCompaction counts an installed compaction and keeps its
+// description for Stats.
+func (db *DB) recordCompaction(info CompactionInfo) {
 	db.mu.Lock()
 	defer db.mu.Unlock()
-	live := make([]*segHandle, 0, len(db.segments))
-	placed := out == nil
-	for _, s := range db.segments {
-		if !gone[s] {
-			live = append(live, s)
-		} else if !placed {
-			live = append(live, out)
-			placed = true
-		}
-	}
-	db.segments = live
-	db.segmentsChangedLocked()
-	for _, s := range inputs {
-		s.obsolete.Store(true)
-		s.unref() // the DB's reference
-	}
 	db.stats.compactions.Add(1)
 	if !info.DeleteOnly {
 		db.stats.compactionBytesRead.Add(uint64(info.InputBytes))

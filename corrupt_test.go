@@ -49,6 +49,7 @@ type corruptFixture struct {
 	wal     string // base name of the WAL
 	walData []byte
 	walRecs []int               // start offset of each WAL record
+	walSeal int                 // where the mark that Close appends (wal.Writer.Seal) starts
 	base    map[string][]byte   // contents before the WAL's batches
 	batches []map[string][]byte // each WAL batch: key → value, nil for a delete
 	// fromSeg holds the keys whose newest version is in the damaged
@@ -93,7 +94,7 @@ func newCorruptFixture(t *testing.T) *corruptFixture {
 	fx.wal = newestWAL(t, fx.dir)
 	fx.walData, err = os.ReadFile(filepath.Join(fx.dir, fx.wal))
 	mustDo(t, err)
-	fx.walRecs = walRecordStarts(t, fx.walData)
+	fx.walRecs, fx.walSeal = walRecordStarts(t, fx.walData)
 	if len(fx.walRecs) != corruptBatches {
 		t.Fatalf("%s holds %d records, want %d", fx.wal, len(fx.walRecs), corruptBatches)
 	}
@@ -307,16 +308,16 @@ const (
 
 // walRecordStarts returns where each batch record of a WAL starts (mark
 // records, which the reader skips, are not listed).
-func walRecordStarts(t *testing.T, data []byte) []int {
+func walRecordStarts(t *testing.T, data []byte) (starts []int, end int) {
 	t.Helper()
 	r := wal.NewReader(bytes.NewReader(data), "wal")
-	var starts []int
 	for {
 		p, err := r.Next()
 		if err != nil {
-			return starts
+			return starts, end
 		}
 		starts = append(starts, int(r.Offset())-walRecordHeaderLen-len(p))
+		end = int(r.Offset())
 	}
 }
 
@@ -529,11 +530,12 @@ func TestCorruptSegmentTruncated(t *testing.T) {
 }
 
 // TestCorruptWAL flips a bit in every region of the WAL: the file header,
-// and each field of each record. Damage before the last record is
-// corruption, reported at the start of the damaged record (0 for the
-// header) with the file left alone; damage to the last record is reported
-// there too, or — where it looks like a torn write — only that record is
-// dropped.
+// each field of each record, and the mark a clean Close seals the log with.
+// The fixture's store was closed cleanly, so damage to any record, the
+// last one included, is corruption, reported at the start of the damaged
+// record (0 for the header) with the file left alone: the seal proves the
+// record was durable, and dropping it as a torn write would lose an
+// acknowledged batch quietly. Damage to the seal itself loses nothing.
 func TestCorruptWAL(t *testing.T) {
 	fx := newCorruptFixture(t)
 	last := len(fx.walRecs) - 1
@@ -558,6 +560,9 @@ func TestCorruptWAL(t *testing.T) {
 				rec = j
 			}
 		}
+		if off >= fx.walSeal {
+			rec = len(fx.walRecs) // the seal
+		}
 		t.Run(fmt.Sprintf("record %d/+%d", rec, off-fx.walStart(rec)), func(t *testing.T) {
 			bad := bytes.Clone(fx.walData)
 			bad[off] ^= 1 << (off % 8)
@@ -567,15 +572,21 @@ func TestCorruptWAL(t *testing.T) {
 }
 
 func (fx *corruptFixture) walStart(rec int) int {
-	if rec < 0 {
+	switch {
+	case rec < 0:
 		return 0
+	case rec == len(fx.walRecs):
+		return fx.walSeal
 	}
 	return fx.walRecs[rec]
 }
 
 func (fx *corruptFixture) walEnd(rec int) int {
-	if rec+1 < len(fx.walRecs) {
+	switch {
+	case rec+1 < len(fx.walRecs):
 		return fx.walRecs[rec+1]
+	case rec+1 == len(fx.walRecs):
+		return fx.walSeal
 	}
 	return len(fx.walData)
 }
@@ -596,10 +607,10 @@ func (fx *corruptFixture) checkWALDamage(t *testing.T, bad []byte, rec int) {
 		return
 	}
 	defer db.Close()
-	if rec < len(fx.walRecs)-1 {
-		t.Fatalf("Open accepted damage to record %d of %d", rec, len(fx.walRecs))
+	if rec < len(fx.walRecs) {
+		t.Fatalf("Open accepted damage to record %d of %d of a sealed log", rec, len(fx.walRecs))
 	}
-	fx.checkModel(t, db, fx.model(rec)) // the last record dropped, no other
+	fx.checkModel(t, db, fx.model(len(fx.walRecs))) // a damaged seal loses no batch
 }
 
 // TestCorruptWALTruncated cuts the WAL anywhere: a torn tail, never
@@ -609,7 +620,7 @@ func TestCorruptWALTruncated(t *testing.T) {
 	fx := newCorruptFixture(t)
 	last := len(fx.walRecs) - 1
 	for _, n := range []int{0, 10, 16, 17, fx.walRecs[1] - 1, fx.walRecs[last] - 1, fx.walRecs[last],
-		fx.walRecs[last] + 3, fx.walRecs[last] + 9, len(fx.walData) - 1, len(fx.walData)} {
+		fx.walRecs[last] + 3, fx.walRecs[last] + 9, fx.walSeal - 1, fx.walSeal, fx.walSeal + 5, len(fx.walData) - 1, len(fx.walData)} {
 		complete := 0
 		for j := range fx.walRecs {
 			if fx.walEnd(j) <= n {

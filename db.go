@@ -14,7 +14,8 @@ import (
 	"github.com/bloomkv/bloomkv/bloom"
 	"github.com/bloomkv/bloomkv/compaction"
 	"github.com/bloomkv/bloomkv/internal/base"
-	"github.com/bloomkv/bloomkv/internal/rangedel"
+	"github.com/bloomkv/bloomkv/internal/invariants"
+	"github.com/bloomkv/bloomkv/internal/stripe"
 	"github.com/bloomkv/bloomkv/manifest"
 	"github.com/bloomkv/bloomkv/memtable"
 	"github.com/bloomkv/bloomkv/segment"
@@ -29,9 +30,9 @@ var (
 	ErrNotFound = errors.New("bloomkv: not found")
 	// ErrClosed is returned by every operation on a closed DB.
 	ErrClosed = errors.New("bloomkv: closed")
-	// ErrLocked is returned by Open when another process (or another DB in
-	// this process) has the directory open.
-	ErrLocked = errors.New("bloomkv: directory locked by another process")
+	// ErrLocked is returned by Open when the directory is open in another
+	// DB, in another process or in this one.
+	ErrLocked = errors.New("bloomkv: directory locked")
 	// ErrCorrupt is matched by every error about damaged or hostile
 	// on-disk data; the error is a *CorruptError naming the file and the
 	// offset.
@@ -58,13 +59,35 @@ var (
 	// ErrInvalidOptions is returned by Open for an option out of its
 	// documented range; the error names the option.
 	ErrInvalidOptions = errors.New("bloomkv: invalid options")
-	// ErrSnapshotReleased is returned by reads through a closed Snapshot.
-	ErrSnapshotReleased = errors.New("bloomkv: snapshot released")
+	// ErrSnapshotReleased is returned by reads through a closed Snapshot,
+	// and by its second Close. It matches ErrClosed.
+	ErrSnapshotReleased error = &narrowError{"bloomkv: snapshot released", ErrClosed}
+	// ErrInvalidRange rejects a range deletion without an end: an empty
+	// end is no key, and reading it as "to the last key" would delete
+	// keys written concurrently after the range was chosen.
+	ErrInvalidRange = errors.New("bloomkv: invalid range")
 )
 
-// CorruptError is the error behind every ErrCorrupt: the damaged file (its
-// name within the store's directory) and the byte offset of the damaged
-// structure (-1 if unknown). Find it with errors.As.
+// narrowError is a sentinel that is a case of a broader one: errors.Is
+// matches both, and the message carries the one "bloomkv:" prefix of its
+// own text (wrapping the broader sentinel with %w would print two).
+type narrowError struct {
+	msg   string
+	broad error
+}
+
+func (e *narrowError) Error() string        { return e.msg }
+func (e *narrowError) Is(target error) bool { return target == e.broad }
+
+// CorruptError is the error behind every ErrCorrupt. Find it with
+// errors.As. Its fields:
+//
+//	File   string // the damaged file: its name within the store's directory
+//	Offset int64  // byte offset of the damaged structure, -1 if unknown
+//	Reason string // what is wrong there
+//
+// (It is defined in an internal package, which every layer that reads a
+// file shares, and so go doc shows its fields only here.)
 type CorruptError = base.CorruptError
 
 // Size limits. Keys, values and batches beyond them are rejected with their
@@ -124,8 +147,8 @@ type Options struct {
 	// built, the bits per key that minimise the expected block reads per
 	// absent Get for the memory (FilterBudget, or else what BitsPerKey for
 	// every key would use), so large segments get fewer bits per key and
-	// small ones more; FilterUniform gives every segment BitsPerKey, as
-	// before issue 17, for comparison. compaction/DESIGN.md §4 has the
+	// small ones more; FilterUniform gives every segment BitsPerKey, the
+	// earlier behaviour, for comparison. compaction/DESIGN.md §4 has the
 	// arithmetic and the measured gain.
 	FilterAllocation FilterAllocation
 	// Sync fsyncs the WAL before each commit returns, so acknowledged
@@ -167,7 +190,7 @@ type Options struct {
 	Logger *slog.Logger
 	// Prefix, if set, is the store's prefix extractor: segments then also
 	// carry a Bloom filter of their keys' prefixes (at BitsPerKey bits per
-	// prefix; none with BitsPerKey 0), and an Iterator whose
+	// prefix; none with DisableFilters), and an Iterator whose
 	// IterOptions.Prefix is a whole prefix skips the segments whose prefix
 	// filter says no. It is recorded when the store is created and fixed
 	// from then on (see PrefixExtractor and ErrPrefixExtractor). Default:
@@ -226,7 +249,7 @@ func (o *Options) validated() (Options, error) {
 		return bad("BlockCacheSize", out.BlockCacheSize, "0 (default) or more")
 	case out.FilterBudget < 0:
 		return bad("FilterBudget", out.FilterBudget, "0 (no cap) or more")
-	case out.FilterAllocation > FilterUniform: // issue 17 (filtermem.go)
+	case out.FilterAllocation > FilterUniform: // filtermem.go
 		return bad("FilterAllocation", out.FilterAllocation, "FilterOptimal or FilterUniform")
 	case out.CompactionFanIn == 1 || out.CompactionFanIn < 0 || out.CompactionFanIn > maxFanIn:
 		return bad("CompactionFanIn", out.CompactionFanIn, fmt.Sprintf("0 (default) or 2 to %d", maxFanIn))
@@ -281,8 +304,9 @@ func (o *Options) validated() (Options, error) {
 //
 // commit.mu only guards the commit queue and is released before any of
 // the above is taken. The fields before the atomics are set by Open and
-// only read after it (counters and stats are atomic); the atomics need no
-// lock.
+// only read after it (counters and stats are atomic) — but for
+// opts.FilterBudget, which SetFilterBudget changes under mu, and which is
+// read only under mu; the atomics need no lock.
 type DB struct {
 	dir    string
 	opts   Options
@@ -355,27 +379,21 @@ type DB struct {
 	bgWG sync.WaitGroup
 
 	// rebuilt holds the filters RebuildFilters built in memory, by
-	// segment (nil: the segment gets none); issue 17, filtermem.go.
+	// segment (nil: the segment gets none); filtermem.go.
 	rebuilt map[*segHandle]*bloom.Filter
 }
 
 // Get returns the value of key, or an error matching ErrNotFound if it has
 // none. The returned slice is the caller's.
-func (db *DB) Get(key []byte) ([]byte, error) { return db.getCopy(key, latestSeq) }
-
-// getCopy is get with the value copied for the caller.
-func (db *DB) getCopy(key []byte, snapSeq uint64) ([]byte, error) {
-	v, err := db.get(key, snapSeq)
-	if err != nil {
-		return nil, err
-	}
-	return bytes.Clone(v), nil
+func (db *DB) Get(key []byte) ([]byte, error) {
+	v, _, err := db.get(key, latestSeq, true)
+	return v, err
 }
 
 // Has reports whether key has a value. It finds the value as Get does but
 // does not copy it: cheaper than Get for large values.
 func (db *DB) Has(key []byte) (bool, error) {
-	_, err := db.get(key, latestSeq)
+	_, _, err := db.get(key, latestSeq, false)
 	if errors.Is(err, ErrNotFound) {
 		return false, nil
 	}
@@ -385,32 +403,57 @@ func (db *DB) Has(key []byte) (bool, error) {
 // ValueSize returns the length of key's value, or an error matching
 // ErrNotFound if it has none, without copying the value.
 func (db *DB) ValueSize(key []byte) (int, error) {
-	v, err := db.get(key, latestSeq)
-	return len(v), err
+	_, n, err := db.get(key, latestSeq, false)
+	return n, err
 }
 
-// get returns the newest value of key with a sequence number <= snapSeq
-// (latestSeq: the newest committed). The value aliases memtable or segment
-// memory, which the read state only kept valid until get returned: a
-// caller copies it before looking at its bytes, or uses only its length.
-func (db *DB) get(key []byte, snapSeq uint64) ([]byte, error) {
+// get finds the newest value of key with a sequence number <= snapSeq
+// (latestSeq: the newest committed) and returns its length and, if
+// copyValue, a copy of it for the caller.
+//
+// The value found aliases memtable or segment memory (a segment's file
+// mapping, which is unmapped once the last read state that holds the
+// segment is released), so it is copied here, while the read state is
+// held: after get returns, a compaction may already have unmapped it. In
+// an invariants build the value found is guarded by a lease that expires
+// with the read state, so a copy made after the release faults at once.
+func (db *DB) get(key []byte, snapSeq uint64, copyValue bool) (value []byte, size int, err error) {
 	if err := checkEntry(key, nil); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	rs, seq := db.view()
+	pin := stripe.Pick()
+	rs, seq := db.view(pin)
 	if rs == nil {
-		return nil, ErrClosed
+		return nil, 0, ErrClosed
 	}
-	defer rs.release()
+	defer rs.unpin(pin)
+	var lease invariants.Lease
+	if invariants.Enabled {
+		defer lease.Expire()
+	}
 	seq = min(seq, snapSeq)
-	db.stats.gets.Add(1)
+	db.stats.gets.Add(pin, 1)
+	v, err := db.find(rs, key, seq, pin)
+	if err != nil {
+		return nil, 0, err
+	}
+	v = lease.Guard(v)
+	if copyValue {
+		value = bytes.Clone(v)
+	}
+	return value, len(v), nil
+}
+
+// find returns the newest visible value of key as of seq in rs, aliasing
+// rs's memory: valid only while the caller holds rs.
+func (db *DB) find(rs *readState, key []byte, seq uint64, pin int) ([]byte, error) {
 	ts := tombstones{rs: rs, key: key, seq: seq}
 	for i, m := range rs.mems {
 		if v, vseq, kind, ok := m.GetVersion(key, seq); ok {
 			return visible(v, vseq, kind, ts.through(i+1))
 		}
 	}
-	return db.getFromSegments(&ts)
+	return db.getFromSegments(&ts, pin)
 }
 
 // visible turns the version found into get's result: its value, or
@@ -440,13 +483,13 @@ type tombstones struct {
 // through returns the newest covering tombstone in the first n sources.
 func (t *tombstones) through(n int) uint64 {
 	for ; t.checked < n; t.checked++ {
-		var l *rangedel.List
 		if m := len(t.rs.mems); t.checked < m {
-			l = t.rs.mems[t.checked].RangeDels()
+			for _, l := range t.rs.mems[t.checked].RangeDelLists() {
+				t.newest = max(t.newest, l.Covering(t.key, t.seq))
+			}
 		} else {
-			l = t.rs.segments[t.checked-m].reader.RangeDels()
+			t.newest = max(t.newest, t.rs.segments[t.checked-m].reader.RangeDels().Covering(t.key, t.seq))
 		}
-		t.newest = max(t.newest, l.Covering(t.key, t.seq))
 	}
 	return t.newest
 }
@@ -456,9 +499,9 @@ func (t *tombstones) through(n int) uint64 {
 // Before a segment is read, the range tombstones of it and every newer
 // source are checked, in memory: one newer than all the segment's versions
 // means the key is deleted here and in every older segment, with no read.
-func (db *DB) getFromSegments(ts *tombstones) ([]byte, error) {
+func (db *DB) getFromSegments(ts *tombstones, pin int) ([]byte, error) {
 	p := probe{key: ts.key, hash: bloom.Hash(ts.key)}
-	defer p.publish(&db.stats)
+	defer p.publish(&db.stats, pin)
 	for j, s := range ts.rs.segments {
 		if !p.mayHold(s) {
 			continue
@@ -474,7 +517,7 @@ func (db *DB) getFromSegments(ts *tombstones) ([]byte, error) {
 		if ok {
 			return visible(v, vseq, kind, deleted)
 		}
-		if s.reader.Filter() != nil {
+		if s.reader.ResidentFilter() != nil { // the filter asked: RebuildFilters may have left none
 			p.falsePositives++
 		}
 	}
@@ -504,10 +547,13 @@ func (p *probe) mayHold(s *segHandle) bool {
 	return true
 }
 
-func (p *probe) publish(c *counters) {
-	c.segmentsProbed.Add(p.probed)
-	c.filterNegatives.Add(p.negatives)
-	c.filterFalsePositives.Add(p.falsePositives)
+// publish adds the probe's counts on stripe pin (internal/stripe).
+func (p *probe) publish(c *counters, pin int) {
+	if p.probed > 0 {
+		c.segmentsProbed.Add(pin, int64(p.probed))
+		c.filterNegatives.Add(pin, int64(p.negatives))
+		c.filterFalsePositives.Add(pin, int64(p.falsePositives))
+	}
 }
 
 // Put sets key to value.
@@ -531,7 +577,8 @@ func (db *DB) Delete(key []byte) error {
 // the older versions of the keys in its range from every later read (a
 // Snapshot taken before it still sees them) and lets compaction drop them.
 // Keys written after DeleteRange returns are not affected. An empty start
-// means "from the first key"; start >= end deletes nothing.
+// means "from the first key"; an empty end is refused (ErrInvalidRange);
+// start >= end deletes nothing.
 //
 // Reads stay fast over deleted ranges: a Get checks the tombstones in
 // memory, and an iterator steps over a deleted range in one seek per

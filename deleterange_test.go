@@ -6,9 +6,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/bits"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // keysOf returns the keys an iterator over db shows, forward and (checked
@@ -510,8 +512,9 @@ func BenchmarkRaftFirstIndex(b *testing.B) {
 }
 
 // TestDeleteRangeManyInARow: thousands of range deletions in a row (a
-// tenant clean-up loop) rotate the memtable at maxMemtableRangeDels, so
-// none re-fragments more than that many, and all of them apply.
+// tenant clean-up loop) all apply, keep the memtable's tombstones in a
+// few lists (about log₂ of their number, so a Get asks only those), and
+// rotate nothing: the tombstones are a small part of a memtable's bytes.
 func TestDeleteRangeManyInARow(t *testing.T) {
 	o := smallOptions()
 	o.MemtableSize = 64 << 20 // the size alone would never rotate
@@ -530,11 +533,15 @@ func TestDeleteRangeManyInARow(t *testing.T) {
 	if got, want := len(keysOf(t, db.NewIterator)), 2*(n/3); got != want {
 		t.Fatalf("%d keys left, want %d", got, want)
 	}
+	if st := db.Stats(); st.Flushes != 0 {
+		t.Fatalf("%d flushes: range deletions rotated the memtable", st.Flushes)
+	}
 	rs := db.acquire()
 	defer rs.release()
 	for _, m := range rs.mems {
-		if m.RangeDels().Len() > maxMemtableRangeDels {
-			t.Fatalf("a memtable holds %d range tombstones, more than %d", m.RangeDels().Len(), maxMemtableRangeDels)
+		pieces := m.RangeDels().Len()
+		if lists := len(m.RangeDelLists()); lists > bits.Len(uint(pieces))+1 {
+			t.Fatalf("a memtable keeps %d pieces in %d lists, more than log₂+1", pieces, lists)
 		}
 	}
 }
@@ -565,5 +572,140 @@ func TestDeleteRangeUnderPrefixFilters(t *testing.T) {
 	}
 	if skips := db.Stats().PrefixFilterSkips - before.PrefixFilterSkips; skips == 0 {
 		t.Fatal("the newer segment was not skipped by its prefix filter: the test tests nothing")
+	}
+}
+
+// overlappingRange is the i-th of a run of range deletions that each
+// overlap about 50 others: [k(i), k(i+50)) over keys k(j) = "r%07d".
+func overlappingRange(i int) (start, end []byte) {
+	return fmt.Appendf(nil, "r%07d", i), fmt.Appendf(nil, "r%07d", i+50)
+}
+
+// TestDeleteRangeLargeBatch writes one batch of 10^5 range deletions —
+// each overlapping ~50 others, and 1,000 nested ones on top — then
+// reopens the store, which replays the batch from the WAL. Each tombstone
+// used to copy the memtable's fragment list (O(n²): 42 s per Open at
+// 3·10^4), and keeping every sequence number of nested tombstones is n²
+// pieces; now the batch is fragmented once, with the newest sequence
+// number per fragment, so its pieces stay linear in n.
+func TestDeleteRangeLargeBatch(t *testing.T) {
+	n := 100_000
+	if testing.Short() {
+		n = 20_000
+	}
+	const nested = 1000
+	dir := t.TempDir()
+	db := mustOpen(t, dir, nil)
+	for i := 0; i < n+60; i += 7 {
+		mustDo(t, db.Put(fmt.Appendf(nil, "r%07d", i), []byte("v")))
+	}
+	mustDo(t, db.Put([]byte("s"), []byte("kept")))
+	b := NewBatch()
+	for i := range n {
+		mustDo(t, b.DeleteRange(overlappingRange(i)))
+	}
+	for i := range nested {
+		mustDo(t, b.DeleteRange(fmt.Appendf(nil, "q%07d", i), fmt.Appendf(nil, "q%07d", 2*nested-i)))
+	}
+	mustDo(t, db.Write(b))
+	check := func(stage string, db *DB) {
+		t.Helper()
+		left := keysOf(t, db.NewIterator)
+		// Keys from r(n+50) on were outside every range.
+		want := []string{}
+		for i := 0; i < n+60; i += 7 {
+			if i >= n+49 {
+				want = append(want, fmt.Sprintf("r%07d", i))
+			}
+		}
+		want = append(want, "s")
+		if !slices.Equal(left, want) {
+			t.Fatalf("%s: keys left %v, want %v", stage, left, want)
+		}
+		rs := db.acquire()
+		defer rs.release()
+		for _, m := range rs.mems {
+			if pieces := m.RangeDels().Len(); pieces > 2*(n+nested) {
+				t.Fatalf("%s: %d tombstone pieces for %d range deletions: not linear", stage, pieces, n+nested)
+			}
+		}
+	}
+	check("after Write", db)
+	mustDo(t, db.Close())
+	db = mustOpen(t, dir, nil)
+	defer db.Close()
+	check("after replay", db)
+}
+
+// TestDeleteRangeOverlappingCallsNoFlushStorm: 10^4 separate DeleteRange
+// calls, each overlapping ~50 others, once rotated the memtable every ~32
+// calls (the rotation counted fragment×sequence-number pieces, and the
+// tombstones themselves toward the 1/16 share that rotates a memtable on
+// a range deletion): thousands of flushes and write stalls. Now tombstones
+// are charged their memory and rotate a memtable only when it is full.
+func TestDeleteRangeOverlappingCallsNoFlushStorm(t *testing.T) {
+	n := 10_000
+	if testing.Short() {
+		n = 3000
+	}
+	o := &Options{MemtableSize: 1 << 20}
+	db := mustOpen(t, t.TempDir(), o)
+	defer db.Close()
+	for i := range n {
+		mustDo(t, db.Put(fmt.Appendf(nil, "r%07d", i), []byte("v")))
+	}
+	mustDo(t, db.Flush())
+	before := db.Stats()
+	for i := range n {
+		mustDo(t, db.DeleteRange(overlappingRange(i)))
+	}
+	st := db.Stats()
+	if left := keysOf(t, db.NewIterator); len(left) != 0 {
+		t.Fatalf("%d keys left, e.g. %s", len(left), left[0])
+	}
+	// Each call leaves ~50 sequence numbers on each of its fragments (all
+	// are needed: a reader may be at any of them), 8 bytes each: ~1 KiB.
+	rs := db.acquire()
+	var bytes int
+	for _, m := range rs.mems {
+		bytes += m.ApproximateSize()
+	}
+	rs.release()
+	flushes := st.Flushes - before.Flushes
+	limit := uint64(n*1100/o.MemtableSize) + 2 // a memtable's worth of tombstones per flush, and slack
+	if flushes > limit || st.WriteStalls-before.WriteStalls > limit {
+		t.Fatalf("%d flushes and %d write stalls for %d range deletions (memtables now %d bytes), want <= %d",
+			flushes, st.WriteStalls-before.WriteStalls, n, bytes, limit)
+	}
+	t.Logf("%d range deletions: %d flushes, %d stalls", n, flushes, st.WriteStalls-before.WriteStalls)
+}
+
+// BenchmarkDeleteRangeBatch: one batch of n range deletions, each
+// overlapping ~50 others, written and then replayed from the WAL by Open.
+//
+//	go test -run '^$' -bench DeleteRangeBatch -benchtime 1x .
+func BenchmarkDeleteRangeBatch(b *testing.B) {
+	for _, n := range []int{10_000, 100_000, 1_000_000} {
+		b.Run(fmt.Sprint("n=", n), func(b *testing.B) {
+			var write, replay time.Duration
+			for range b.N {
+				dir := b.TempDir()
+				db := mustOpen(b, dir, &Options{MemtableSize: 64 << 20})
+				batch := NewBatch()
+				for i := range n {
+					mustDo(b, batch.DeleteRange(overlappingRange(i)))
+				}
+				start := time.Now()
+				mustDo(b, db.Write(batch))
+				write += time.Since(start)
+				mustDo(b, db.Close())
+				start = time.Now()
+				db = mustOpen(b, dir, &Options{MemtableSize: 64 << 20})
+				replay += time.Since(start)
+				mustDo(b, db.Close())
+			}
+			b.ReportMetric(write.Seconds()/float64(b.N), "write-s")
+			b.ReportMetric(replay.Seconds()/float64(b.N), "open-s")
+		})
 	}
 }

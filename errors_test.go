@@ -147,7 +147,8 @@ func TestSentinelTexts(t *testing.T) {
 
 // A closed Iterator is inert: every positioning call returns false and
 // Error says ErrIteratorClosed; Close returned the iteration's error and
-// a second Close returns nil.
+// a second Close returns ErrIteratorClosed, as a DB's second Close returns
+// ErrClosed.
 func TestIteratorClosed(t *testing.T) {
 	db := mustOpen(t, t.TempDir(), smallOptions())
 	defer db.Close()
@@ -178,8 +179,81 @@ func TestIteratorClosed(t *testing.T) {
 	for range it.All() {
 		t.Fatal("All yields on a closed iterator")
 	}
-	if err := it.Close(); err != nil {
-		t.Fatalf("second Close = %v, want nil", err)
+	if err := it.Close(); !errors.Is(err, ErrIteratorClosed) || !errors.Is(err, ErrClosed) {
+		t.Fatalf("second Close = %v, want ErrIteratorClosed (an ErrClosed)", err)
 	}
 
+}
+
+// TestEdgeErrors pins down the edges of the API: each refusal is
+// documented, matches its sentinel, and says "bloomkv:" exactly once.
+func TestEdgeErrors(t *testing.T) {
+	one := func(what string, err error, want ...error) {
+		t.Helper()
+		if err == nil {
+			t.Fatalf("%s: no error", what)
+		}
+		msg := err.Error()
+		if strings.Count(msg, "bloomkv:") != 1 || !strings.HasPrefix(msg, "bloomkv: ") {
+			t.Errorf("%s: %q, want exactly one \"bloomkv:\" prefix, at the start", what, msg)
+		}
+		for _, w := range want {
+			if !errors.Is(err, w) {
+				t.Errorf("%s: %q does not match %v", what, msg, w)
+			}
+		}
+	}
+	_, err := Open("", nil)
+	one(`Open("")`, err, os.ErrInvalid)
+
+	dir := t.TempDir()
+	db := mustOpen(t, dir, &Options{Prefix: FixedPrefix(2)})
+	mustDo(t, db.Put([]byte("aa1"), []byte("v")))
+	_, err = Open(dir, nil)
+	one("second Open", err, ErrLocked)
+	if strings.Contains(err.Error(), "process") {
+		t.Errorf("second Open in this process: %q speaks of another process", err)
+	}
+
+	one("DeleteRange(start, nil)", db.DeleteRange([]byte("a"), nil), ErrInvalidRange)
+	one("Batch.DeleteRange(nil, nil)", NewBatch().DeleteRange(nil, nil), ErrInvalidRange)
+	mustDo(t, db.DeleteRange([]byte("b"), []byte("a"))) // start >= end: nothing, no error
+
+	one("Checkpoint into the store", db.Checkpoint(filepath.Join(dir, "cp")), os.ErrInvalid)
+	one("Checkpoint onto the store", db.Checkpoint(dir), os.ErrInvalid)
+	if _, err := os.Stat(filepath.Join(dir, "cp")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a refused Checkpoint created %s: %v", filepath.Join(dir, "cp"), err)
+	}
+	mustDo(t, db.Checkpoint(filepath.Join(t.TempDir(), "cp"))) // beside it: fine
+
+	snap, err := db.NewSnapshot()
+	mustDo(t, err)
+	mustDo(t, db.Put([]byte("aa2"), []byte("later")))
+	if has, err := snap.Has([]byte("aa1")); !has || err != nil {
+		t.Errorf("Snapshot.Has(aa1) = %v, %v", has, err)
+	}
+	if has, err := snap.Has([]byte("aa2")); has || err != nil {
+		t.Errorf("Snapshot.Has of a later key = %v, %v", has, err)
+	}
+	if n, err := snap.ValueSize([]byte("aa1")); n != 1 || err != nil {
+		t.Errorf("Snapshot.ValueSize(aa1) = %d, %v", n, err)
+	}
+	if _, err := snap.ValueSize([]byte("aa2")); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Snapshot.ValueSize of a later key: %v", err)
+	}
+	mustDo(t, snap.Close())
+	one("second Snapshot.Close", snap.Close(), ErrSnapshotReleased, ErrClosed)
+	_, err = snap.Has([]byte("aa1"))
+	one("Has on a closed Snapshot", err, ErrSnapshotReleased)
+
+	it, err := db.NewIterator(nil)
+	mustDo(t, err)
+	mustDo(t, it.Close())
+	one("second Iterator.Close", it.Close(), ErrIteratorClosed, ErrClosed)
+
+	mustDo(t, db.Close())
+	one("second DB.Close", db.Close(), ErrClosed)
+
+	_, err = Open(dir, &Options{Prefix: FixedPrefix(3)})
+	one("Open with another prefix extractor", err, ErrPrefixExtractor, ErrInvalidOptions)
 }

@@ -260,12 +260,19 @@ func ExampleDB_StatsVar() {
 		log.Fatal(err)
 	}
 	defer db.Close()
-	expvar.Publish("bloomkv-example", db.StatsVar()) // the name is the program's to choose, once
+	// A program publishes it once, under a name of its choosing:
+	//
+	//	expvar.Publish("bloomkv", db.StatsVar())
+	//
+	// (expvar.Publish panics on a name used twice, so this example, which
+	// may run more than once in a process, uses a Map of its own.)
+	vars := new(expvar.Map)
+	vars.Set("bloomkv", db.StatsVar())
 	db.Put([]byte("k"), []byte("v"))
 	db.Get([]byte("k"))
 
 	var s bloomkv.Stats
-	json.Unmarshal([]byte(expvar.Get("bloomkv-example").String()), &s)
+	json.Unmarshal([]byte(vars.Get("bloomkv").String()), &s)
 	fmt.Println("gets:", s.Gets, "writes:", s.Writes)
 	// Output:
 	// gets: 1 writes: 1

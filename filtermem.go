@@ -1,6 +1,6 @@
 package bloomkv
 
-// Filter memory that pays (issue 17): each segment's filter gets the bits
+// Filter memory that pays: each segment's filter gets the bits
 // per key, and the k, that minimise the expected block reads per absent
 // Get for the store's filter memory and shape. The arithmetic is in
 // package compaction (alloc.go, budget.go) and compaction/DESIGN.md §4;
@@ -36,7 +36,7 @@ const (
 	FilterOptimal FilterAllocation = iota
 	// FilterUniform gives every segment Options.BitsPerKey and the k best
 	// for it, and under a FilterBudget folds filters greedily: bloomkv's
-	// behaviour before issue 17, kept for comparison.
+	// earlier behaviour, kept for comparison.
 	FilterUniform
 )
 

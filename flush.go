@@ -74,12 +74,9 @@ func (db *DB) flushLoop() {
 			db.failLocked(fmt.Errorf("flush: %w", err))
 			break
 		}
-		db.imm = db.imm[1:]
 		if s != nil { // nil: the memtable held no entries
-			db.segments = append([]*segHandle{s}, db.segments...)
 			db.stats.flushBytes.Add(uint64(s.meta.Size))
 		}
-		db.segmentsChangedLocked()
 		db.stats.flushes.Add(1)
 		db.scheduleCompactionLocked()
 		close(f.done)
@@ -107,9 +104,9 @@ func closeOnce(c chan struct{}) {
 	}
 }
 
-// flushFrozen writes f to a new segment and commits it to the manifest
-// together with the advanced FlushedSeq and LogNum; flushLoop removes f's
-// WAL once the segment has taken the memtable's place.
+// flushFrozen writes f to a new segment and installs it in f's place
+// (logAndApply), committed to the manifest together with the advanced
+// FlushedSeq and LogNum; flushLoop removes f's WAL afterwards.
 func (db *DB) flushFrozen(f *frozen) (*segHandle, error) {
 	start := time.Now()
 	s, err := db.writeMemtable(f.mem, db.snapshotSeqs())
@@ -122,17 +119,12 @@ func (db *DB) flushFrozen(f *frozen) (*segHandle, error) {
 		nextLog = db.imm[1].logNum
 	}
 	db.mu.Unlock()
-	edit := manifest.Edit{FlushedSeq: &f.maxSeq, LogNum: &nextLog}
+	e := shapeEdit{Edit: manifest.Edit{FlushedSeq: &f.maxSeq, LogNum: &nextLog}, added: s, flushed: f}
 	if s != nil {
-		edit.Add = []base.SegmentMeta{s.meta}
+		e.Add = []base.SegmentMeta{s.meta}
 	}
-	if err := db.manifest.Apply(edit); err != nil {
-		// Whether the commit reached the disk is unknown, so the file
-		// stays: if the commit did not land, the next Open removes it.
-		if s != nil {
-			s.unref()
-		}
-		return nil, fmt.Errorf("manifest: %w", err)
+	if err := db.logAndApply(e); err != nil {
+		return nil, err
 	}
 	db.logger.Info("flushed memtable", "entries", f.mem.Len(), "segment", segName(s), "took", time.Since(start))
 	return s, nil

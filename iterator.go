@@ -2,13 +2,14 @@ package bloomkv
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"iter"
 
 	"github.com/bloomkv/bloomkv/internal/base"
+	"github.com/bloomkv/bloomkv/internal/invariants"
 	"github.com/bloomkv/bloomkv/internal/merge"
 	"github.com/bloomkv/bloomkv/internal/rangedel"
+	"github.com/bloomkv/bloomkv/internal/stripe"
 	"github.com/bloomkv/bloomkv/segment"
 )
 
@@ -32,8 +33,8 @@ type IterOptions struct {
 
 // ErrIteratorClosed is what Error reports once an Iterator is closed: using
 // a closed Iterator is a programming error, so its positioning methods
-// return false and say why here rather than panic.
-var ErrIteratorClosed = errors.New("bloomkv: iterator closed")
+// return false and say why here rather than panic. It matches ErrClosed.
+var ErrIteratorClosed error = &narrowError{"bloomkv: iterator closed", ErrClosed}
 
 // An Iterator walks the keys of the DB (or of a Snapshot) in order,
 // showing for each key its newest value as of the moment the Iterator was
@@ -56,6 +57,7 @@ var ErrIteratorClosed = errors.New("bloomkv: iterator closed")
 type Iterator struct {
 	db     *DB
 	rs     *readState
+	pin    int    // the stripe rs is pinned on (readState.pin)
 	seq    uint64 // the newest version visible
 	segIts []*segment.Iter
 	m      *merge.Iter
@@ -76,6 +78,10 @@ type Iterator struct {
 	keyBuf    []byte
 	valBuf    []byte
 	err       error
+	// lease guards key and value in an invariants build: it expires at
+	// the next positioning call and at Close, when the Iterator's promise
+	// about them ends.
+	lease invariants.Lease
 }
 
 // NewIterator returns an unpositioned iterator over the current state of
@@ -88,24 +94,27 @@ func (db *DB) newIterator(opts *IterOptions, snapSeq uint64) (*Iterator, error) 
 	if opts == nil {
 		opts = &IterOptions{}
 	}
-	rs, seq := db.view()
+	pin := stripe.Pick()
+	rs, seq := db.view(pin)
 	if rs == nil {
 		return nil, ErrClosed
 	}
-	it := &Iterator{db: db, rs: rs, seq: min(seq, snapSeq)}
+	it := &Iterator{db: db, rs: rs, pin: pin, seq: min(seq, snapSeq)}
 	it.lower, it.upper = bounds(opts)
 	srcs := make([]base.InternalIterator, 0, len(rs.mems)+len(rs.segments))
 	for _, m := range rs.mems {
 		// What a memtable gains from now on is newer than it.seq, which
 		// the iterator would hide anyway.
-		it.addRangeDels(m.RangeDels())
+		for _, l := range m.RangeDelLists() {
+			it.addRangeDels(l)
+		}
 		if m.Len() > 0 {
 			srcs = append(srcs, m.NewIter())
 			it.maxSeqs = append(it.maxSeqs, m.MaxSeq())
 		}
 	}
 	pp := db.newPrefixProbe(opts.Prefix)
-	defer pp.publish(&db.stats)
+	defer pp.publish(&db.stats, pin)
 	for _, s := range rs.segments {
 		// A segment's range tombstones apply even where its prefix filter
 		// rules out its entries: they hide older versions elsewhere.
@@ -309,6 +318,7 @@ func (it *Iterator) skipVersions() {
 // findNext moves m forward to the newest visible version of the next key
 // that has a value, and stops there.
 func (it *Iterator) findNext() bool {
+	it.lease.Expire()
 	it.reverse = false
 	for it.m.Valid() {
 		k := it.m.Key()
@@ -329,7 +339,7 @@ func (it *Iterator) findNext() bool {
 			}
 			continue
 		}
-		it.key, it.value, it.valid = k, it.m.Value(), true
+		it.key, it.value, it.valid = it.lease.Guard(k), it.lease.Guard(it.m.Value()), true
 		return true
 	}
 	return it.stop()
@@ -340,6 +350,7 @@ func (it *Iterator) findNext() bool {
 // the last visible one seen is the newest; key and value are copied
 // because m has moved on by the time the key is known to be shown.
 func (it *Iterator) findPrev() bool {
+	it.lease.Expire()
 	it.reverse = true
 	for it.m.Valid() {
 		if it.lower != nil && bytes.Compare(it.m.Key(), it.lower) < 0 {
@@ -364,7 +375,7 @@ func (it *Iterator) findPrev() bool {
 			continue
 		}
 		if found {
-			it.key, it.value, it.valid = it.keyBuf, it.valBuf, true
+			it.key, it.value, it.valid = it.lease.Guard(it.keyBuf), it.lease.Guard(it.valBuf), true
 			return true
 		}
 	}
@@ -413,16 +424,19 @@ func (it *Iterator) Error() error { return it.err }
 // Close releases the iterator's memtables and files and returns the
 // iteration's error, if any. After Close the positioning methods return
 // false and Error returns ErrIteratorClosed. Closing again does nothing
-// and returns nil, so a deferred Close may follow an explicit one.
+// but return ErrIteratorClosed (which matches ErrClosed), as closing a DB
+// or a Snapshot twice does; a deferred Close after an explicit one is
+// harmless, its error ignored.
 func (it *Iterator) Close() error {
 	if it.err == ErrIteratorClosed {
-		return nil
+		return ErrIteratorClosed
 	}
 	err := it.err
+	it.lease.Expire()
 	for _, si := range it.segIts {
 		si.Close()
 	}
-	it.rs.release()
+	it.rs.unpin(it.pin)
 	it.rs, it.segIts, it.m = nil, nil, nil
 	it.err, it.valid, it.key, it.value = ErrIteratorClosed, false, nil, nil
 	return err

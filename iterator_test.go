@@ -345,8 +345,8 @@ func TestIteratorAfterClose(t *testing.T) {
 	if err := it.Close(); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Close = %v, want ErrClosed", err)
 	}
-	if err := it.Close(); err != nil {
-		t.Fatalf("second Close = %v", err)
+	if err := it.Close(); !errors.Is(err, ErrIteratorClosed) {
+		t.Fatalf("second Close = %v, want ErrIteratorClosed", err)
 	}
 	if it.First() || !errors.Is(it.Error(), ErrIteratorClosed) {
 		t.Fatalf("First after Close: valid %v err %v; want ErrIteratorClosed", it.Valid(), it.Error())
@@ -370,7 +370,9 @@ func TestSnapshotReleased(t *testing.T) {
 		t.Fatalf("snapshot Get = %q, %v; want 1", v, err)
 	}
 	mustDo(t, s.Close())
-	mustDo(t, s.Close())
+	if err := s.Close(); !errors.Is(err, ErrSnapshotReleased) {
+		t.Fatalf("second Close: %v, want ErrSnapshotReleased", err)
+	}
 	if _, err := s.Get([]byte("a")); !errors.Is(err, ErrSnapshotReleased) {
 		t.Fatalf("Get on a released snapshot: %v", err)
 	}

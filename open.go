@@ -10,7 +10,7 @@ import (
 
 	"github.com/bloomkv/bloomkv/compaction"
 	"github.com/bloomkv/bloomkv/internal/base"
-	"github.com/bloomkv/bloomkv/internal/batch"
+	"github.com/bloomkv/bloomkv/internal/rangedel"
 	"github.com/bloomkv/bloomkv/manifest"
 	"github.com/bloomkv/bloomkv/memtable"
 	"github.com/bloomkv/bloomkv/segment"
@@ -20,7 +20,8 @@ import (
 
 // Open opens the store in dir, creating it if dir does not exist or is
 // empty. nil opts means DefaultOptions(). It fails with ErrInvalidOptions
-// for options out of range, with ErrLocked if the store is open elsewhere,
+// for options out of range, with fs.ErrInvalid for an empty dir, with
+// ErrLocked if the store is open elsewhere,
 // with ErrNotStore if dir holds other files but no store, and with an
 // error matching ErrCorrupt (a *base.CorruptError naming the file and
 // offset) if a file of the store is damaged or the files and the manifest
@@ -34,6 +35,9 @@ import (
 // leftovers of an interrupted flush or compaction. A failing Open removes
 // what it created and leaves every other file as it found it.
 func Open(dir string, opts *Options) (*DB, error) {
+	if dir == "" {
+		return nil, fmt.Errorf("bloomkv: open: empty directory name: %w", fs.ErrInvalid)
+	}
 	o, err := opts.validated()
 	if err != nil {
 		return nil, err
@@ -141,10 +145,10 @@ func (db *DB) recoverReadOnly() error {
 	if err := db.checkPrefixExtractor(db.manifest.State(), replayed); err != nil {
 		return err
 	}
-	db.mem, db.replayedLogs = replayed, files.logs
+	db.replayedLogs = files.logs
 	db.visibleSeq.Store(db.lastSeq)
 	db.mu.Lock()
-	db.segmentsChangedLocked()
+	db.installLocked(shapeEdit{mem: replayed}) // the segments load opened, nothing added
 	db.mu.Unlock()
 	return nil
 }
@@ -180,7 +184,7 @@ func (db *DB) openManifestReadOnly(entries []string) (*manifest.Manifest, error)
 	m, err := manifest.OpenReadOnly(db.fs, db.path(base.ManifestName))
 	switch {
 	case errors.Is(err, manifest.ErrLocked):
-		return nil, fmt.Errorf("%w: %w", ErrLocked, err)
+		return nil, manifestLocked(db.dir)
 	case err != nil:
 		return nil, fmt.Errorf("bloomkv: open manifest: %w", err)
 	}
@@ -203,6 +207,13 @@ func (db *DB) loadSegments(state manifest.State) error {
 	return nil
 }
 
+// manifestLocked is the error for a MANIFEST that another opener holds,
+// though this one got the directory's LOCK (a store copied with its
+// MANIFEST open, or a LOCK file removed under a running DB).
+func manifestLocked(dir string) error {
+	return fmt.Errorf("%w: %s: its %s is open elsewhere", ErrLocked, dir, base.ManifestName)
+}
+
 // openManifest opens the manifest, or creates it for a new store
 // (manifest.Create builds it under a temporary name and links it into
 // place, so a crash during creation never leaves a half-made MANIFEST).
@@ -212,7 +223,7 @@ func (db *DB) openManifest(entries []string) (*manifest.Manifest, error) {
 		return m, nil
 	}
 	if errors.Is(err, manifest.ErrLocked) {
-		return nil, fmt.Errorf("%w: %w", ErrLocked, err)
+		return nil, manifestLocked(db.dir)
 	}
 	if !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("bloomkv: open manifest: %w", err)
@@ -308,13 +319,15 @@ func (db *DB) replay(logs []uint64, flushedSeq uint64) (*memtable.Memtable, erro
 	for i, num := range logs {
 		name := base.WALFileName(num)
 		opts := walRecoverOptions(db.fs, db.dir, logs, i, db.bootID)
+		var dels []rangedel.Tombstone
 		res, err := wal.Recover(db.fs, db.path(name), opts, func(rec []byte, offset int64) error {
-			return batch.Decode(rec, name, offset, func(seq uint64, op batch.Op) {
-				if seq > flushedSeq {
-					mem.Add(seq, op.Kind, op.Key, op.Value)
-					db.lastSeq = max(db.lastSeq, seq)
-				}
-			})
+			var last uint64
+			var err error
+			dels, last, err = applyBatch(mem, rec, name, offset, flushedSeq, dels)
+			if last > flushedSeq {
+				db.lastSeq = max(db.lastSeq, last)
+			}
+			return err
 		})
 		switch {
 		case err != nil:
@@ -334,12 +347,14 @@ func (db *DB) replay(logs []uint64, flushedSeq uint64) (*memtable.Memtable, erro
 // may have lost its unsynced writes unless its successor vouches that it
 // was synced to its end before the successor was created (every rotation
 // does so; the WAL an Open starts does not, as it follows logs that Open
-// had already recovered).
+// had already recovered). A log so vouched for is complete: no crash can
+// have torn its last record, so damage there is corruption.
 func walRecoverOptions(fsys vfs.FS, dir string, logs []uint64, i int, boot [16]byte) wal.RecoverOptions {
 	opts := wal.RecoverOptions{UnsyncedMayBeLost: true, BootID: boot}
 	if i+1 < len(logs) {
 		if m, ok := wal.ReadFirstMark(fsys, pathIn(dir, base.WALFileName(logs[i+1]))); ok && m.PrevSynced {
 			opts.UnsyncedMayBeLost = false
+			opts.Complete = true
 		}
 	}
 	return opts
@@ -375,17 +390,17 @@ func (db *DB) startFresh(replayed *memtable.Memtable) error {
 		return fmt.Errorf("bloomkv: %w", err)
 	}
 	db.logw, db.logNum = logw, logNum
-	if seg != nil {
-		db.segments = append([]*segHandle{seg}, db.segments...)
-	}
 	flushed := db.lastSeq
-	if err := db.manifest.Apply(manifest.Edit{Add: added, FlushedSeq: &flushed, LogNum: &logNum, PrefixExtractor: db.recordPrefix}); err != nil {
+	e := shapeEdit{
+		Edit:  manifest.Edit{Add: added, FlushedSeq: &flushed, LogNum: &logNum, PrefixExtractor: db.recordPrefix},
+		added: seg,
+		mem:   memtable.New(db.opts.MemtableSize),
+	}
+	if err := db.logAndApply(e); err != nil {
 		return fmt.Errorf("bloomkv: %w", err)
 	}
-	db.mem = memtable.New(db.opts.MemtableSize)
 	db.visibleSeq.Store(db.lastSeq)
 	db.mu.Lock()
-	db.segmentsChangedLocked()
 	db.scheduleCompactionLocked()
 	db.mu.Unlock()
 	return nil
@@ -410,13 +425,13 @@ func (db *DB) removeObsolete(files storeFiles) {
 func (db *DB) closeFiles() error {
 	var errs []error
 	if db.logw != nil {
-		if db.opts.Sync {
-			errs = append(errs, db.logw.Sync())
-		}
-		errs = append(errs, db.logw.Close())
+		// Sealed, so that damage to the log's last records is reported as
+		// corruption at the next Open rather than dropped as the torn tail
+		// a crash leaves.
+		errs = append(errs, db.logw.Seal(), db.logw.Close())
 	}
 	if rs := db.current.Swap(nil); rs != nil {
-		rs.release()
+		rs.retire()
 	}
 	for _, s := range db.segments {
 		s.unref()

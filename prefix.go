@@ -1,7 +1,6 @@
 package bloomkv
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -47,7 +46,7 @@ type PrefixExtractor struct {
 // given for a non-empty store created without one; none given to a
 // writable Open of a store that has one (a read-only Open may omit it,
 // and then uses no prefix filter). It also matches ErrInvalidOptions.
-var ErrPrefixExtractor = errors.New("bloomkv: prefix extractor does not match the store's")
+var ErrPrefixExtractor error = &narrowError{"bloomkv: prefix extractor does not match the store's", ErrInvalidOptions}
 
 // Names of the ready extractors; builtinPrefix parses them back.
 const (
@@ -141,7 +140,7 @@ func (px *PrefixExtractor) prefixLen(key []byte) int {
 func (db *DB) checkPrefixExtractor(st manifest.State, replayed *memtable.Memtable) error {
 	px, stored := db.opts.Prefix, st.PrefixExtractor
 	mismatch := func(format string, args ...any) error {
-		return fmt.Errorf("%w: %w: %s", ErrInvalidOptions, ErrPrefixExtractor, fmt.Sprintf(format, args...))
+		return fmt.Errorf("%w: %s", ErrPrefixExtractor, fmt.Sprintf(format, args...))
 	}
 	empty := len(st.Segments) == 0 && st.FlushedSeq == 0 && replayed.Empty()
 	switch {
@@ -198,11 +197,11 @@ func (pp *prefixProbe) skip(s *segHandle) bool {
 	return true
 }
 
-// publish adds the probe's counts to the DB's statistics.
-func (pp *prefixProbe) publish(c *counters) {
+// publish adds the probe's counts to the DB's statistics, on stripe pin.
+func (pp *prefixProbe) publish(c *counters, pin int) {
 	if pp.probes > 0 {
-		c.prefixFilterProbes.Add(pp.probes)
-		c.prefixFilterSkips.Add(pp.skips)
+		c.prefixFilterProbes.Add(pin, int64(pp.probes))
+		c.prefixFilterSkips.Add(pin, int64(pp.skips))
 	}
 }
 

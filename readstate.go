@@ -3,48 +3,98 @@ package bloomkv
 import (
 	"sync/atomic"
 
+	"github.com/bloomkv/bloomkv/internal/invariants"
+	"github.com/bloomkv/bloomkv/internal/stripe"
 	"github.com/bloomkv/bloomkv/memtable"
 )
 
 // readState is one consistent view for readers: the memtables and the live
 // segments at some moment. It is immutable once published in DB.current;
-// a change (a flush, a compaction, a memtable rotation) publishes a new one.
-// Reference counts keep a segment's file open, and on disk, until the last
-// reader that can see it is done — so compaction can remove its inputs while
-// reads go on.
+// a change (a flush, a compaction, a memtable rotation) publishes a new one
+// and retires the old. The segments it holds stay open, and on disk, until
+// it is retired and the last reader that pinned it is done — so compaction
+// can remove its inputs while reads go on.
+//
+// Pins are counted in stripes (internal/stripe): a Get on one core does
+// not write the cache line a Get on another core writes, where one shared
+// count made every Get bounce it (16 readers did fewer Gets than one). A
+// pin adds 1 to one stripe and takes it back from the same stripe, so no
+// stripe ever reads below what its pins hold, and a sum of zero means no
+// pin is held: the last one out frees the state.
 type readState struct {
-	refs     atomic.Int32
+	pins     stripe.Counter
+	retired  atomic.Bool          // no longer published: freed once no pin is held
+	freed    atomic.Bool          // the segments' references were dropped
 	mems     []*memtable.Memtable // the active memtable, then the frozen ones, newest first
 	segments []*segHandle         // newest first
 }
 
-// acquire returns the current read state with a reference, or nil after
-// Close. The compare-and-swap refuses a state whose count already reached
-// zero: it was replaced, and the next Load sees its successor.
-func (db *DB) acquire() *readState {
+// heavyStripe is the stripe of the pins that acquire and release take:
+// iterators' setup, Stats, Verify, tests. The Get path, where the cost of
+// a shared line shows, pins on a stripe of its own (pin).
+const heavyStripe = 0
+
+// pin returns the current read state, pinned on stripe i (which the
+// caller passes back to unpin), or nil after Close. A state retired
+// between the load and the pin is let go: its successor is in current.
+func (db *DB) pin(i int) *readState {
 	for {
 		rs := db.current.Load()
 		if rs == nil {
 			return nil
 		}
-		if n := rs.refs.Load(); n > 0 && rs.refs.CompareAndSwap(n, n+1) {
+		rs.pins.Add(i, 1)
+		// Atomics are sequentially consistent: if retire's store is not
+		// seen here, this pin was counted before retire's sum.
+		if !rs.retired.Load() {
 			return rs
+		}
+		rs.unpin(i)
+	}
+}
+
+// unpin takes back a pin taken on stripe i; the last pin of a retired
+// state frees it.
+func (rs *readState) unpin(i int) {
+	n := rs.pins.Add(i, -1)
+	invariants.Check(n >= 0, "read state unpinned more often than pinned")
+	if rs.retired.Load() {
+		rs.freeIfUnpinned()
+	}
+}
+
+// retire is the DB letting go of a state it no longer publishes.
+func (rs *readState) retire() {
+	rs.retired.Store(true)
+	rs.freeIfUnpinned()
+}
+
+func (rs *readState) freeIfUnpinned() {
+	if rs.pins.Load() == 0 && rs.freed.CompareAndSwap(false, true) {
+		for _, s := range rs.segments {
+			s.unref()
 		}
 	}
 }
 
+// acquire returns the current read state, pinned, or nil after Close; its
+// holder calls release.
+func (db *DB) acquire() *readState { return db.pin(heavyStripe) }
+
+func (rs *readState) release() { rs.unpin(heavyStripe) }
+
 // latestSeq asks a read for the newest committed data.
 const latestSeq = ^uint64(0)
 
-// view returns the current read state, with a reference, and the sequence
-// number of the newest write a reader may see in it; nil after Close.
-// The state is taken before the sequence number and checked to be still
-// current after: so every write up to seq is in its memtables or segments
-// (a memtable rotation in between would have replaced it), and no
+// view returns the current read state, pinned on stripe i, and the
+// sequence number of the newest write a reader may see in it; nil after
+// Close. The state is taken before the sequence number and checked to be
+// still current after: so every write up to seq is in its memtables or
+// segments (a memtable rotation in between would have replaced it), and no
 // compaction it reflects dropped a version that seq needs.
-func (db *DB) view() (*readState, uint64) {
+func (db *DB) view(i int) (*readState, uint64) {
 	for {
-		rs := db.acquire()
+		rs := db.pin(i)
 		if rs == nil {
 			return nil, 0
 		}
@@ -52,15 +102,7 @@ func (db *DB) view() (*readState, uint64) {
 		if db.current.Load() == rs {
 			return rs, seq
 		}
-		rs.release()
-	}
-}
-
-func (rs *readState) release() {
-	if rs.refs.Add(-1) == 0 {
-		for _, s := range rs.segments {
-			s.unref()
-		}
+		rs.unpin(i)
 	}
 }
 
@@ -87,8 +129,7 @@ func (db *DB) publishLocked() {
 	for _, s := range rs.segments {
 		s.refs.Add(1)
 	}
-	rs.refs.Store(1) // the DB's own reference, dropped when replaced
 	if old := db.current.Swap(rs); old != nil {
-		old.release()
+		old.retire()
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/bloomkv/bloomkv/bloom"
 	"github.com/bloomkv/bloomkv/internal/base"
+	"github.com/bloomkv/bloomkv/internal/invariants"
 	"github.com/bloomkv/bloomkv/internal/rangedel"
 	"github.com/bloomkv/bloomkv/segment"
 	"github.com/bloomkv/bloomkv/vfs"
@@ -36,8 +37,12 @@ func (s *segHandle) covers(key []byte) bool {
 	return bytes.Compare(key, s.meta.Smallest) >= 0 && bytes.Compare(key, s.meta.Largest) <= 0
 }
 
+// unref drops a reference; the last one closes the segment and unmaps
+// its file, which ends the life of every slice that aliases the mapping.
 func (s *segHandle) unref() {
-	if s.refs.Add(-1) != 0 {
+	n := s.refs.Add(-1)
+	invariants.Check(n >= 0, "segment released more often than referenced")
+	if n != 0 {
 		return
 	}
 	s.reader.Close()

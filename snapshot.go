@@ -2,6 +2,7 @@ package bloomkv
 
 import (
 	"container/list"
+	"errors"
 	"sync/atomic"
 )
 
@@ -38,7 +39,31 @@ func (s *Snapshot) Get(key []byte) ([]byte, error) {
 	if s.released() {
 		return nil, ErrSnapshotReleased
 	}
-	return s.db.getCopy(key, s.seq)
+	v, _, err := s.db.get(key, s.seq, true)
+	return v, err
+}
+
+// Has reports whether key had a value when the snapshot was taken,
+// without copying the value.
+func (s *Snapshot) Has(key []byte) (bool, error) {
+	if s.released() {
+		return false, ErrSnapshotReleased
+	}
+	_, _, err := s.db.get(key, s.seq, false)
+	if errors.Is(err, ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// ValueSize returns the length of the value key had when the snapshot was
+// taken, or an error matching ErrNotFound, without copying the value.
+func (s *Snapshot) ValueSize(key []byte) (int, error) {
+	if s.released() {
+		return 0, ErrSnapshotReleased
+	}
+	_, n, err := s.db.get(key, s.seq, false)
+	return n, err
 }
 
 // NewIterator returns an iterator over the snapshot's view; opts may be
@@ -51,14 +76,16 @@ func (s *Snapshot) NewIterator(opts *IterOptions) (*Iterator, error) {
 }
 
 // Close releases the snapshot, letting compaction drop the versions only it
-// could see. Iterators made from it stay usable until closed. Closing twice
-// is harmless.
+// could see. Iterators made from it stay usable until closed. Closing again
+// returns ErrSnapshotReleased (which matches ErrClosed), as closing a DB or
+// an Iterator twice does.
 func (s *Snapshot) Close() error {
-	if s.closed.CompareAndSwap(false, true) {
-		s.db.mu.Lock()
-		s.db.snapshots.Remove(s.elem)
-		s.db.mu.Unlock()
+	if !s.closed.CompareAndSwap(false, true) {
+		return ErrSnapshotReleased
 	}
+	s.db.mu.Lock()
+	s.db.snapshots.Remove(s.elem)
+	s.db.mu.Unlock()
 	return nil
 }
 

@@ -4,6 +4,8 @@ import (
 	"expvar"
 	"math"
 	"sync/atomic"
+
+	"github.com/bloomkv/bloomkv/internal/stripe"
 )
 
 // Stats is a snapshot of the DB's counters and the shape of its live data.
@@ -13,7 +15,7 @@ import (
 // compactions count theirs separately (CompactionBlockReads, …), so a
 // Compact or a background merge leaves the read counters alone.
 type Stats struct {
-	Gets           uint64 // Get calls (DB and Snapshot) that reached the lookup, in calls
+	Gets           uint64 // Get, Has and ValueSize calls (DB and Snapshot) that reached the lookup, in calls
 	SegmentsProbed uint64 // segments whose filter Gets consulted (key in the segment's range), in segments
 	// FilterNegatives is the segments Gets skipped because their filter
 	// said "not here", in segments: each is a block read avoided.
@@ -78,28 +80,31 @@ type Stats struct {
 	PrefixFilterSkips uint64
 }
 
-// counters are the DB's live counters.
+// counters are the DB's live counters. Those every read adds to are
+// striped (internal/stripe), so that readers on many cores write no shared
+// cache line; the others are added to by one writer at a time (the commit
+// leader, a flush, a compaction) or rarely.
 type counters struct {
-	gets, segmentsProbed, filterNegatives, filterFalsePositives atomic.Uint64
+	gets, segmentsProbed, filterNegatives, filterFalsePositives stripe.Counter
+	prefixFilterProbes, prefixFilterSkips                       stripe.Counter
 	writes, walBytes, writeStalls, flushes, compactions         atomic.Uint64
 	flushBytes, compactionBytesRead, compactionBytesWritten     atomic.Uint64
-	prefixFilterProbes, prefixFilterSkips                       atomic.Uint64
 }
 
 // Stats returns the DB's counters and the shape of its live data.
 func (db *DB) Stats() Stats {
 	s := Stats{
-		Gets:                     db.stats.gets.Load(),
-		SegmentsProbed:           db.stats.segmentsProbed.Load(),
-		FilterNegatives:          db.stats.filterNegatives.Load(),
-		FilterFalsePositives:     db.stats.filterFalsePositives.Load(),
+		Gets:                     uint64(db.stats.gets.Load()),
+		SegmentsProbed:           uint64(db.stats.segmentsProbed.Load()),
+		FilterNegatives:          uint64(db.stats.filterNegatives.Load()),
+		FilterFalsePositives:     uint64(db.stats.filterFalsePositives.Load()),
 		BlockReads:               db.counters.BlockReads.Load(),
 		BlockCacheHits:           db.counters.BlockCacheHits.Load(),
 		BytesRead:                db.counters.BytesRead.Load(),
 		CompactionBlockReads:     db.compactionCounters.BlockReads.Load(),
 		CompactionBlockCacheHits: db.compactionCounters.BlockCacheHits.Load(),
-		PrefixFilterProbes:       db.stats.prefixFilterProbes.Load(),
-		PrefixFilterSkips:        db.stats.prefixFilterSkips.Load(),
+		PrefixFilterProbes:       uint64(db.stats.prefixFilterProbes.Load()),
+		PrefixFilterSkips:        uint64(db.stats.prefixFilterSkips.Load()),
 		Writes:                   db.stats.writes.Load(),
 		WALBytes:                 db.stats.walBytes.Load(),
 		WriteStalls:              db.stats.writeStalls.Load(),

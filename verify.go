@@ -281,7 +281,7 @@ func VerifyDir(ctx context.Context, fsys vfs.FS, dir string) (*VerifyReport, err
 	case errors.Is(err, fs.ErrNotExist):
 		return nil, fmt.Errorf("%w: %s has no %s", ErrNotStore, dir, base.ManifestName)
 	case errors.Is(err, manifest.ErrLocked):
-		return nil, fmt.Errorf("%w: %w", ErrLocked, err)
+		return nil, manifestLocked(dir)
 	case err != nil && !errors.Is(err, base.ErrCorrupt):
 		return nil, fmt.Errorf("bloomkv: verify: %w", err)
 	}

@@ -23,10 +23,10 @@ type FilterInfo struct {
 	Keys     uint64 // distinct keys the filter holds
 }
 
-// FilterInfoOf returns the FilterInfo of a segment, false if it has no
+// filterInfoOf returns the FilterInfo of a segment, false if it has no
 // filter. It counts Entries as keys: a flushed or merged segment holds one
 // entry per user key, and the writer adds each user key to the filter.
-func FilterInfoOf(m base.SegmentMeta) (FilterInfo, bool) {
+func filterInfoOf(m base.SegmentMeta) (FilterInfo, bool) {
 	if m.FilterBits == 0 {
 		return FilterInfo{}, false
 	}

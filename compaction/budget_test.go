@@ -160,13 +160,13 @@ func TestPlanBudgetEmptyFilter(t *testing.T) {
 }
 
 func TestFilterInfoOf(t *testing.T) {
-	if _, ok := FilterInfoOf(base.SegmentMeta{FileNum: 1, Entries: 10}); ok {
+	if _, ok := filterInfoOf(base.SegmentMeta{FileNum: 1, Entries: 10}); ok {
 		t.Error("a segment without a filter has a FilterInfo")
 	}
 	g := writerGeometry(5000)
 	m := base.SegmentMeta{FileNum: 1, Entries: 5000, FilterLayout: uint8(g.Layout), FilterK: uint8(g.K), FilterBits: g.Bits}
-	got, ok := FilterInfoOf(m)
+	got, ok := filterInfoOf(m)
 	if !ok || got != (FilterInfo{Geometry: g, Keys: 5000}) {
-		t.Errorf("FilterInfoOf = %+v, %v; want geometry %+v with 5000 keys", got, ok, g)
+		t.Errorf("filterInfoOf = %+v, %v; want geometry %+v with 5000 keys", got, ok, g)
 	}
 }

@@ -2,7 +2,7 @@
 // I/O: pure functions of segment metadata and filters, called by the DB,
 // which does the reading, writing and committing.
 //
-//   - The policy (policy.go: Policy, SizeTiered) picks which contiguous run
+//   - The policy (policy.go: SizeTiered) picks which contiguous run
 //     of live segments to merge next: size-tiered, FanIn segments of one
 //     tier into one of the next, as Bigtable's merging compactions; it also
 //     says when writers should stall for it.

@@ -70,9 +70,9 @@ type CheckResult struct {
 	OtherMetaErr error
 }
 
-// CheckFile reads the manifest at path and validates it with Check. It
+// checkFile reads the manifest at path and validates it with Check. It
 // takes no lock; Open and ReadState validate under bbolt's lock instead.
-func CheckFile(path string) (CheckResult, error) {
+func checkFile(path string) (CheckResult, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return CheckResult{}, fmt.Errorf("manifest: check: %w", err)

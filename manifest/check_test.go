@@ -128,7 +128,7 @@ func TestCheckValid(t *testing.T) {
 			if name == "many" && br == 0 || name == "overflow" && ov == 0 {
 				t.Fatalf("%s manifest lacks the pages it is meant to exercise", name)
 			}
-			if res2, err := CheckFile(b.path); err != nil || res2 != res {
+			if res2, err := checkFile(b.path); err != nil || res2 != res {
 				t.Fatalf("CheckFile = %+v, %v; Check = %+v", res2, err, res)
 			}
 			m, err := Open(vfs.Default, b.path)
@@ -353,7 +353,7 @@ func TestCheckFileTooLarge(t *testing.T) {
 	if err := os.Truncate(path, maxFileSize+4096); err != nil { // sparse
 		t.Fatal(err)
 	}
-	_, err := CheckFile(path)
+	_, err := checkFile(path)
 	if ce := wantCheckCorrupt(t, err, "CheckFile"); !strings.Contains(ce.Reason, "larger") {
 		t.Fatalf("reason %q", ce.Reason)
 	}

@@ -9,8 +9,8 @@ import (
 // countersVersion is the first byte of the encoded counters record.
 const countersVersion = 1
 
-// counters is the part of State kept in the meta/state record: the three
-// numbers that tie segments to the WAL. They are one record with one CRC,
+// counters is the part of State kept in the meta bucket's counters record
+// (FORMAT.md): the three numbers that tie segments to the WALs. They are one record with one CRC,
 // so a flipped bit in any of them is reported, never obeyed (a flushed
 // sequence number that grew by a flip would skip acknowledged WAL writes).
 type counters struct {

@@ -385,22 +385,22 @@ func TestOpenForeignLayout(t *testing.T) {
 				meta.Put([]byte(keyNextFileNum), u64(5)), meta.Put([]byte(keyFlushedSeq), u64(0)))
 		}},
 		{"damaged segment", func(tx *bolt.Tx) error {
-			v := EncodeSegmentMeta(seg(1, 1, 10))
+			v := encodeSegmentMeta(seg(1, 1, 10))
 			v[3] ^= 0x10
 			return tx.Bucket([]byte(segmentsBucket)).Put(u64(1), v)
 		}},
 		{"segment under wrong key", func(tx *bolt.Tx) error {
-			return tx.Bucket([]byte(segmentsBucket)).Put(u64(2), EncodeSegmentMeta(seg(1, 1, 10)))
+			return tx.Bucket([]byte(segmentsBucket)).Put(u64(2), encodeSegmentMeta(seg(1, 1, 10)))
 		}},
 		{"segment key not 8 bytes", func(tx *bolt.Tx) error {
-			return tx.Bucket([]byte(segmentsBucket)).Put([]byte{1}, EncodeSegmentMeta(seg(1, 1, 10)))
+			return tx.Bucket([]byte(segmentsBucket)).Put([]byte{1}, encodeSegmentMeta(seg(1, 1, 10)))
 		}},
 		{"nested bucket in segments", func(tx *bolt.Tx) error {
 			_, err := tx.Bucket([]byte(segmentsBucket)).CreateBucket(u64(3))
 			return err
 		}},
 		{"segment not below next file num", func(tx *bolt.Tx) error {
-			return tx.Bucket([]byte(segmentsBucket)).Put(u64(5000), EncodeSegmentMeta(seg(5000, 1, 10)))
+			return tx.Bucket([]byte(segmentsBucket)).Put(u64(5000), encodeSegmentMeta(seg(5000, 1, 10)))
 		}},
 	}
 	for _, tt := range tests {

@@ -16,9 +16,10 @@ import (
 // segmentMetaVersion is the first byte of every encoded SegmentMeta.
 const segmentMetaVersion = 1
 
-// maxKeyLen bounds Smallest and Largest so that a damaged length prefix can
-// never ask for more memory than this (the input size bounds it too).
-const maxKeyLen = 1 << 20
+// maxKeyLen bounds Smallest and Largest: they are user keys, so no longer
+// than the store's largest key, and a damaged length prefix can never ask
+// for more memory than that (the input size bounds it too).
+const maxKeyLen = base.MaxKeySize
 
 // crcLen is the size of the CRC-32C trailer of an encoded SegmentMeta.
 const crcLen = 4
@@ -67,9 +68,9 @@ func newestFirst(a, b base.SegmentMeta) int {
 	return cmp.Compare(b.FileNum, a.FileNum)
 }
 
-// EncodeSegmentMeta returns the version-1 encoding of s described in
+// encodeSegmentMeta returns the version-1 encoding of s described in
 // FORMAT.md. It does not validate s; Apply does before storing it.
-func EncodeSegmentMeta(s base.SegmentMeta) []byte {
+func encodeSegmentMeta(s base.SegmentMeta) []byte {
 	n := 1 + 9*binary.MaxVarintLen64 + 2 + len(s.Smallest) + len(s.Largest) + crcLen
 	b := make([]byte, 0, n)
 	b = append(b, segmentMetaVersion)
@@ -89,23 +90,23 @@ func EncodeSegmentMeta(s base.SegmentMeta) []byte {
 	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
 }
 
-// DecodeSegmentMeta parses an encoding made by EncodeSegmentMeta. Damaged
+// decodeSegmentMeta parses an encoding made by encodeSegmentMeta. Damaged
 // or hostile input yields a *base.CorruptError whose File is empty (a bare
 // value has no file; Open reports the manifest's name instead) and whose
 // Offset is the byte position within b. The returned keys never alias b,
 // and the only allocation is for them, so it is never larger than b.
-func DecodeSegmentMeta(b []byte) (base.SegmentMeta, error) {
-	s, off, err := decodeSegmentMeta(b)
+func decodeSegmentMeta(b []byte) (base.SegmentMeta, error) {
+	s, off, err := decodeSegmentMetaAt(b)
 	if err != nil {
 		return base.SegmentMeta{}, base.Corruptf("", int64(off), "segment meta: %v", err)
 	}
 	return s, nil
 }
 
-// decodeSegmentMeta does the work of DecodeSegmentMeta, returning a plain
+// decodeSegmentMetaAt does the work of decodeSegmentMeta, returning a plain
 // error and the offset where it was detected so each caller can report it
 // against the right file.
-func decodeSegmentMeta(b []byte) (base.SegmentMeta, int, error) {
+func decodeSegmentMetaAt(b []byte) (base.SegmentMeta, int, error) {
 	body, off, err := openRecord(b, segmentMetaVersion)
 	if err != nil {
 		return base.SegmentMeta{}, off, err

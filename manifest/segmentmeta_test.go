@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"hash/crc32"
 	"math"
 	"math/rand/v2"
@@ -36,8 +37,8 @@ func TestSegmentMetaRoundTrip(t *testing.T) {
 		},
 	}
 	for _, want := range tests {
-		enc := EncodeSegmentMeta(want)
-		got, err := DecodeSegmentMeta(enc)
+		enc := encodeSegmentMeta(want)
+		got, err := decodeSegmentMeta(enc)
 		if err != nil {
 			t.Fatalf("decode(encode(%+v)): %v", want, err)
 		}
@@ -73,7 +74,7 @@ func TestSegmentMetaLayout(t *testing.T) {
 		9, // tier
 	}
 	want := binary.LittleEndian.AppendUint32(body, crc32.Checksum(body, crc32.MakeTable(crc32.Castagnoli)))
-	if got := EncodeSegmentMeta(m); !bytes.Equal(got, want) {
+	if got := encodeSegmentMeta(m); !bytes.Equal(got, want) {
 		t.Fatalf("encoding:\n got %x\nwant %x", got, want)
 	}
 }
@@ -85,7 +86,7 @@ func withCRC(body []byte) []byte {
 }
 
 func TestDecodeSegmentMetaRejects(t *testing.T) {
-	good := EncodeSegmentMeta(sampleMeta())
+	good := encodeSegmentMeta(sampleMeta())
 	goodBody := good[:len(good)-crcLen]
 	tests := []struct {
 		name, want string // want: part of the error message
@@ -102,18 +103,18 @@ func TestDecodeSegmentMetaRejects(t *testing.T) {
 		{"uvarint overflow", "overflows", withCRC([]byte{1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01})},
 		{"size over int64", "exceeds 9223372036854775807", withCRC(binary.AppendUvarint([]byte{1, 1}, math.MaxUint64))},
 		{"key length past end", "remaining bytes", withCRC([]byte{1, 1, 0, 0, 0, 0, 0, 100, 'a'})},
-		{"key length over max", "exceeds 1048576", withCRC(binary.AppendUvarint([]byte{1, 1, 0, 0, 0, 0, 0}, maxKeyLen+1))},
+		{"key length over max", fmt.Sprint("exceeds ", maxKeyLen), withCRC(binary.AppendUvarint([]byte{1, 1, 0, 0, 0, 0, 0}, maxKeyLen+1))},
 		{"tier over uint32", "exceeds 4294967295", withCRC(binary.AppendUvarint([]byte{1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, math.MaxUint32+1))},
-		{"file number 0", "reserved", EncodeSegmentMeta(base.SegmentMeta{})},
-		{"min seq > max seq", "min seq", EncodeSegmentMeta(base.SegmentMeta{FileNum: 1, MinSeq: 2, MaxSeq: 1})},
-		{"tombstones > entries", "tombstones", EncodeSegmentMeta(base.SegmentMeta{FileNum: 1, Tombstones: 1})},
-		{"smallest > largest", "smallest key", EncodeSegmentMeta(base.SegmentMeta{FileNum: 1, Smallest: []byte("b"), Largest: []byte("a")})},
-		{"max seq over 56 bits", "56 bits", EncodeSegmentMeta(base.SegmentMeta{FileNum: 1, MaxSeq: base.MaxSeq + 1})},
-		{"negative size", "exceeds 9223372036854775807", EncodeSegmentMeta(base.SegmentMeta{FileNum: 1, Size: -1})},
+		{"file number 0", "reserved", encodeSegmentMeta(base.SegmentMeta{})},
+		{"min seq > max seq", "min seq", encodeSegmentMeta(base.SegmentMeta{FileNum: 1, MinSeq: 2, MaxSeq: 1})},
+		{"tombstones > entries", "tombstones", encodeSegmentMeta(base.SegmentMeta{FileNum: 1, Tombstones: 1})},
+		{"smallest > largest", "smallest key", encodeSegmentMeta(base.SegmentMeta{FileNum: 1, Smallest: []byte("b"), Largest: []byte("a")})},
+		{"max seq over 56 bits", "56 bits", encodeSegmentMeta(base.SegmentMeta{FileNum: 1, MaxSeq: base.MaxSeq + 1})},
+		{"negative size", "exceeds 9223372036854775807", encodeSegmentMeta(base.SegmentMeta{FileNum: 1, Size: -1})},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := DecodeSegmentMeta(tt.in)
+			_, err := decodeSegmentMeta(tt.in)
 			var ce *base.CorruptError
 			if !errors.As(err, &ce) || !strings.Contains(ce.Reason, tt.want) {
 				t.Fatalf("got %v, want a *base.CorruptError saying %q", err, tt.want)
@@ -125,24 +126,24 @@ func TestDecodeSegmentMetaRejects(t *testing.T) {
 // TestDecodeSegmentMetaDamage checks that every truncation and every single
 // bit flip of a valid encoding is detected.
 func TestDecodeSegmentMetaDamage(t *testing.T) {
-	good := EncodeSegmentMeta(sampleMeta())
+	good := encodeSegmentMeta(sampleMeta())
 	for n := range len(good) {
-		if _, err := DecodeSegmentMeta(good[:n]); !errors.Is(err, base.ErrCorrupt) {
+		if _, err := decodeSegmentMeta(good[:n]); !errors.Is(err, base.ErrCorrupt) {
 			t.Fatalf("truncated to %d bytes: got %v", n, err)
 		}
 	}
 	for i := range len(good) * 8 {
 		b := bytes.Clone(good)
 		b[i/8] ^= 1 << (i % 8)
-		if _, err := DecodeSegmentMeta(b); !errors.Is(err, base.ErrCorrupt) {
+		if _, err := decodeSegmentMeta(b); !errors.Is(err, base.ErrCorrupt) {
 			t.Fatalf("bit %d flipped: got %v", i, err)
 		}
 	}
 }
 
 func TestDecodeSegmentMetaDoesNotAlias(t *testing.T) {
-	enc := EncodeSegmentMeta(sampleMeta())
-	got, err := DecodeSegmentMeta(enc)
+	enc := encodeSegmentMeta(sampleMeta())
+	got, err := decodeSegmentMeta(enc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +163,7 @@ func TestDecodeSegmentMetaRandom(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for range 2000 {
 		want := randomMeta(rng, rng.Uint64N(1<<40)+1)
-		got, err := DecodeSegmentMeta(EncodeSegmentMeta(want))
+		got, err := decodeSegmentMeta(encodeSegmentMeta(want))
 		if err != nil || !sameMeta(got, want) {
 			t.Fatalf("round trip of %+v: got %+v, %v", want, got, err)
 		}
@@ -195,8 +196,8 @@ func randomKey(rng *rand.Rand) []byte {
 }
 
 func FuzzDecodeSegmentMeta(f *testing.F) {
-	f.Add(EncodeSegmentMeta(sampleMeta()))
-	f.Add(EncodeSegmentMeta(base.SegmentMeta{FileNum: 1}))
+	f.Add(encodeSegmentMeta(sampleMeta()))
+	f.Add(encodeSegmentMeta(base.SegmentMeta{FileNum: 1}))
 	f.Add([]byte{1, 1, 0, 0, 0, 0, 0, 100, 'a', 0, 0, 0, 0})
 	f.Add([]byte{1, 1, 0, 0, 0, 0, 0, 1, 'a', 1, 'b', 1, 7, 0x80, 0x01, 0}) // valid once a CRC is appended
 	f.Add([]byte{})
@@ -209,7 +210,7 @@ func FuzzDecodeSegmentMeta(f *testing.F) {
 }
 
 func checkDecode(t *testing.T, b []byte) {
-	m, err := DecodeSegmentMeta(b)
+	m, err := decodeSegmentMeta(b)
 	if err != nil {
 		if !errors.Is(err, base.ErrCorrupt) {
 			t.Fatalf("error %v does not match base.ErrCorrupt", err)
@@ -221,7 +222,7 @@ func checkDecode(t *testing.T, b []byte) {
 	}
 	// Encodings are canonical, so anything accepted re-encodes to exactly
 	// the input.
-	if enc := EncodeSegmentMeta(m); !bytes.Equal(enc, b) {
+	if enc := encodeSegmentMeta(m); !bytes.Equal(enc, b) {
 		t.Fatalf("re-encoding differs:\n got %x\nwant %x", enc, b)
 	}
 }
@@ -230,15 +231,15 @@ func BenchmarkEncodeSegmentMeta(b *testing.B) {
 	m := sampleMeta()
 	b.ReportAllocs()
 	for b.Loop() {
-		EncodeSegmentMeta(m)
+		encodeSegmentMeta(m)
 	}
 }
 
 func BenchmarkDecodeSegmentMeta(b *testing.B) {
-	enc := EncodeSegmentMeta(sampleMeta())
+	enc := encodeSegmentMeta(sampleMeta())
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := DecodeSegmentMeta(enc); err != nil {
+		if _, err := decodeSegmentMeta(enc); err != nil {
 			b.Fatal(err)
 		}
 	}

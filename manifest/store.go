@@ -81,7 +81,7 @@ func writeEdit(tx *bolt.Tx, e Edit, st State) error {
 		}
 	}
 	for _, seg := range e.Add {
-		if err := segs.Put(u64(seg.FileNum), EncodeSegmentMeta(seg)); err != nil {
+		if err := segs.Put(u64(seg.FileNum), encodeSegmentMeta(seg)); err != nil {
 			return err
 		}
 	}
@@ -182,7 +182,7 @@ func loadSegments(tx *bolt.Tx, name string, nextFileNum uint64) ([]base.SegmentM
 			return base.Corruptf(name, -1, "segments: key %x is not an 8-byte file number with a value", k)
 		}
 		fn := binary.BigEndian.Uint64(k)
-		seg, off, err := decodeSegmentMeta(v)
+		seg, off, err := decodeSegmentMetaAt(v)
 		switch {
 		case err != nil:
 			return base.Corruptf(name, -1, "segments/%d: byte %d of value: %v", fn, off, err)

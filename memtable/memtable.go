@@ -87,9 +87,12 @@ type Memtable struct {
 	count  atomic.Int64  // see Len
 	maxSeq atomic.Uint64 // see MaxSeq
 
-	// rangeDels is the fragmented list of the range tombstones added so
-	// far, replaced (never changed) by each AddRangeDelete.
-	rangeDels atomic.Pointer[rangedel.List]
+	// rangeDels holds the range tombstones added so far, replaced (never
+	// changed) by each AddRangeDeletes; rangeDelBytes is what they are
+	// charged in size. pointBytes is size less the tombstones.
+	rangeDels     atomic.Pointer[rangeDelLevels]
+	rangeDelBytes int // writer only
+	pointBytes    atomic.Int64
 
 	// Writer-only state.
 	arena  arena
@@ -125,7 +128,7 @@ func (m *Memtable) Add(seq uint64, kind base.Kind, key, value []byte) {
 		panic("memtable: sequence number above base.MaxSeq")
 	}
 	if kind == base.KindRangeDelete {
-		m.AddRangeDelete(seq, key, value)
+		m.AddRangeDeletes([]rangedel.Tombstone{{Start: key, End: value, Seq: seq}})
 		return
 	}
 	// Search for the spot before every version of key at seq, whatever its
@@ -155,7 +158,9 @@ func (m *Memtable) Add(seq uint64, kind base.Kind, key, value []byte) {
 	for level := range height {
 		prev[level].tower[level].Store(n)
 	}
-	m.size.Add(int64(len(key) + len(value) + nodeOverhead(height)))
+	charge := int64(len(key) + len(value) + nodeOverhead(height))
+	m.size.Add(charge)
+	m.pointBytes.Add(charge)
 	m.count.Add(1)
 	m.noteSeq(seq)
 }
@@ -168,38 +173,86 @@ func (m *Memtable) noteSeq(seq uint64) {
 	}
 }
 
-// rangeDelOverhead is what a range tombstone costs besides its two keys:
-// the Tombstone and its share of the fragmented list.
-const rangeDelOverhead = 128
-
-// AddRangeDelete records that every key in [start, end) was deleted at seq.
-// It copies start and end. Like Add, it must not overlap another Add, but
-// may run concurrently with readers, which see the tombstone once it
-// returns.
-//
-// Each call copies the table's fragmented tombstones with the new one cut
-// in (O(n) for n of them, rangedel.List.Add): the price of letting a Get
-// check them with one binary search, and of readers never taking a lock.
-func (m *Memtable) AddRangeDelete(seq uint64, start, end []byte) {
-	buf := m.arena.alloc(len(start) + len(end))
-	copy(buf, start)
-	copy(buf[len(start):], end)
-	m.rangeDels.Store(m.RangeDels().Add(rangedel.Tombstone{
-		Start: buf[:len(start):len(start)],
-		End:   buf[len(start):],
-		Seq:   seq,
-	}))
-	m.size.Add(int64(len(start) + len(end) + rangeDelOverhead))
-	m.noteSeq(seq)
+// rangeDelLevels are a memtable's range tombstones: fragmented lists,
+// each at most half the pieces of the one before it, so that adding a
+// batch's tombstones merges O(log n) lists of geometrically growing size —
+// O(log n) amortized per piece — rather than copying every fragment the
+// table holds (n adds, n² copies). Readers look through every list, at most
+// about log₂ n of them, newest last.
+type rangeDelLevels struct {
+	lists []*rangedel.List
 }
 
-// RangeDels returns the table's range tombstones, fragmented; nil if it
-// has none.
-func (m *Memtable) RangeDels() *rangedel.List { return m.rangeDels.Load() }
+// AddRangeDeletes records the range tombstones of one batch: every key in
+// [Start, End) deleted at Seq. The sequence numbers must all belong to one
+// batch, so that no reader sees some of them and not others: only the
+// newest that covers each key is kept (rangedel.BuildNewest), and n nested
+// tombstones in one batch cost O(n log n), not n² pieces. It copies the
+// keys. Like Add, it must not overlap another Add, but may run
+// concurrently with readers, which see the tombstones once it returns.
+func (m *Memtable) AddRangeDeletes(ts []rangedel.Tombstone) {
+	if len(ts) == 0 {
+		return
+	}
+	owned := make([]rangedel.Tombstone, len(ts))
+	for i, t := range ts {
+		buf := m.arena.alloc(len(t.Start) + len(t.End))
+		copy(buf, t.Start)
+		copy(buf[len(t.Start):], t.End)
+		owned[i] = rangedel.Tombstone{Start: buf[:len(t.Start):len(t.Start)], End: buf[len(t.Start):], Seq: t.Seq}
+		m.noteSeq(t.Seq)
+	}
+	added := rangedel.BuildNewest(owned)
+	if added.Empty() {
+		return
+	}
+	var lists []*rangedel.List
+	if old := m.rangeDels.Load(); old != nil {
+		lists = append(lists, old.lists...)
+	}
+	lists = append(lists, added)
+	for n := len(lists); n >= 2 && 2*lists[n-1].Len() >= lists[n-2].Len(); n-- {
+		lists = append(lists[:n-2], rangedel.Union(lists[n-2], lists[n-1]))
+	}
+	bytes := 0
+	for _, l := range lists {
+		bytes += l.Bytes()
+	}
+	m.rangeDels.Store(&rangeDelLevels{lists: lists})
+	m.size.Add(int64(bytes - m.rangeDelBytes))
+	m.rangeDelBytes = bytes
+}
+
+// RangeDelLists returns the table's range tombstones as a few fragmented
+// lists (at most about log₂ of their number): a key is deleted by the
+// newest tombstone any of them holds for it. Nil if it has none.
+func (m *Memtable) RangeDelLists() []*rangedel.List {
+	if l := m.rangeDels.Load(); l != nil {
+		return l.lists
+	}
+	return nil
+}
+
+// RangeDels returns the table's range tombstones as one fragmented list
+// (merging RangeDelLists, O(n log n)): for a flush. Nil if it has none.
+func (m *Memtable) RangeDels() *rangedel.List {
+	lists := m.RangeDelLists()
+	switch len(lists) {
+	case 0:
+		return nil
+	case 1:
+		return lists[0]
+	}
+	return rangedel.Merge(lists...)
+}
+
+// PointBytes is ApproximateSize less the range tombstones: what the
+// table's point entries (puts and deletes) take.
+func (m *Memtable) PointBytes() int { return int(m.pointBytes.Load()) }
 
 // Empty reports whether the table holds nothing: no entry and no range
 // tombstone.
-func (m *Memtable) Empty() bool { return m.Len() == 0 && m.RangeDels().Empty() }
+func (m *Memtable) Empty() bool { return m.Len() == 0 && m.rangeDels.Load() == nil }
 
 // MaxSeq returns the largest sequence number added so far (0 if none).
 func (m *Memtable) MaxSeq() uint64 { return m.maxSeq.Load() }

@@ -41,7 +41,8 @@ const (
 	maxInternalKeyLen = MaxKeySize + base.TrailerLen
 
 	// maxPropertyNameLen bounds a property name. The known names have at
-	// most 13 bytes; 64 leaves room for names a later writer may add.
+	// most 18 bytes ("prefix-filter-size"); 64 leaves room for names a
+	// later writer may add.
 	maxPropertyNameLen = 64
 
 	// maxTargetBlockSize caps WriterOptions.BlockSize so that, together

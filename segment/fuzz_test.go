@@ -66,7 +66,7 @@ func exercise(t *testing.T, r *Reader) {
 		_, _, _, err := r.Get([]byte(k), base.MaxSeq)
 		requireCorrupt(t, err)
 		r.MayContain(uint64(len(k)))
-		r.MayContainPrefix(uint64(len(k)))
+		r.mayContainPrefix(uint64(len(k)))
 	}
 	it := r.NewIter(true)
 	for ok := it.First(); ok; ok = it.Next() {

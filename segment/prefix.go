@@ -152,10 +152,10 @@ func (r *Reader) PrefixFilter() (*bloom.Filter, string) {
 	return r.prefix.f, r.props.PrefixExtractor
 }
 
-// MayContainPrefix reports whether the segment may hold a key whose
+// mayContainPrefix reports whether the segment may hold a key whose
 // prefix (by the extractor named in its properties) has bloom.Hash h. It
 // is true when the segment has no prefix filter.
-func (r *Reader) MayContainPrefix(h uint64) bool {
+func (r *Reader) mayContainPrefix(h uint64) bool {
 	return r.prefix.f == nil || r.prefix.f.ContainsHash(h)
 }
 

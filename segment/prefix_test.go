@@ -50,13 +50,13 @@ func TestPrefixFilterRoundTrip(t *testing.T) {
 			t.Fatalf("PrefixFilter() = %v, %q", f, name)
 		}
 		for p := range 300 {
-			if !r.MayContainPrefix(bloom.Hash(fmt.Appendf(nil, "p%04d:", p))) {
+			if !r.mayContainPrefix(bloom.Hash(fmt.Appendf(nil, "p%04d:", p))) {
 				t.Fatalf("prefix p%04d: missing from the prefix filter", p)
 			}
 		}
 		passed := 0
 		for p := 300; p < 10300; p++ {
-			if r.MayContainPrefix(bloom.Hash(fmt.Appendf(nil, "p%04d:", p))) {
+			if r.mayContainPrefix(bloom.Hash(fmt.Appendf(nil, "p%04d:", p))) {
 				passed++
 			}
 		}
@@ -81,7 +81,7 @@ func TestPrefixFilterNeedsBitsPerKey(t *testing.T) {
 	if f, _ := r.PrefixFilter(); f != nil || props.PrefixFilterSize != 0 {
 		t.Fatal("a prefix filter without BitsPerKey")
 	}
-	if !r.MayContainPrefix(bloom.Hash([]byte("nothing:"))) {
+	if !r.mayContainPrefix(bloom.Hash([]byte("nothing:"))) {
 		t.Fatal("a segment without a prefix filter must say maybe")
 	}
 }
@@ -89,7 +89,7 @@ func TestPrefixFilterNeedsBitsPerKey(t *testing.T) {
 func TestPrefixFilterEmptySegment(t *testing.T) {
 	data, props := writeSegment(t, nil, WriterOptions{BitsPerKey: 10, Prefix: upToColon, PrefixName: "colon"})
 	r := openSegment(t, data, ReaderOptions{Prefix: upToColon, PrefixName: "colon"})
-	if props.PrefixFilterSize == 0 || r.MayContainPrefix(bloom.Hash([]byte("a:"))) {
+	if props.PrefixFilterSize == 0 || r.mayContainPrefix(bloom.Hash([]byte("a:"))) {
 		t.Fatal("an empty segment's prefix filter should exist and say no")
 	}
 	if err := r.Verify(); err != nil {
@@ -140,7 +140,7 @@ func TestV1GoldenOpens(t *testing.T) {
 	if p.FormatVersion != 1 || p.Entries != 200 || p.Tombstones != 12 || p.PrefixFilterSize != 0 {
 		t.Fatalf("properties %+v", p)
 	}
-	if f, _ := r.PrefixFilter(); f != nil || !r.MayContainPrefix(bloom.Hash([]byte("none:"))) {
+	if f, _ := r.PrefixFilter(); f != nil || !r.mayContainPrefix(bloom.Hash([]byte("none:"))) {
 		t.Fatal("a version-1 segment has no prefix filter and must say maybe")
 	}
 	for i := range 200 {

@@ -12,18 +12,22 @@ import (
 	"github.com/bloomkv/bloomkv/bloom"
 	"github.com/bloomkv/bloomkv/internal/base"
 	"github.com/bloomkv/bloomkv/internal/rangedel"
+	"github.com/bloomkv/bloomkv/internal/stripe"
 	"github.com/golang/snappy"
 )
 
 // Counters accumulate read statistics. One Counters is shared by all the
-// readers of a store, so its fields are atomics. A Reader counts into
+// readers of a store, so its fields are atomic. A Reader counts into
 // ReaderOptions.Counters; an Iter made by NewIterWithCounters counts its
 // data block reads into its own, so that a store can keep the reads of
 // its compactions apart from those of Gets and scans.
+//
+// They are striped (internal/stripe): every Get that reads a block adds to
+// them, and one shared word would be a cache line bouncing between cores.
 type Counters struct {
-	BlockReads     atomic.Uint64 // data blocks read from files or the mapping (cache misses)
-	BlockCacheHits atomic.Uint64 // data blocks found in the cache
-	BytesRead      atomic.Uint64 // bytes read from files: data blocks, read-ahead windows, and the metadata Open reads
+	BlockReads     stripe.Uint64 // data blocks read from files or the mapping (cache misses)
+	BlockCacheHits stripe.Uint64 // data blocks found in the cache
+	BytesRead      stripe.Uint64 // bytes read from files: data blocks, read-ahead windows, and the metadata Open reads
 }
 
 // ReaderOptions configure a Reader.
@@ -508,35 +512,9 @@ func (r *Reader) MayContain(h uint64) bool {
 	return f == nil || f.ContainsHash(h)
 }
 
-// Get returns the newest version of key with a sequence number <= maxSeq.
-// found is false if the segment holds none; for a tombstone found is true
-// and kind is base.KindDelete. value is a fresh copy.
-func (r *Reader) Get(key []byte, maxSeq uint64) (value []byte, kind base.Kind, found bool, err error) {
-	return r.GetAppend(nil, key, maxSeq)
-}
-
-// GetAppend is Get appending the value to dst; it returns dst unchanged
-// if nothing was found. With a warm cache and enough capacity in dst it
-// does not allocate.
-func (r *Reader) GetAppend(dst, key []byte, maxSeq uint64) (value []byte, kind base.Kind, found bool, err error) {
-	value, _, kind, found, err = r.GetVersion(dst, key, maxSeq)
-	return value, kind, found, err
-}
-
-// GetVersion is GetAppend that also returns the sequence number of the
-// version found, which a reader compares with the range tombstones that
-// cover key.
-func (r *Reader) GetVersion(dst, key []byte, maxSeq uint64) (value []byte, seq uint64, kind base.Kind, found bool, err error) {
-	value, seq, kind, found, err = r.Lookup(key, maxSeq)
-	if found {
-		value = append(dst, value...)
-	} else {
-		value = dst
-	}
-	return value, seq, kind, found, err
-}
-
-// Lookup is GetVersion without the copy: value aliases the block it was
+// Lookup returns the newest version of key with a sequence number <=
+// maxSeq: found is false if the segment holds none; for a tombstone found
+// is true and kind is base.KindDelete. value aliases the block it was
 // found in (in the cache, the mapping or a buffer of its own), which stays
 // valid while the Reader is open. It must not be modified. For callers that
 // only need to know whether key is there, or its value's length.

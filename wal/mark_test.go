@@ -182,3 +182,74 @@ func TestMalformedMark(t *testing.T) {
 		t.Fatalf("Recover = %v, want corruption", err)
 	}
 }
+
+// TestSealedLogLastRecordDamageIsCorrupt: the last record of a log is
+// dropped as a torn tail when damaged — what a crash mid-write leaves —
+// unless the log was sealed by a clean close, or its successor vouches it
+// was fsynced to its end (RecoverOptions.Complete): then the damage is to
+// durable data, and recovery reports it instead of losing the record.
+func TestSealedLogLastRecordDamageIsCorrupt(t *testing.T) {
+	write := func(seal bool) ([]byte, int64) {
+		f := &fakeFile{}
+		w, err := NewMarkedWriter(f, "000007.wal", Mark{BootID: bootA})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.WriteRecords([]byte("first batch"), []byte("last batch")); err != nil {
+			t.Fatal(err)
+		}
+		last := w.Size() - int64(recordHeaderSize+len("last batch"))
+		if seal {
+			if err := w.Seal(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return bytes.Clone(f.Bytes()), last
+	}
+	for _, tc := range []struct {
+		name        string
+		seal        bool
+		opts        RecoverOptions
+		wantCorrupt bool
+	}{
+		{"unsealed newest log: a torn tail", false, RecoverOptions{UnsyncedMayBeLost: true, BootID: bootB}, false},
+		{"unsealed, same boot: a torn tail", false, RecoverOptions{UnsyncedMayBeLost: true, BootID: bootA}, false},
+		{"sealed newest log, another boot", true, RecoverOptions{UnsyncedMayBeLost: true, BootID: bootB}, true},
+		{"sealed newest log, same boot", true, RecoverOptions{UnsyncedMayBeLost: true, BootID: bootA}, true},
+		{"unsealed, but complete by its successor", false, RecoverOptions{Complete: true}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			data, last := write(tc.seal)
+			for _, d := range []int64{0, 4, 8, recordHeaderSize + 3} { // checksum, length, type, payload
+				bad := bytes.Clone(data)
+				bad[last+d] ^= 0x10
+				n, res, err := recoverWith(t, bad, tc.opts)
+				var ce *base.CorruptError
+				switch {
+				case tc.wantCorrupt && (!errors.As(err, &ce) || ce.Offset != last):
+					t.Fatalf("byte +%d: %v (%d records), want corruption at %d", d, err, n, last)
+				case !tc.wantCorrupt && (err != nil || n != 1 || !res.TornTail):
+					t.Fatalf("byte +%d: %v, %d records, %+v; want the first record and a torn tail", d, err, n, res)
+				}
+			}
+			// Undamaged, a sealed log replays whole; a damaged seal loses
+			// no record.
+			if n, _, err := recoverWith(t, data, tc.opts); err != nil || n != 2 {
+				t.Fatalf("undamaged: %d records, %v", n, err)
+			}
+			if tc.seal {
+				bad := bytes.Clone(data)
+				bad[len(bad)-3] ^= 1
+				if n, res, err := recoverWith(t, bad, tc.opts); err != nil || n != 2 || !res.TornTail {
+					t.Fatalf("damaged seal: %d records, %+v, %v", n, res, err)
+				}
+			}
+		})
+	}
+	// Zero bytes after a complete log (unused preallocated space) are not
+	// damage.
+	data, _ := write(false)
+	if n, _, err := recoverWith(t, append(data, make([]byte, 4096)...), RecoverOptions{Complete: true}); err != nil || n != 2 {
+		t.Fatalf("complete log with a zero tail: %d records, %v", n, err)
+	}
+}

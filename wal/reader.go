@@ -180,7 +180,7 @@ func (r *Reader) readRecord() ([]byte, error) {
 func findRecord(b []byte) int {
 	budget := 8*len(b) + 1<<20
 	for i := 0; i+recordHeaderSize <= len(b); i++ {
-		if b[i+8] != recordFull {
+		if t := b[i+8]; t != recordFull && t != recordMark {
 			continue
 		}
 		n := int(binary.LittleEndian.Uint32(b[i+4:]))

@@ -6,6 +6,8 @@ import (
 	"io"
 	"path/filepath"
 
+	"github.com/bloomkv/bloomkv/internal/base"
+
 	"github.com/bloomkv/bloomkv/vfs"
 )
 
@@ -28,6 +30,12 @@ type RecoverOptions struct {
 	UnsyncedMayBeLost bool
 	// BootID is the current boot's (vfs.BootID).
 	BootID [16]byte
+	// Complete: the log is known to have been durable to its end (its
+	// successor's first mark says it was fsynced before the successor was
+	// created), so no crash can have torn its last record: a damaged tail
+	// is corruption, not a torn tail. A tail of zero bytes (unused
+	// preallocated space) is still the end of the log.
+	Complete bool
 }
 
 // Recover replays the log at path in fsys, calling fn with each record's
@@ -82,11 +90,37 @@ func Recover(fsys vfs.FS, path string, opts RecoverOptions, fn func(payload []by
 			}
 			res.TornTail, res.Unsynced = errors.Is(err, ErrTornTail), errors.Is(err, ErrUnsyncedTail)
 			res.TornBytes = st.Size() - res.ValidSize
+			if opts.Complete && res.TornTail {
+				zero, zerr := zeroFrom(f, res.ValidSize, st.Size())
+				if zerr != nil {
+					return res, fmt.Errorf("wal: %w", zerr)
+				}
+				if !zero {
+					return res, base.Corruptf(filepath.Base(path), res.ValidSize,
+						"damaged final record in a log that was fsynced to its end (%v)", err)
+				}
+			}
 			return res, nil
 		default:
 			return res, err
 		}
 	}
+}
+
+// zeroFrom reports whether f holds only zero bytes in [off, end).
+func zeroFrom(f io.ReaderAt, off, end int64) (bool, error) {
+	buf := make([]byte, 64<<10)
+	for off < end {
+		n := int(min(int64(len(buf)), end-off))
+		if _, err := f.ReadAt(buf[:n], off); err != nil {
+			return false, err
+		}
+		if !allZero(buf[:n]) {
+			return false, nil
+		}
+		off += int64(n)
+	}
+	return true, nil
 }
 
 // ReadFirstMark returns the first mark of the log at path, if it has a

@@ -71,9 +71,10 @@ const (
 // payload, so a damaged length or type is caught as well as a damaged payload.
 const recordHeaderSize = 9
 
-// Record types. Only recordFull is written by this version; 0 is reserved
-// so that zero-filled space never looks like a valid record, and the others
-// are reserved for future use (e.g. fragments of records split across blocks).
+// Record types. This version writes recordFull (a batch) and recordMark
+// (what the writer knew about durability, see Mark); 0 is reserved so that
+// zero-filled space never looks like a valid record, and the others are
+// reserved for future use (e.g. fragments of records split across blocks).
 const (
 	recordFull byte = 1
 	recordMark byte = 2 // a Mark (format version 2)

@@ -180,6 +180,26 @@ func (w *Writer) Sync() error {
 	return nil
 }
 
+// Seal ends the log cleanly, before Close: it makes everything written
+// durable, then appends a mark that claims all of it synced, and makes
+// that durable too. On recovery, damage to any record before that mark is
+// then corruption (the mark proves the record was durable), where damage
+// to the last record of a log that was not sealed reads as a torn tail:
+// the write in flight when the process died, never acknowledged. Nothing
+// may be written after Seal. A log without marks (NewWriter) is only
+// synced.
+func (w *Writer) Seal() error {
+	if err := w.Sync(); err != nil || !w.marks {
+		return err
+	}
+	b := appendMark(make([]byte, 0, recordHeaderSize+markLen), Mark{BootID: w.boot, Synced: w.synced})
+	if _, err := w.write(b); err != nil {
+		return err
+	}
+	w.marked = w.synced
+	return w.Sync()
+}
+
 // Size returns the number of bytes written to the file so far, file header
 // included.
 func (w *Writer) Size() int64 { return w.size }

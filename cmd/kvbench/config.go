@@ -103,13 +103,13 @@ Sections after the workloads:
                        Get against filter memory, 25%..150% of 10 bits per
                        key, for uniform bits per key, greedy folding and
                        the optimal allocation (Options.FilterAllocation),
-                       predicted and measured (issue 17; filters rebuilt
+                       predicted and measured (filters rebuilt
                        in memory with DB.RebuildFilters, files unchanged)
   fill report          a random fill of -fill-report-keys keys into a fresh
                        store, stopping 20 times to record write
                        amplification, segment count and the blocks an
                        absent-key Get touches against the filters'
-                       prediction (issue 4; -fill-report-keys 10000000
+                       prediction (-fill-report-keys 10000000
                        for the long run, a few minutes)
   FPR against theory   Bloom filters built directly at 2..20 bits per key,
                        both layouts, -fpr-keys keys and -fpr-probes absent

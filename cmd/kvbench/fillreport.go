@@ -39,7 +39,7 @@ type fillPoint struct {
 	KeysPerSec float64 `json:"fill_keys_per_sec"`
 }
 
-// fillReport is issue 4's long fill: a random fill of -fill-report-keys
+// fillReport is the long fill: a random fill of -fill-report-keys
 // keys into a fresh store, stopping fillCheckpoints times to record the
 // write amplification so far, the segment count and how many blocks a Get
 // of an absent key touches, next to the filters' prediction.

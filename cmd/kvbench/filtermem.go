@@ -9,7 +9,7 @@ import (
 	"github.com/bloomkv/bloomkv"
 )
 
-// The filter-memory curve (issue 17): block reads per absent Get against
+// The filter-memory curve: block reads per absent Get against
 // filter memory, for three ways of spending it on one store.
 const (
 	// fmProbes is the number of absent-key Gets per point (at most -ops
@@ -61,7 +61,7 @@ type fmPoint struct {
 // measured next to the DB's prediction. The files are not changed; the
 // store is reopened as it was at the end.
 func (b *bench) filterMemory(ctx context.Context) (err error) {
-	b.rep.section("Filter memory: block reads per absent Get against filter memory (issue 17)")
+	b.rep.section("Filter memory: block reads per absent Get against filter memory")
 	if b.cfg.BitsPerKey == 0 {
 		b.rep.printf("skipped: -bits-per-key 0 leaves nothing to compare\n")
 		return nil

@@ -54,12 +54,14 @@ func (b *bench) scanWorkload() workload {
 		var prev []byte
 		for ok := it.Seek(d.key(i)); ok && n < scanLen; ok = it.Next() {
 			if n == 0 && (!bytes.Equal(it.Key(), d.key(i)) || !bytes.Equal(it.Value(), d.value(i))) {
+				err := fmt.Errorf("Seek(%x) landed on %x", d.key(i), it.Key()) // before Close ends the key's life
 				it.Close()
-				return fmt.Errorf("Seek(%x) landed on %x", d.key(i), it.Key())
+				return err
 			}
 			if n > 0 && bytes.Compare(it.Key(), prev) <= 0 {
+				err := fmt.Errorf("scan out of order: %x after %x", it.Key(), prev)
 				it.Close()
-				return fmt.Errorf("scan out of order: %x after %x", it.Key(), prev)
+				return err
 			}
 			prev = append(prev[:0], it.Key()...)
 			n++

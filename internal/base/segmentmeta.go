@@ -1,7 +1,7 @@
 package base
 
 // SegmentMeta describes one live segment file. The manifest records it
-// (manifest.EncodeSegmentMeta has the encoding and manifest checks its
+// (the manifest package has the encoding and manifest checks its
 // invariants); the DB and the compaction policy read it.
 type SegmentMeta struct {
 	FileNum    uint64

@@ -225,13 +225,23 @@ func (l *List) Tombstones() []Tombstone {
 	return out
 }
 
-// Merge returns the union of lists, fragmented anew.
+// Merge returns the union of lists, fragmented anew: Union, pairwise in a
+// balanced tree, so O(n log k) for n fragments in k lists.
 func Merge(lists ...*List) *List {
-	var ts []Tombstone
-	for _, l := range lists {
-		ts = append(ts, l.Tombstones()...)
+	switch len(lists) {
+	case 0:
+		return &List{}
+	case 1:
+		if lists[0] == nil {
+			return &List{}
+		}
+		return lists[0]
 	}
-	return Build(ts)
+	h := len(lists) / 2
+	if l := Union(Merge(lists[:h]...), Merge(lists[h:]...)); l != nil {
+		return l
+	}
+	return &List{}
 }
 
 // Filter returns the list with each fragment's sequence numbers passed
@@ -314,66 +324,203 @@ func (c *Cursor) At(key []byte) *Fragment {
 }
 
 // Add returns the list with t added, fragmented; l itself is unchanged, so
-// readers holding it are undisturbed. It copies l's fragments once and
-// splits only those t overlaps: O(len) for a memtable that adds its range
-// tombstones one at a time, where Build would sort them all again.
+// readers holding it are undisturbed. It is Union with a one-tombstone
+// list: O(len(l)).
 func (l *List) Add(t Tombstone) *List {
 	if bytes.Compare(t.Start, t.End) >= 0 {
 		return l
 	}
-	frags := l.Fragments()
-	out := &List{frags: make([]Fragment, 0, len(frags)+3)}
-	i := 0
-	if l != nil {
-		i = l.firstEndAbove(t.Start) // fragments before it end at or before t.Start
+	one := &List{}
+	one.appendFragment(t.Start, t.End, []uint64{t.Seq})
+	return Union(l, one.indexed())
+}
+
+// Union returns the fragmented union of a and b, in one pass over both:
+// O(len(a)+len(b)) fragments. Neither list changes; the result shares
+// their keys and, where a fragment is not split or merged, their sequence
+// number slices.
+func Union(a, b *List) *List {
+	switch {
+	case b.Empty():
+		return a
+	case a.Empty():
+		return b
 	}
-	out.frags = append(out.frags, frags[:i]...)
-	pos := t.Start // t is fragmented up to pos
-	for ; i < len(frags) && bytes.Compare(frags[i].Start, t.End) < 0; i++ {
-		f := frags[i]
+	fa, fb := a.frags, b.frags
+	out := &List{frags: make([]Fragment, 0, len(fa)+len(fb))}
+	i, j := 0, 0
+	as, bs := fa[0].Start, fb[0].Start // where the unconsumed part of fa[i], fb[j] begins
+	for i < len(fa) && j < len(fb) {
+		x, y := &fa[i], &fb[j]
 		switch {
-		case bytes.Compare(f.Start, pos) < 0: // f begins before t
-			out.appendFragment(f.Start, pos, f.Seqs)
-			f.Start = pos
-		case bytes.Compare(pos, f.Start) < 0: // a gap of t's before f
-			out.appendFragment(pos, f.Start, []uint64{t.Seq})
+		case bytes.Compare(x.End, bs) <= 0: // x ends before y begins
+			out.appendFragment(as, x.End, x.Seqs)
+			if i++; i < len(fa) {
+				as = fa[i].Start
+			}
+			continue
+		case bytes.Compare(y.End, as) <= 0:
+			out.appendFragment(bs, y.End, y.Seqs)
+			if j++; j < len(fb) {
+				bs = fb[j].Start
+			}
+			continue
 		}
-		end := f.End
-		if bytes.Compare(t.End, end) < 0 {
-			end = t.End
+		// x and y overlap: first the part of the one that begins earlier.
+		switch c := bytes.Compare(as, bs); {
+		case c < 0:
+			out.appendFragment(as, bs, x.Seqs)
+			as = bs
+		case c > 0:
+			out.appendFragment(bs, as, y.Seqs)
+			bs = as
 		}
-		out.appendFragment(f.Start, end, withSeq(f.Seqs, t.Seq))
-		if bytes.Compare(end, f.End) < 0 { // f goes on past t
-			out.appendFragment(end, f.End, f.Seqs)
+		end := x.End
+		if bytes.Compare(y.End, end) < 0 {
+			end = y.End
 		}
-		pos = end
+		out.appendFragment(as, end, unionSeqs(x.Seqs, y.Seqs))
+		if bytes.Equal(x.End, end) {
+			if i++; i < len(fa) {
+				as = fa[i].Start
+			}
+		} else {
+			as = end
+		}
+		if bytes.Equal(y.End, end) {
+			if j++; j < len(fb) {
+				bs = fb[j].Start
+			}
+		} else {
+			bs = end
+		}
 	}
-	if bytes.Compare(pos, t.End) < 0 {
-		out.appendFragment(pos, t.End, []uint64{t.Seq})
+	for ; i < len(fa); i++ {
+		out.appendFragment(as, fa[i].End, fa[i].Seqs)
+		if i+1 < len(fa) {
+			as = fa[i+1].Start
+		}
 	}
-	out.frags = append(out.frags, frags[i:]...)
-	out.count = 0
-	for _, f := range out.frags {
-		out.count += len(f.Seqs)
+	for ; j < len(fb); j++ {
+		out.appendFragment(bs, fb[j].End, fb[j].Seqs)
+		if j+1 < len(fb) {
+			bs = fb[j+1].Start
+		}
 	}
 	return out.indexed()
 }
 
-// withSeq returns a new slice: seqs (descending) with seq in its place.
-func withSeq(seqs []uint64, seq uint64) []uint64 {
-	i, found := slices.BinarySearchFunc(seqs, seq, func(a, b uint64) int {
+// unionSeqs merges two descending, duplicate-free lists into a new one.
+func unionSeqs(a, b []uint64) []uint64 {
+	out := make([]uint64, 0, len(a)+len(b))
+	for len(a) > 0 && len(b) > 0 {
 		switch {
-		case a > b:
-			return -1
-		case a < b:
-			return 1
+		case a[0] > b[0]:
+			out, a = append(out, a[0]), a[1:]
+		case a[0] < b[0]:
+			out, b = append(out, b[0]), b[1:]
+		default:
+			out, a, b = append(out, a[0]), a[1:], b[1:]
 		}
-		return 0
-	})
-	if found {
-		return seqs
 	}
-	return slices.Insert(slices.Clip(seqs), i, seq)
+	out = append(out, a...)
+	return append(out, b...)
+}
+
+// BuildNewest fragments the tombstones of one batch, keeping for each
+// fragment only the newest sequence number that covers it. That loses
+// nothing, because no reader ever sees part of a batch: a read's
+// sequence number is never between two of one batch's (commits publish
+// whole groups of batches, and recovery replays whole batches), so for
+// every reader the newest tombstone covering a key is either the newest of
+// the batch's or none of them. It keeps the slices of ts and takes
+// O(n log n), however the tombstones overlap — where keeping every
+// sequence number can make n nested ones n² pieces.
+func BuildNewest(ts []Tombstone) *List {
+	live := make([]Tombstone, 0, len(ts))
+	edges := make([][]byte, 0, 2*len(ts))
+	for _, t := range ts {
+		if bytes.Compare(t.Start, t.End) < 0 {
+			live = append(live, t)
+			edges = append(edges, t.Start, t.End)
+		}
+	}
+	l := &List{}
+	if len(live) == 0 {
+		return l.indexed()
+	}
+	slices.SortFunc(live, func(a, b Tombstone) int { return bytes.Compare(a.Start, b.Start) })
+	slices.SortFunc(edges, bytes.Compare)
+	edges = slices.CompactFunc(edges, bytes.Equal)
+	var active newestHeap // tombstones begun; those that ended are popped lazily
+	next := 0
+	for i := 0; i+1 < len(edges); i++ {
+		lo, hi := edges[i], edges[i+1]
+		for next < len(live) && bytes.Compare(live[next].Start, lo) <= 0 {
+			active.push(live[next])
+			next++
+		}
+		for len(active) > 0 && bytes.Compare(active[0].End, lo) <= 0 {
+			active.pop()
+		}
+		if len(active) > 0 {
+			l.appendFragment(lo, hi, []uint64{active[0].Seq})
+		}
+	}
+	return l.indexed()
+}
+
+// newestHeap is a max-heap of tombstones by sequence number.
+type newestHeap []Tombstone
+
+func (h *newestHeap) push(t Tombstone) {
+	*h = append(*h, t)
+	s := *h
+	for i := len(s) - 1; i > 0; {
+		p := (i - 1) / 2
+		if s[p].Seq >= s[i].Seq {
+			break
+		}
+		s[p], s[i] = s[i], s[p]
+		i = p
+	}
+}
+
+func (h *newestHeap) pop() {
+	s := *h
+	n := len(s) - 1
+	s[0] = s[n]
+	s = s[:n]
+	for i := 0; ; {
+		c := 2*i + 1
+		if c >= n {
+			break
+		}
+		if c+1 < n && s[c+1].Seq > s[c].Seq {
+			c++
+		}
+		if s[i].Seq >= s[c].Seq {
+			break
+		}
+		s[i], s[c] = s[c], s[i]
+		i = c
+	}
+	*h = s
+}
+
+// fragmentOverhead approximates the memory of a Fragment besides its keys
+// and sequence numbers: the struct, its slice headers and its ends entry.
+const fragmentOverhead = 80
+
+// Bytes approximates the memory the list holds: its fragments, their keys
+// (counted per fragment, though touching fragments share them) and their
+// sequence numbers. A memtable charges it to its size.
+func (l *List) Bytes() int {
+	n := 0
+	for _, f := range l.Fragments() {
+		n += fragmentOverhead + len(f.Start) + len(f.End) + 8*len(f.Seqs)
+	}
+	return n
 }
 
 // Reach walks from the fragment At last returned through the fragments

@@ -214,3 +214,82 @@ func TestReach(t *testing.T) {
 		}
 	}
 }
+
+// TestUnionIsBuild checks that Union and Merge give exactly the fragments
+// Build gives for the same tombstones: the same canonical form, not only
+// the same answers.
+func TestUnionIsBuild(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for trial := range 2000 {
+		var seq uint64
+		parts := make([][]Tombstone, 1+rng.IntN(4))
+		var all []Tombstone
+		lists := make([]*List, len(parts))
+		for i := range parts {
+			parts[i] = randTombstones(rng, rng.IntN(6), &seq)
+			all = append(all, parts[i]...)
+			lists[i] = Build(parts[i])
+		}
+		want := Build(all)
+		got := Merge(lists...)
+		checkInvariants(t, got)
+		if !slices.EqualFunc(got.Fragments(), want.Fragments(), func(a, b Fragment) bool {
+			return bytes.Equal(a.Start, b.Start) && bytes.Equal(a.End, b.End) && slices.Equal(a.Seqs, b.Seqs)
+		}) {
+			t.Fatalf("trial %d: Merge = %v, Build = %v", trial, got.Fragments(), want.Fragments())
+		}
+	}
+}
+
+// TestBuildNewest checks that keeping only a batch's newest covering
+// tombstone answers every read that can see the batch as the whole
+// fragmentation does, and reads that cannot see it not at all.
+func TestBuildNewest(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for trial := range 1000 {
+		seq := uint64(rng.IntN(3))
+		ts := randTombstones(rng, rng.IntN(10), &seq)
+		first := seq - uint64(len(ts)) + 1
+		l := BuildNewest(ts)
+		checkInvariants(t, l)
+		for _, f := range l.Fragments() {
+			if len(f.Seqs) != 1 {
+				t.Fatalf("trial %d: fragment with %d sequence numbers", trial, len(f.Seqs))
+			}
+		}
+		for k := range 42 {
+			key := keyShape(k)
+			if got := l.Covering(key, first-1); got != 0 {
+				t.Fatalf("trial %d: a read before the batch sees %d", trial, got)
+			}
+			if got, want := l.Covering(key, seq), naiveCovering(ts, key, seq); got != want {
+				t.Fatalf("trial %d: Covering(%s) = %d, want %d (%v)", trial, key, got, want, ts)
+			}
+		}
+	}
+}
+
+// TestLargeBatchesStayLinear: n nested tombstones in one batch are 2n-1
+// fragments of one sequence number each (all of them kept would be n²
+// pieces), and adding them to a list of n more by Union stays linear.
+func TestLargeBatchesStayLinear(t *testing.T) {
+	const n = 100_000
+	ts := make([]Tombstone, n)
+	for i := range ts {
+		ts[i] = Tombstone{Start: fmt.Appendf(nil, "k%07d", i), End: fmt.Appendf(nil, "k%07d", 2*n-i), Seq: uint64(i + 1)}
+	}
+	l := BuildNewest(ts)
+	if l.Len() != 2*n-1 || len(l.Fragments()) != 2*n-1 {
+		t.Fatalf("%d fragments, %d pieces; want %d each", len(l.Fragments()), l.Len(), 2*n-1)
+	}
+	if got := l.Covering([]byte("k0100000"), n); got != n {
+		t.Fatalf("innermost fragment covered by %d, want %d", got, n)
+	}
+	for i := range ts {
+		ts[i].Seq += n
+	}
+	u := Union(l, BuildNewest(ts))
+	if u.Len() != 2*(2*n-1) {
+		t.Fatalf("union holds %d pieces, want %d", u.Len(), 2*(2*n-1))
+	}
+}

@@ -1,0 +1,35 @@
+package segment
+
+import "github.com/bloomkv/bloomkv/internal/base"
+
+// The copying point reads the tests use. The store reads with Lookup,
+// which copies nothing: it copies the value it needs while it holds the
+// segment (LIFETIMES.md).
+
+// Get returns the newest version of key with a sequence number <= maxSeq.
+// found is false if the segment holds none; for a tombstone found is true
+// and kind is base.KindDelete. value is a fresh copy.
+func (r *Reader) Get(key []byte, maxSeq uint64) (value []byte, kind base.Kind, found bool, err error) {
+	return r.GetAppend(nil, key, maxSeq)
+}
+
+// GetAppend is Get appending the value to dst; it returns dst unchanged
+// if nothing was found. With a warm cache and enough capacity in dst it
+// does not allocate.
+func (r *Reader) GetAppend(dst, key []byte, maxSeq uint64) (value []byte, kind base.Kind, found bool, err error) {
+	value, _, kind, found, err = r.GetVersion(dst, key, maxSeq)
+	return value, kind, found, err
+}
+
+// GetVersion is GetAppend that also returns the sequence number of the
+// version found, which a reader compares with the range tombstones that
+// cover key.
+func (r *Reader) GetVersion(dst, key []byte, maxSeq uint64) (value []byte, seq uint64, kind base.Kind, found bool, err error) {
+	value, seq, kind, found, err = r.Lookup(key, maxSeq)
+	if found {
+		value = append(dst, value...)
+	} else {
+		value = dst
+	}
+	return value, seq, kind, found, err
+}
