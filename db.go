@@ -182,7 +182,7 @@ type Options struct {
 	// read-only Open fails with ErrLocked while a writer has it.
 	ReadOnly bool
 	// FS is the file system the store's files live in. Default: the
-	// operating system's (vfs.Default). Tests use vfs.Faulty to inject
+	// operating system's (vfs.Default). Tests use vfs/errorfs to inject
 	// failures.
 	FS vfs.FS
 	// Logger receives background events (flushes, compactions, errors).

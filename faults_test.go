@@ -9,6 +9,7 @@ import (
 
 	"github.com/bloomkv/bloomkv/manifest"
 	"github.com/bloomkv/bloomkv/vfs"
+	"github.com/bloomkv/bloomkv/vfs/errorfs"
 )
 
 // faultValue is the only value ever written to key i: a reopened store
@@ -53,15 +54,15 @@ func faultOptions(fs vfs.FS) *Options {
 func TestFaultAtEveryStep(t *testing.T) {
 	ops := []struct {
 		op    vfs.Op
-		fault vfs.Fault
+		fault errorfs.Fault
 	}{
-		{vfs.OpWrite, vfs.Fault{Err: syscall.EIO}},
-		{vfs.OpWrite, vfs.Fault{Err: syscall.ENOSPC, Short: true}},
-		{vfs.OpSync, vfs.Fault{Err: syscall.EIO}},
-		{vfs.OpCreate, vfs.Fault{Err: syscall.ENOSPC}},
-		{vfs.OpSyncDir, vfs.Fault{Err: syscall.EIO}},
-		{vfs.OpCommit, vfs.Fault{Err: syscall.EIO}},
-		{vfs.OpRemove, vfs.Fault{Err: syscall.EIO}},
+		{vfs.OpWrite, errorfs.Fault{Err: syscall.EIO}},
+		{vfs.OpWrite, errorfs.Fault{Err: syscall.ENOSPC, Short: true}},
+		{vfs.OpSync, errorfs.Fault{Err: syscall.EIO}},
+		{vfs.OpCreate, errorfs.Fault{Err: syscall.ENOSPC}},
+		{vfs.OpSyncDir, errorfs.Fault{Err: syscall.EIO}},
+		{vfs.OpCommit, errorfs.Fault{Err: syscall.EIO}},
+		{vfs.OpRemove, errorfs.Fault{Err: syscall.EIO}},
 	}
 	for _, tc := range ops {
 		name := fmt.Sprintf("%v-%v", tc.op, tc.fault.Err)
@@ -90,7 +91,7 @@ func TestFaultAtEveryStep(t *testing.T) {
 // countOps runs the workload on a healthy Faulty file system and returns
 // how many operations of kind op it performed after Open.
 func countOps(t *testing.T, op vfs.Op) int {
-	fs := vfs.NewFaulty(vfs.Default)
+	fs := errorfs.New(vfs.Default)
 	db := mustOpen(t, t.TempDir(), faultOptions(fs))
 	before := fs.Count(op)
 	mustDo(t, faultWorkload(db, map[int]bool{}))
@@ -121,10 +122,10 @@ func spread(total, n int) []int {
 	return steps
 }
 
-func runWithFault(t *testing.T, fault vfs.Fault) {
+func runWithFault(t *testing.T, fault errorfs.Fault) {
 	t.Helper()
 	dir := t.TempDir()
-	fs := vfs.NewFaulty(vfs.Default)
+	fs := errorfs.New(vfs.Default)
 	db := mustOpen(t, dir, faultOptions(fs))
 	fs.SetFault(fault)
 	acked := map[int]bool{}
@@ -177,14 +178,14 @@ func runWithFault(t *testing.T, fault vfs.Fault) {
 // reads of what it has, and reopen with everything acknowledged.
 func TestFaultStickyDiskGone(t *testing.T) {
 	dir := t.TempDir()
-	fs := vfs.NewFaulty(vfs.Default)
+	fs := errorfs.New(vfs.Default)
 	db := mustOpen(t, dir, faultOptions(fs))
 	acked := map[int]bool{}
 	for i := range 300 {
 		mustDo(t, db.Put(faultKey(i), faultValue(i)))
 		acked[i] = true
 	}
-	fs.SetFault(vfs.Fault{Ops: vfs.OpWrite | vfs.OpSync | vfs.OpCreate, Sticky: true})
+	fs.SetFault(errorfs.Fault{Ops: vfs.OpWrite | vfs.OpSync | vfs.OpCreate, Sticky: true})
 	var err error
 	for i := 300; i < 600 && err == nil; i++ {
 		if err = db.Put(faultKey(i), faultValue(i)); err == nil {
@@ -212,7 +213,7 @@ func TestFaultStickyDiskGone(t *testing.T) {
 // error from Get and from an iterator — never a wrong value or a false
 // "not found" — and the store works again once the device does.
 func TestFaultReads(t *testing.T) {
-	fs := vfs.NewFaulty(vfs.Default)
+	fs := errorfs.New(vfs.Default)
 	o := faultOptions(fs)
 	o.DisableMmap = true
 	o.BlockCacheSize = 1 // every Get reads its block
@@ -222,7 +223,7 @@ func TestFaultReads(t *testing.T) {
 		mustDo(t, db.Put(faultKey(i), faultValue(i)))
 	}
 	mustDo(t, db.Compact())
-	fs.SetFault(vfs.Fault{Ops: vfs.OpRead, Name: "*.seg", Sticky: true})
+	fs.SetFault(errorfs.Fault{Ops: vfs.OpRead, Name: "*.seg", Sticky: true})
 	if _, err := db.Get(faultKey(5)); !errors.Is(err, syscall.EIO) {
 		t.Fatalf("Get on a failing device: %v, want EIO", err)
 	}

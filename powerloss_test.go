@@ -1,9 +1,9 @@
 package bloomkv
 
 // The power-loss test: a workload runs on a store whose FS is a
-// vfs.PowerLoss, the power goes off after a random file system operation,
+// powerfs.FS, the power goes off after a random file system operation,
 // the store is closed, the disk is rolled back to what a power loss would
-// leave (vfs.PowerLoss.Restore: unsynced data and unsynced directory
+// leave (powerfs.FS.Restore: unsynced data and unsynced directory
 // changes lost, or partly written back), and the store is reopened on the
 // plain OS file system and checked against the acknowledged history:
 //
@@ -15,10 +15,16 @@ package bloomkv
 // The crash loop (crashloop_test.go) kills processes, which leaves the
 // page cache behind and so never loses an unsynced write; this test does.
 //
-// 60 cuts per Sync mode by default, 120 in all (15 per mode with -short;
-// about 40 s with -race on two cores, most of it bbolt's fsyncs, which the
-// simulation does not skip), each from a seed
-// derived from a base seed that the test logs. Longer or reproducing runs:
+// It runs on both WAL write paths: the default one, where (on Linux) the
+// WAL is a shared writable mapping that the simulation reads back at
+// each fsync and at the cut (keeping, of the pages changed since the
+// last fsync, none, a prefix or a random subset, as the kernel may have
+// written them back), and the write(2) one (Options.DisableMmap).
+//
+// 30 cuts per Sync mode and write path by default, 120 in all (8 per
+// mode and path with -short; about 40 s with -race on two cores, most of
+// it bbolt's fsyncs, which the simulation does not skip), each from a
+// seed derived from a base seed that the test logs. Longer or reproducing runs:
 //
 //	go test -run 'TestPowerLoss$' -powerloss.cuts 2000
 //	go test -run 'TestPowerLoss$' -powerloss.seed 42 -v
@@ -34,6 +40,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -42,10 +49,11 @@ import (
 	"time"
 
 	"github.com/bloomkv/bloomkv/vfs"
+	"github.com/bloomkv/bloomkv/vfs/powerfs"
 )
 
 var (
-	powerLossCuts = flag.Int("powerloss.cuts", 60, "power cuts per Sync mode (with and without) in TestPowerLoss")
+	powerLossCuts = flag.Int("powerloss.cuts", 30, "power cuts per Sync mode (with and without) and WAL write path (mapped, write(2)) in TestPowerLoss")
 	powerLossSeed = flag.Uint64("powerloss.seed", 0, "base seed of TestPowerLoss (0: from the clock)")
 )
 
@@ -139,12 +147,14 @@ type plWriterLog struct {
 type plCut struct {
 	seed     uint64
 	sync     bool
-	mode     vfs.Writeback
+	mmap     bool // the default WAL path: mapped (on Linux); false: DisableMmap
+	mapped   int  // files the store mapped for writing
+	mode     powerfs.Writeback
 	cutAt    int // the operation after which the power went off (0: at the end)
 	ops      int // operations made before the cut took effect
 	openErr  bool
 	acked    int // acknowledged writes checked
-	restored vfs.RestoreStats
+	restored powerfs.RestoreStats
 	problem  string // empty: passed
 }
 
@@ -156,17 +166,18 @@ func (c plCut) String() string {
 	if c.openErr {
 		where += " during Open"
 	}
-	return fmt.Sprintf("seed %d sync=%v writeback=%v %s", c.seed, c.sync, c.mode, where)
+	return fmt.Sprintf("seed %d sync=%v mmap=%v writeback=%v %s", c.seed, c.sync, c.mmap, c.mode, where)
 }
 
 // plOptions are the store's options for the run with the PowerLoss FS
 // and, with FS nil, for the reopening.
-func plOptions(sync bool, fsys vfs.FS) *Options {
+func plOptions(sync, mmap bool, fsys vfs.FS) *Options {
 	o := smallOptions()
 	o.MemtableSize = 8 << 10
 	o.CompactionFanIn = 2 // compactions from the third flush on
 	o.CompactionConcurrency = 2
 	o.Sync = sync
+	o.DisableMmap = !mmap
 	o.FS = fsys
 	return o
 }
@@ -174,11 +185,11 @@ func plOptions(sync bool, fsys vfs.FS) *Options {
 // plWorkload opens the store in dir on p, runs the writers until they
 // have done their ops or the power is off, and closes the store. It
 // returns the writers' histories and whether Open failed.
-func plWorkload(dir string, p *vfs.PowerLoss, syncOn bool) (logs [plWriters]*plWriterLog, openFailed bool) {
+func plWorkload(dir string, p *powerfs.FS, syncOn, mmap bool) (logs [plWriters]*plWriterLog, openFailed bool) {
 	for g := range logs {
 		logs[g] = &plWriterLog{}
 	}
-	db, err := Open(dir, plOptions(syncOn, p))
+	db, err := Open(dir, plOptions(syncOn, mmap, p))
 	if err != nil {
 		return logs, true
 	}
@@ -240,8 +251,8 @@ func plApply(st map[string]string, g, n int) {
 // The store is reopened through booted, the PowerLoss after its Restore:
 // it reports a new boot ID, as a machine does after a power cut, which is
 // what lets recovery treat damage beyond the last sync as a power cut's.
-func plCheck(dir string, booted vfs.FS, sync bool, logs [plWriters]*plWriterLog) string {
-	o := plOptions(sync, booted)
+func plCheck(dir string, booted vfs.FS, sync, mmap bool, logs [plWriters]*plWriterLog) string {
+	o := plOptions(sync, mmap, booted)
 	o.DisableAutoCompaction = true // the check only reads: spare the fsyncs
 	db, err := Open(dir, o)
 	if err != nil {
@@ -346,18 +357,18 @@ func mapsEqual(a, b map[string]string) bool {
 
 // plRun makes one cut: a fresh store in a fresh directory, the power off
 // after operation cutAt (0: at the end of the workload), Restore, check.
-func plRun(t *testing.T, seed uint64, sync bool, cutAt int) plCut {
+func plRun(t *testing.T, seed uint64, sync, mmap bool, cutAt int) plCut {
 	rng := rand.New(rand.NewPCG(seed, 0x9017e7))
-	c := plCut{seed: seed, sync: sync, cutAt: cutAt, mode: vfs.Writeback(rng.IntN(3))}
+	c := plCut{seed: seed, sync: sync, mmap: mmap, cutAt: cutAt, mode: powerfs.Writeback(rng.IntN(3))}
 	dir, err := os.MkdirTemp(t.TempDir(), "store")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
-	p := vfs.NewPowerLoss(vfs.Default, &vfs.PowerLossOptions{SkipRealSync: true})
+	p := powerfs.New(vfs.Default, &powerfs.Options{SkipRealSync: true})
 	p.CutAfter(cutAt)
-	logs, openFailed := plWorkload(dir, p, sync)
-	c.ops, c.openErr = p.Ops(), openFailed
+	logs, openFailed := plWorkload(dir, p, sync, mmap)
+	c.ops, c.openErr, c.mapped = p.Ops(), openFailed, p.Mapped()
 	if c.restored, err = p.Restore(c.mode, rng.Uint64()); err != nil {
 		t.Fatalf("%v: restore: %v", c, err)
 	}
@@ -366,7 +377,7 @@ func plRun(t *testing.T, seed uint64, sync bool, cutAt int) plCut {
 	}
 	// A read-only pass through a PowerLoss (bbolt's read-only open of the
 	// manifest included) must work and change nothing.
-	vp := vfs.NewPowerLoss(vfs.Default, nil)
+	vp := powerfs.New(vfs.Default, nil)
 	// (No MANIFEST yet is fine: the power went off while Open created it.)
 	if _, err := VerifyDir(context.Background(), vp, dir); err != nil && !errors.Is(err, ErrNotStore) {
 		c.problem = fmt.Sprintf("VerifyDir through a PowerLoss: %v", err)
@@ -376,79 +387,98 @@ func plRun(t *testing.T, seed uint64, sync bool, cutAt int) plCut {
 		c.problem = fmt.Sprintf("VerifyDir made %d mutating operations", n)
 		return c
 	}
-	c.problem = plCheck(dir, p, sync, logs)
+	c.problem = plCheck(dir, p, sync, mmap, logs)
 	return c
 }
 
 func TestPowerLoss(t *testing.T) {
 	cuts := *powerLossCuts
-	if testing.Short() && cuts == 60 {
-		cuts = 15
+	if testing.Short() && cuts == 30 {
+		cuts = 8
 	}
 	base := *powerLossSeed
 	if base == 0 {
 		base = uint64(time.Now().UnixNano())
 	}
 	t.Logf("base seed %d (rerun with -powerloss.seed %d)", base, base)
-	for _, sync := range []bool{true, false} {
-		t.Run(fmt.Sprintf("sync=%v", sync), func(t *testing.T) {
-			// Count the workload's operations once, uncut, to draw the
-			// cut points from; a run that makes fewer operations (the
-			// interleaving differs) is cut at its end.
-			calib := plRun(t, base, sync, 0)
-			if calib.problem != "" {
-				t.Errorf("uncut run: %s", calib.problem)
-			}
-			t.Logf("uncut workload: %d operations, %d writes acknowledged", calib.ops, calib.acked)
-			rng := rand.New(rand.NewPCG(base, 1))
-			var (
-				failed   []plCut
-				acked    int
-				openErrs int
-				byMode   [3]int
-				restored vfs.RestoreStats
-				start    = time.Now()
-			)
-			for i := range cuts {
-				seed := base + uint64(i) + 1
-				if sync {
-					seed += 1 << 32
-				}
-				c := plRun(t, seed, sync, 1+rng.IntN(calib.ops))
-				acked += c.acked
-				byMode[c.mode]++
-				restored.Removed += c.restored.Removed
-				restored.Revived += c.restored.Revived
-				restored.RolledBack += c.restored.RolledBack
-				restored.Kept += c.restored.Kept
-				restored.Lost += c.restored.Lost
-				if c.openErr {
-					openErrs++
-				}
-				if c.problem != "" {
-					failed = append(failed, c)
-				}
-			}
-			t.Logf("%d cuts in %v (writeback none/prefix/subset %d/%d/%d, %d during Open): %d acknowledged writes checked; "+
-				"Restore removed %d names, revived %d, rolled back %d files, kept %d and lost %d unsynced bytes",
-				cuts, time.Since(start).Round(time.Millisecond), byMode[0], byMode[1], byMode[2], openErrs, acked,
-				restored.Removed, restored.Revived, restored.RolledBack, restored.Kept, restored.Lost)
-			if len(failed) == 0 {
-				return
-			}
-			kinds := make(map[string]int)
-			for _, c := range failed {
-				kinds[fmt.Sprintf("%s (writeback %v)", problemKind(c.problem), c.mode)]++
-			}
-			t.Errorf("%d of %d cuts failed: %v", len(failed), cuts, kinds)
-			for i, c := range failed {
-				if i == 20 {
-					t.Errorf("... and %d more", len(failed)-i)
-					break
-				}
-				t.Errorf("%v: %s", c, c.problem)
-			}
-		})
+	for _, mmap := range []bool{true, false} {
+		for _, sync := range []bool{true, false} {
+			t.Run(fmt.Sprintf("mmap=%v/sync=%v", mmap, sync), func(t *testing.T) {
+				testPowerLoss(t, base, cuts, sync, mmap)
+			})
+		}
+	}
+}
+
+// testPowerLoss makes cuts cuts of the workload with the given Sync mode
+// and WAL write path.
+func testPowerLoss(t *testing.T, base uint64, cuts int, sync, mmap bool) {
+	// Count the workload's operations once, uncut, to draw the
+	// cut points from; a run that makes fewer operations (the
+	// interleaving differs) is cut at its end.
+	calib := plRun(t, base, sync, mmap, 0)
+	if calib.problem != "" {
+		t.Errorf("uncut run: %s", calib.problem)
+	}
+	// The default path must really be the mapped one, or this
+	// half of the test would only repeat the other.
+	if mmap && runtime.GOOS == "linux" && calib.mapped == 0 {
+		t.Errorf("uncut run with mmap: no WAL was mapped")
+	}
+	if !mmap && calib.mapped != 0 {
+		t.Errorf("uncut run with DisableMmap: %d files mapped", calib.mapped)
+	}
+	t.Logf("uncut workload: %d operations, %d writes acknowledged, %d WAL files mapped", calib.ops, calib.acked, calib.mapped)
+	rng := rand.New(rand.NewPCG(base, 1))
+	var (
+		failed   []plCut
+		acked    int
+		openErrs int
+		byMode   [3]int
+		restored powerfs.RestoreStats
+		start    = time.Now()
+	)
+	for i := range cuts {
+		seed := base + uint64(i) + 1
+		if sync {
+			seed += 1 << 32
+		}
+		if mmap {
+			seed += 1 << 33
+		}
+		c := plRun(t, seed, sync, mmap, 1+rng.IntN(calib.ops))
+		acked += c.acked
+		byMode[c.mode]++
+		restored.Removed += c.restored.Removed
+		restored.Revived += c.restored.Revived
+		restored.RolledBack += c.restored.RolledBack
+		restored.Kept += c.restored.Kept
+		restored.Lost += c.restored.Lost
+		if c.openErr {
+			openErrs++
+		}
+		if c.problem != "" {
+			failed = append(failed, c)
+		}
+	}
+	t.Logf("%d cuts in %v (writeback none/prefix/subset %d/%d/%d, %d during Open): %d acknowledged writes checked; "+
+		"Restore removed %d names, revived %d, rolled back %d files, kept %d and lost %d unsynced bytes",
+		cuts, time.Since(start).Round(time.Millisecond), byMode[0], byMode[1], byMode[2], openErrs, acked,
+		restored.Removed, restored.Revived, restored.RolledBack, restored.Kept, restored.Lost)
+	if len(failed) == 0 {
+		return
+	}
+	kinds := make(map[string]int)
+	for _, c := range failed {
+		kinds[fmt.Sprintf("%s (writeback %v)", problemKind(c.problem), c.mode)]++
+	}
+	t.Errorf("%d of %d cuts failed: %v", len(failed), cuts, kinds)
+	for i, c := range failed {
+		if i == 20 {
+			t.Errorf("... and %d more", len(failed)-i)
+			break
+		}
+		t.Errorf("%v: %s", c, c.problem)
 	}
 }
 

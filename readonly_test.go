@@ -11,6 +11,7 @@ import (
 
 	"github.com/bloomkv/bloomkv/internal/base"
 	"github.com/bloomkv/bloomkv/vfs"
+	"github.com/bloomkv/bloomkv/vfs/errorfs"
 )
 
 // readOnly returns options for a read-only open through fsys (nil: the OS).
@@ -39,8 +40,8 @@ func TestReadOnlyChangesNothing(t *testing.T) {
 	mustDo(t, errors.Join(err, f.Close()))
 	before := dirHash(t, dir)
 
-	ro := vfs.NewFaulty(vfs.Default)
-	ro.SetFault(vfs.Fault{Ops: vfs.OpCreate | vfs.OpWrite | vfs.OpSync | vfs.OpTruncate | vfs.OpRemove |
+	ro := errorfs.New(vfs.Default)
+	ro.SetFault(errorfs.Fault{Ops: vfs.OpCreate | vfs.OpWrite | vfs.OpSync | vfs.OpTruncate | vfs.OpRemove |
 		vfs.OpRename | vfs.OpLink | vfs.OpMkdir | vfs.OpSyncDir | vfs.OpCommit, Sticky: true, Err: syscall.EROFS})
 	db, err = Open(dir, readOnly(ro))
 	mustDo(t, err)

@@ -17,17 +17,21 @@ import (
 // copy instead of a write(2), and an acknowledged write is in the page
 // cache, so it survives a crash of the process as before. It does nothing,
 // and w keeps writing with write(2), where that cannot be done safely: on a
-// file system that is not the operating system's (a vfs wrapper could not
-// see the writes), with DisableMmap, or where the file cannot be
+// file that is neither the operating system's nor a wrapper's that can see
+// writes to a mapping (vfs.MapFd: a fault injector could not), with
+// DisableMmap, or where the file cannot be
 // preallocated — fallocate is what makes a page fault unable to find the
 // device full, which on a mapping would be SIGBUS instead of an error.
 func (db *DB) mapWAL(f vfs.File, w *wal.Writer) {
-	if db.fs != vfs.Default || db.opts.DisableMmap {
+	if db.opts.DisableMmap {
 		return
 	}
-	fd, ok := vfs.Fd(f)
-	wa, ok2 := f.(io.WriterAt)
-	if !ok || !ok2 {
+	wa, ok := f.(io.WriterAt)
+	if !ok {
+		return
+	}
+	fd, ok := vfs.MapFd(f)
+	if !ok {
 		return
 	}
 	// Room for a full memtable's records with their headers and marks.

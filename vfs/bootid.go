@@ -43,6 +43,3 @@ var (
 	bootOnce sync.Once
 	bootID   [16]byte
 )
-
-// BootID passes the wrapped file system's boot ID through.
-func (f *Faulty) BootID() [16]byte { return BootID(f.fs) }

@@ -1,20 +1,24 @@
 // Package vfs is the file system seam of bloomkv: every file the store
-// touches is created, opened, synced, renamed and removed through an FS,
-// so that tests can put Faulty in its place and fail any step (ENOSPC,
-// EIO, short writes) to check that the store reports the error, stops
-// accepting writes it cannot make durable, and loses nothing it had
-// acknowledged. Default is the operating system's file system.
+// touches is created, opened, synced, renamed and removed through an FS.
+// Default is the operating system's file system. Test doubles live in
+// their own packages, which no production code imports: vfs/errorfs
+// fails any step (ENOSPC, EIO, short writes), vfs/powerfs simulates power
+// cuts over real files, and vfs/memfs keeps files in memory, with a crash
+// clone that drops what was not synced.
 //
-// Two things do not go through an FS: reads of mapped segment files
-// (memory, not calls; use Options.DisableMmap to fault reads) and the
-// bbolt manifest's own writes, which call Check before each commit so a
-// Faulty FS can fail them too.
+// Three things do not go through an FS's methods: reads of mapped segment
+// files (Fd; use Options.DisableMmap to fault reads), writes to the
+// mapped WAL (MapFd: only files that can see them are mapped), and the bbolt
+// manifest's own I/O, which calls Bypass before each step so that a
+// wrapping FS can fail or record it.
 package vfs
 
 import (
 	"errors"
 	"io"
 	"os"
+
+	"github.com/bloomkv/bloomkv/internal/flock"
 )
 
 // File is an open file.
@@ -116,9 +120,9 @@ func (osFS) LockShared(name string) (io.Closer, error) {
 
 // flockOrClose locks f, or closes it and says why not.
 func flockOrClose(f *os.File, name string, shared bool) (io.Closer, error) {
-	if err := lockFile(f, shared); err != nil {
+	if err := flock.TryLock(f, shared); err != nil {
 		f.Close()
-		if errors.Is(err, ErrLocked) {
+		if errors.Is(err, flock.ErrLocked) {
 			return nil, ErrLocked
 		}
 		return nil, &os.PathError{Op: "lock", Path: name, Err: err}
@@ -139,4 +143,29 @@ func Fd(f File) (uintptr, bool) {
 			return 0, false
 		}
 	}
+}
+
+// Mapper is implemented by a file of a wrapping FS that can see writes
+// made through a shared, writable mapping of it, which bypass its Write
+// method (vfs/powerfs does, by comparing the file's content with its
+// content at the last Sync). MapFd returns the descriptor to map, or
+// false, and from then on the wrapper expects the file to change behind
+// its back.
+type Mapper interface {
+	MapFd() (uintptr, bool)
+}
+
+// MapFd returns the descriptor of f for a shared, writable mapping: f's
+// own if f is an operating system file, what f's MapFd returns if f is a
+// Mapper, and false otherwise — a wrapper that sees only calls, such as a
+// fault injector, would miss every write made through the mapping, so
+// such a file must be written with Write.
+func MapFd(f File) (uintptr, bool) {
+	switch x := f.(type) {
+	case Mapper:
+		return x.MapFd()
+	case *os.File:
+		return x.Fd(), true
+	}
+	return 0, false
 }

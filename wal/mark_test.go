@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/bloomkv/bloomkv/internal/base"
-	"github.com/bloomkv/bloomkv/vfs"
 )
 
 var (
@@ -51,7 +50,7 @@ func markedLog(t *testing.T, groups int, syncAfter func(g int) bool) ([]byte, []
 func recoverWith(t *testing.T, data []byte, opts RecoverOptions) (int, Result, error) {
 	t.Helper()
 	n := 0
-	res, err := Recover(vfs.Default, writeFile(t, data), opts, func([]byte, int64) error { n++; return nil })
+	res, err := Recover(testFS, writeFile(t, data), opts, func([]byte, int64) error { n++; return nil })
 	return n, res, err
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"hash/crc32"
 	"io"
 	"io/fs"
@@ -11,11 +12,13 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"sync/atomic"
 	"testing"
 	"testing/iotest"
 
 	"github.com/bloomkv/bloomkv/internal/base"
 	"github.com/bloomkv/bloomkv/vfs"
+	"github.com/bloomkv/bloomkv/vfs/memfs"
 )
 
 // randomPayloads returns n payloads of varied sizes: many empty or small,
@@ -66,20 +69,45 @@ func encodeLog(t testing.TB, rng *rand.Rand, payloads [][]byte) ([]byte, []int64
 	return f.Bytes(), offsets
 }
 
+// testFS holds the logs the tests write: Recover reads, truncates and
+// syncs them through the vfs seam, so they need no disk (TestRecoverRealFile
+// is the one that does).
+var (
+	testFS    = memfs.New()
+	testFiles atomic.Int64
+)
+
+// writeFile writes data as a log in testFS and returns its name.
 func writeFile(t *testing.T, data []byte) string {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "000042.wal")
-	if err := os.WriteFile(path, data, 0o644); err != nil {
+	path := fmt.Sprintf("/wal-test/%d/000042.wal", testFiles.Add(1))
+	if err := testFS.MkdirAll(filepath.Dir(path)); err != nil {
 		t.Fatal(err)
 	}
+	w, err := testFS.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write(data); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	t.Cleanup(func() { testFS.Remove(path) })
 	return path
 }
 
-// recoverAll runs Recover on path and returns copies of the payloads.
+// recoverAll runs Recover on path in testFS and returns copies of the
+// payloads.
 func recoverAll(t *testing.T, path string) ([][]byte, Result, error) {
 	t.Helper()
+	return recoverAllIn(t, testFS, path)
+}
+
+// recoverAllIn is recoverAll for a log in fsys.
+func recoverAllIn(t *testing.T, fsys vfs.FS, path string) ([][]byte, Result, error) {
+	t.Helper()
 	var got [][]byte
-	res, err := Recover(vfs.Default, path, RecoverOptions{}, func(p []byte, _ int64) error {
+	res, err := Recover(fsys, path, RecoverOptions{}, func(p []byte, _ int64) error {
 		got = append(got, bytes.Clone(p))
 		return nil
 	})
@@ -113,7 +141,12 @@ func equalPayloads(a, b [][]byte) bool {
 
 func fileContents(t *testing.T, path string) []byte {
 	t.Helper()
-	b, err := os.ReadFile(path)
+	f, err := testFS.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(f)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +204,7 @@ func TestRecoverRealFile(t *testing.T) {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	got, res, err := recoverAll(t, path)
+	got, res, err := recoverAllIn(t, vfs.Default, path)
 	if err != nil || res != (Result{Records: 3, ValidSize: size}) || !equalPayloads(got, payloads) {
 		t.Fatalf("Recover = %q, %+v, %v", got, res, err)
 	}
@@ -412,7 +445,7 @@ func TestRecoverStopsOnCallbackError(t *testing.T) {
 	torn := append(bytes.Clone(data), 0, 0, 0) // must not be truncated
 	path := writeFile(t, torn)
 	calls := 0
-	res, err := Recover(vfs.Default, path, RecoverOptions{}, func([]byte, int64) error {
+	res, err := Recover(testFS, path, RecoverOptions{}, func([]byte, int64) error {
 		if calls++; calls == 4 {
 			return errBoom
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/bloomkv/bloomkv"
 	"github.com/bloomkv/bloomkv/vfs"
+	"github.com/bloomkv/bloomkv/vfs/powerfs"
 	ds "github.com/ipfs/go-datastore"
 	dsq "github.com/ipfs/go-datastore/query"
 )
@@ -93,13 +94,13 @@ func TestReopen(t *testing.T) {
 }
 
 // TestSync checks what Sync does: without Options.Sync it makes the
-// writes before it survive a power cut (simulated by vfs.PowerLoss, which
+// writes before it survive a power cut (simulated by powerfs.FS, which
 // drops everything not fsynced) with one WAL fsync and no flush; with
 // Options.Sync there is nothing to do.
 func TestSync(t *testing.T) {
 	ctx := t.Context()
 	dir := t.TempDir()
-	p := vfs.NewPowerLoss(vfs.Default, &vfs.PowerLossOptions{SkipRealSync: true})
+	p := powerfs.New(vfs.Default, &powerfs.Options{SkipRealSync: true})
 	o := bloomkv.DefaultOptions()
 	o.FS = p
 	d := open(t, dir, o)
@@ -117,7 +118,7 @@ func TestSync(t *testing.T) {
 	}
 	p.Cut()
 	d.Close()
-	if _, err := p.Restore(vfs.WritebackNone, 1); err != nil {
+	if _, err := p.Restore(powerfs.WritebackNone, 1); err != nil {
 		t.Fatal(err)
 	}
 	d = open(t, dir, o)

@@ -1,54 +1,25 @@
-package vfs
+// Package errorfs is a test double for vfs.FS that injects errors: it
+// passes every operation to another FS, counts them, and fails the ones
+// its Fault selects (ENOSPC, EIO, short writes), so that tests can check
+// that the store reports the error, stops accepting writes it cannot make
+// durable, and loses nothing it had acknowledged. It is for tests only:
+// no production code imports it.
+package errorfs
 
 import (
-	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"sync"
 	"syscall"
+
+	"github.com/bloomkv/bloomkv/vfs"
 )
 
-// Op is a kind of file system operation, as a bit so that a Fault can
-// name several.
-type Op uint32
-
-// The operations Faulty counts and can fail.
-const (
-	OpCreate Op = 1 << iota
-	OpOpen
-	OpRead // Read and ReadAt
-	OpWrite
-	OpSync
-	OpTruncate
-	OpRemove
-	OpRename
-	OpLink
-	OpList
-	OpMkdir
-	OpSyncDir
-	OpLock
-	OpStat
-	OpCommit // a manifest transaction (see Check)
-
-	OpAny Op = 1<<iota - 1
-)
-
-var opNames = []string{"create", "open", "read", "write", "sync", "truncate", "remove", "rename", "link", "list", "mkdir", "syncdir", "lock", "stat", "commit"}
-
-func (op Op) String() string {
-	for i, n := range opNames {
-		if op == 1<<i {
-			return n
-		}
-	}
-	return fmt.Sprintf("Op(%#x)", uint32(op))
-}
-
-// Fault describes the failure Faulty injects.
+// Fault describes the failure an FS injects.
 type Fault struct {
-	// Ops are the operations the fault applies to (OpAny for all).
-	Ops Op
+	// Ops are the operations the fault applies to (vfs.OpAny for all).
+	Ops vfs.Op
 	// Name, if set, is a filepath.Match pattern a file's base name must
 	// match ("*.wal", "MANIFEST"): the new name for Rename and Link, the
 	// directory's for List, MkdirAll and SyncDir.
@@ -68,7 +39,7 @@ type Fault struct {
 	Short bool
 }
 
-// Faulty is an FS that passes everything to another FS, counting
+// FS is a vfs.FS that passes everything to another FS, counting
 // operations, and fails the ones its Fault selects. Its zero Fault fails
 // nothing. It is safe for concurrent use.
 //
@@ -78,22 +49,22 @@ type Fault struct {
 // the workload runs goroutines (background flushes), the kth operation
 // need not be the same one in every run; the loop still fails each step
 // of some interleaving, and Fired tells whether the fault was reached.
-type Faulty struct {
-	fs FS
+type FS struct {
+	fs vfs.FS
 
 	mu      sync.Mutex
 	fault   Fault
 	armed   bool
 	matched int // matching operations since the fault was set
 	fired   int
-	counts  map[Op]int
+	counts  map[vfs.Op]int
 }
 
-// NewFaulty wraps fs.
-func NewFaulty(fs FS) *Faulty { return &Faulty{fs: fs, counts: make(map[Op]int)} }
+// New wraps fs.
+func New(fs vfs.FS) *FS { return &FS{fs: fs, counts: make(map[vfs.Op]int)} }
 
 // SetFault arms f; the count for Nth starts now.
-func (f *Faulty) SetFault(fault Fault) {
+func (f *FS) SetFault(fault Fault) {
 	if fault.Err == nil {
 		fault.Err = syscall.EIO
 	}
@@ -103,14 +74,14 @@ func (f *Faulty) SetFault(fault Fault) {
 }
 
 // Clear disarms f: nothing fails any more.
-func (f *Faulty) Clear() {
+func (f *FS) Clear() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.armed = false
 }
 
 // Fired reports how many operations the current fault has failed.
-func (f *Faulty) Fired() int {
+func (f *FS) Fired() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.fired
@@ -118,7 +89,7 @@ func (f *Faulty) Fired() int {
 
 // Count returns how many operations of the kinds in ops were performed
 // (attempted) through f so far, whatever the file.
-func (f *Faulty) Count(ops Op) int {
+func (f *FS) Count(ops vfs.Op) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	n := 0
@@ -131,14 +102,14 @@ func (f *Faulty) Count(ops Op) int {
 }
 
 // Inject counts op on name and returns the injected error, if the fault
-// selects this operation. It is the Injector hook that Check calls.
-func (f *Faulty) Inject(op Op, name string) error {
+// selects this operation.
+func (f *FS) Inject(op vfs.Op, name string) error {
 	_, err := f.inject(op, name)
 	return err
 }
 
 // inject also reports whether a failing write should be short.
-func (f *Faulty) inject(op Op, name string) (short bool, err error) {
+func (f *FS) inject(op vfs.Op, name string) (short bool, err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.counts[op]++
@@ -159,48 +130,37 @@ func (f *Faulty) inject(op Op, name string) (short bool, err error) {
 	return f.fault.Short, &os.PathError{Op: "injected " + op.String(), Path: name, Err: f.fault.Err}
 }
 
-// Injector is implemented by file systems that inject faults. Code whose
-// writes cannot go through an FS calls Check at the point where it would
-// fail.
-type Injector interface {
-	Inject(op Op, name string) error
-}
+// Bypass implements vfs.Bypasser: code that does its own I/O on a file
+// (the manifest's bbolt) is failed as the fault says, as if it went
+// through f.
+func (f *FS) Bypass(op vfs.Op, name string) error { return f.Inject(op, name) }
 
-// Check returns the fault fs injects for op on name, nil if fs injects
-// none (or is not an Injector).
-func Check(fs FS, op Op, name string) error {
-	if i, ok := fs.(Injector); ok {
-		return i.Inject(op, name)
-	}
-	return nil
-}
-
-// Create implements FS, failing as the fault says.
-func (f *Faulty) Create(name string) (File, error) {
-	if err := f.Inject(OpCreate, name); err != nil {
+// Create implements vfs.FS, failing as the fault says.
+func (f *FS) Create(name string) (vfs.File, error) {
+	if err := f.Inject(vfs.OpCreate, name); err != nil {
 		return nil, err
 	}
 	return f.wrap(f.fs.Create(name))(name)
 }
 
-// Open implements FS, failing as the fault says.
-func (f *Faulty) Open(name string) (File, error) {
-	if err := f.Inject(OpOpen, name); err != nil {
+// Open implements vfs.FS, failing as the fault says.
+func (f *FS) Open(name string) (vfs.File, error) {
+	if err := f.Inject(vfs.OpOpen, name); err != nil {
 		return nil, err
 	}
 	return f.wrap(f.fs.Open(name))(name)
 }
 
-// OpenReadWrite implements FS, failing as the fault says.
-func (f *Faulty) OpenReadWrite(name string) (File, error) {
-	if err := f.Inject(OpOpen, name); err != nil {
+// OpenReadWrite implements vfs.FS, failing as the fault says.
+func (f *FS) OpenReadWrite(name string) (vfs.File, error) {
+	if err := f.Inject(vfs.OpOpen, name); err != nil {
 		return nil, err
 	}
 	return f.wrap(f.fs.OpenReadWrite(name))(name)
 }
 
-func (f *Faulty) wrap(file File, err error) func(string) (File, error) {
-	return func(name string) (File, error) {
+func (f *FS) wrap(file vfs.File, err error) func(string) (vfs.File, error) {
+	return func(name string) (vfs.File, error) {
 		if err != nil {
 			return nil, err
 		}
@@ -208,101 +168,101 @@ func (f *Faulty) wrap(file File, err error) func(string) (File, error) {
 	}
 }
 
-// Remove implements FS, failing as the fault says.
-func (f *Faulty) Remove(name string) error {
-	if err := f.Inject(OpRemove, name); err != nil {
+// Remove implements vfs.FS, failing as the fault says.
+func (f *FS) Remove(name string) error {
+	if err := f.Inject(vfs.OpRemove, name); err != nil {
 		return err
 	}
 	return f.fs.Remove(name)
 }
 
-// Rename implements FS, failing as the fault says.
-func (f *Faulty) Rename(oldname, newname string) error {
-	if err := f.Inject(OpRename, newname); err != nil {
+// Rename implements vfs.FS, failing as the fault says.
+func (f *FS) Rename(oldname, newname string) error {
+	if err := f.Inject(vfs.OpRename, newname); err != nil {
 		return err
 	}
 	return f.fs.Rename(oldname, newname)
 }
 
-// Link implements FS, failing as the fault says.
-func (f *Faulty) Link(oldname, newname string) error {
-	if err := f.Inject(OpLink, newname); err != nil {
+// Link implements vfs.FS, failing as the fault says.
+func (f *FS) Link(oldname, newname string) error {
+	if err := f.Inject(vfs.OpLink, newname); err != nil {
 		return err
 	}
 	return f.fs.Link(oldname, newname)
 }
 
-// List implements FS, failing as the fault says.
-func (f *Faulty) List(dir string) ([]string, error) {
-	if err := f.Inject(OpList, dir); err != nil {
+// List implements vfs.FS, failing as the fault says.
+func (f *FS) List(dir string) ([]string, error) {
+	if err := f.Inject(vfs.OpList, dir); err != nil {
 		return nil, err
 	}
 	return f.fs.List(dir)
 }
 
-// MkdirAll implements FS, failing as the fault says.
-func (f *Faulty) MkdirAll(dir string) error {
-	if err := f.Inject(OpMkdir, dir); err != nil {
+// MkdirAll implements vfs.FS, failing as the fault says.
+func (f *FS) MkdirAll(dir string) error {
+	if err := f.Inject(vfs.OpMkdir, dir); err != nil {
 		return err
 	}
 	return f.fs.MkdirAll(dir)
 }
 
-// SyncDir implements FS, failing as the fault says.
-func (f *Faulty) SyncDir(dir string) error {
-	if err := f.Inject(OpSyncDir, dir); err != nil {
+// SyncDir implements vfs.FS, failing as the fault says.
+func (f *FS) SyncDir(dir string) error {
+	if err := f.Inject(vfs.OpSyncDir, dir); err != nil {
 		return err
 	}
 	return f.fs.SyncDir(dir)
 }
 
-// Lock implements FS, failing as the fault says.
-func (f *Faulty) Lock(name string) (io.Closer, error) {
-	if err := f.Inject(OpLock, name); err != nil {
+// Lock implements vfs.FS, failing as the fault says.
+func (f *FS) Lock(name string) (io.Closer, error) {
+	if err := f.Inject(vfs.OpLock, name); err != nil {
 		return nil, err
 	}
 	return f.fs.Lock(name)
 }
 
-// LockShared implements FS, failing as the fault says (as OpLock).
-func (f *Faulty) LockShared(name string) (io.Closer, error) {
-	if err := f.Inject(OpLock, name); err != nil {
+// LockShared implements vfs.FS, failing as the fault says (as vfs.OpLock).
+func (f *FS) LockShared(name string) (io.Closer, error) {
+	if err := f.Inject(vfs.OpLock, name); err != nil {
 		return nil, err
 	}
 	return f.fs.LockShared(name)
 }
 
-// Stat implements FS, failing as the fault says.
-func (f *Faulty) Stat(name string) (os.FileInfo, error) {
-	if err := f.Inject(OpStat, name); err != nil {
+// Stat implements vfs.FS, failing as the fault says.
+func (f *FS) Stat(name string) (os.FileInfo, error) {
+	if err := f.Inject(vfs.OpStat, name); err != nil {
 		return nil, err
 	}
 	return f.fs.Stat(name)
 }
 
-// faultyFile is a File of a Faulty FS.
+// faultyFile is a File of an FS.
 type faultyFile struct {
-	File
-	fs   *Faulty
+	vfs.File
+	fs   *FS
 	name string
 }
 
 func (f *faultyFile) Read(p []byte) (int, error) {
-	if err := f.fs.Inject(OpRead, f.name); err != nil {
+	if err := f.fs.Inject(vfs.OpRead, f.name); err != nil {
 		return 0, err
 	}
 	return f.File.Read(p)
 }
 
 func (f *faultyFile) ReadAt(p []byte, off int64) (int, error) {
-	if err := f.fs.Inject(OpRead, f.name); err != nil {
+	if err := f.fs.Inject(vfs.OpRead, f.name); err != nil {
 		return 0, err
 	}
 	return f.File.ReadAt(p, off)
 }
 
 func (f *faultyFile) Write(p []byte) (int, error) {
-	short, err := f.fs.inject(OpWrite, f.name)
+	short, err := f.fs.inject(vfs.OpWrite, f.name)
 	if err != nil {
 		if short && len(p) > 1 {
 			n, _ := f.File.Write(p[:len(p)/2])
@@ -314,19 +274,22 @@ func (f *faultyFile) Write(p []byte) (int, error) {
 }
 
 func (f *faultyFile) Sync() error {
-	if err := f.fs.Inject(OpSync, f.name); err != nil {
+	if err := f.fs.Inject(vfs.OpSync, f.name); err != nil {
 		return err
 	}
 	return f.File.Sync()
 }
 
 func (f *faultyFile) Truncate(size int64) error {
-	if err := f.fs.Inject(OpTruncate, f.name); err != nil {
+	if err := f.fs.Inject(vfs.OpTruncate, f.name); err != nil {
 		return err
 	}
 	return f.File.Truncate(size)
 }
 
-// Unwrap returns the file underneath, for Fd: a Faulty file can still be
+// Unwrap returns the file underneath, for vfs.Fd: a faulty file can still be
 // mapped, and reads of the mapping bypass the fault injection.
-func (f *faultyFile) Unwrap() File { return f.File }
+func (f *faultyFile) Unwrap() vfs.File { return f.File }
+
+// BootID passes the wrapped file system's boot ID through.
+func (f *FS) BootID() [16]byte { return vfs.BootID(f.fs) }

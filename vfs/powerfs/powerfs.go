@@ -1,6 +1,9 @@
-package vfs
+// Package powerfs is a test double for vfs.FS that simulates losing
+// power (see FS). It is for tests only: no production code imports it.
+package powerfs
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/binary"
 	"errors"
@@ -16,20 +19,22 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+
+	"github.com/bloomkv/bloomkv/vfs"
 )
 
-// PowerLoss is an FS that simulates losing power. A killed process leaves
+// FS is a vfs.FS that simulates losing power. A killed process leaves
 // the kernel's page cache behind, so crash tests that kill processes never
-// lose a write that was not fsynced; PowerLoss does, in the manner of
+// lose a write that was not fsynced; FS does, in the manner of
 // LevelDB's and RocksDB's fault-injection Env, Pebble's strict MemFS and
 // SQLite's crash-test VFS.
 //
 // It is an overlay on real directories: every operation is passed to the
-// FS underneath (Default, or a Faulty over it), so the files are real and
+// FS underneath (vfs.Default, or an errorfs.FS over it), so the files are real and
 // code that does its own I/O on them — bbolt, for the manifest — works.
-// Alongside, PowerLoss records what a power cut would leave:
+// Alongside, FS records what a power cut would leave:
 //
-//   - per file, its durable content (as of its last successful File.Sync)
+//   - per file, its durable content (as of its last successful vfs.File.Sync)
 //     and the writes and truncations made since, in order;
 //   - per directory, the durable entries (name → file, as of the last
 //     successful SyncDir of that directory) next to the current ones, so
@@ -43,31 +48,42 @@ import (
 // have on disk, until they are changed through the FS.
 //
 // Cut (or CutAfter) turns the power off: from then on every operation
-// fails with EIO wrapped in an *os.PathError, Check included, so a store
+// fails with EIO wrapped in an *os.PathError, Bypass included, so a store
 // stops. After the store has been closed (or abandoned: nothing may still
 // write its files), Restore rewrites the directories to what the disk
 // would hold after the power came back: every file rolled back to its
 // durable content plus none, a prefix or a subset of its unsynced writes
 // (Writeback), every unsynced directory change undone.
 //
-// Files written by someone else — bbolt's manifest, which Check announces
-// (OpCreate, OpOpen) — are taken as they are on disk at Restore. bbolt
+// Files written by someone else — bbolt's manifest, which vfs.Bypass announces
+// (vfs.OpCreate, vfs.OpOpen) — are taken as they are on disk at Restore. bbolt
 // makes a commit all there or not at all once its fsync returns, and a
-// store calls Check(OpCommit) just before each commit, which fails once
+// store calls vfs.Bypass(vfs.OpCommit) just before each commit, which fails once
 // the power is off; so a cut falls between two commits, and the manifest
 // on disk is exactly what a power loss at that moment would leave (a
-// commit already past its Check when the cut comes completes, as if the
-// cut came just after it). What is not simulated: torn writes inside a
-// bbolt commit (bbolt's own guarantee), the loss of a directory created
-// by MkdirAll (directories are taken as durable), reads from memory maps
-// (they bypass the FS), metadata other than names and content (mode,
-// times), and a file written both through the FS and by someone else.
+// commit already past its Bypass when the cut comes completes, as if the
+// cut came just after it).
+//
+// Files written through a shared, writable mapping (the store's WAL on
+// Linux) change without a call to the FS. A file's descriptor handed out
+// for that (vfs.MapFd) puts it in another mode: its content is read from
+// the file itself when each Sync begins (what the fsync makes durable)
+// and when the power goes off (what the page cache held then), and
+// Restore keeps, of the 4 KiB pages that differ, none, the first ones or
+// a random subset, each whole as of the cut, as Writeback says.
+//
+// What is not simulated: torn writes inside a bbolt commit (bbolt's own
+// guarantee), the loss of a directory created by MkdirAll (directories
+// are taken as durable), faults on reads from memory maps (they bypass
+// the FS), the states of a mapped page between two syncs other than the
+// one at the cut, metadata other than names and content (mode, times),
+// and a file written both through the FS and by someone else.
 //
 // Every method is safe for concurrent use. The model keeps the content of
 // every file written through the FS in memory: it is meant for tests.
-type PowerLoss struct {
-	fs   FS
-	opts PowerLossOptions
+type FS struct {
+	fs   vfs.FS
+	opts Options
 
 	// dead mirrors "cut" for the read paths, which take no lock; gen
 	// counts Restores, so that a file opened before one fails forever.
@@ -86,6 +102,10 @@ type PowerLoss struct {
 	// files wait in limbo, content kept, until none is under way.
 	syncDirs int
 	limbo    []*plInode
+	// mapped are the inodes of files mapped for writing (MapFd); nMapped
+	// counts them across Restores.
+	mapped  []*plInode
+	nMapped int
 }
 
 // Writeback says which unsynced writes of a file the kernel had written
@@ -151,6 +171,19 @@ type plInode struct {
 	// its writes no longer recorded.
 	curLinks, durLinks int
 	forgotten          bool
+
+	// mapped is set once a descriptor of the file has been handed out for
+	// a shared, writable mapping (MapFd): from then on the file changes
+	// behind the FS's back, so instead of recording writes the model reads
+	// the content from the file itself — durable is what it held when its
+	// last successful Sync began, atCut what it held when the power went
+	// off — and Restore keeps a random subset of the pages that differ.
+	mapped bool
+	// open are the files open on a mapped inode, to read it through;
+	// atClose is what it held when the last of them was closed.
+	open    map[*plFile]struct{}
+	atClose []byte
+	atCut   []byte
 }
 
 type plKind int
@@ -178,21 +211,21 @@ type plDir struct {
 	ver, durVer uint64
 }
 
-// PowerLossOptions configure a PowerLoss.
-type PowerLossOptions struct {
-	// SkipRealSync makes File.Sync and SyncDir change only the model, not
+// Options configure an FS.
+type Options struct {
+	// SkipRealSync makes vfs.File.Sync and SyncDir change only the model, not
 	// fsync the real files: the simulation needs no real durability, and
 	// fsyncs make up most of a small store's run time on a real disk.
-	// Check(OpSync) or Check(OpSyncDir) is still asked of the FS
-	// underneath, so that a Faulty there can fail them.
+	// vfs.Bypass(vfs.OpSync) or vfs.Bypass(vfs.OpSyncDir) is still asked of the FS
+	// underneath, so that an errorfs.FS there can fail them.
 	SkipRealSync bool
 }
 
-// NewPowerLoss wraps fs, which must reach the real files (Default, or a
-// Faulty over Default): the directories PowerLoss tracks are read and, by
+// New wraps fs, which must reach the real files (vfs.Default, or
+// an errorfs.FS over it): the directories p tracks are read and, by
 // Restore, rewritten with the os package. opts may be nil.
-func NewPowerLoss(fs FS, opts *PowerLossOptions) *PowerLoss {
-	p := &PowerLoss{fs: fs, done: make(chan struct{}), dirs: make(map[string]*plDir)}
+func New(fs vfs.FS, opts *Options) *FS {
+	p := &FS{fs: fs, done: make(chan struct{}), dirs: make(map[string]*plDir)}
 	if opts != nil {
 		p.opts = *opts
 	}
@@ -200,19 +233,57 @@ func NewPowerLoss(fs FS, opts *PowerLossOptions) *PowerLoss {
 }
 
 // Cut turns the power off now: every later operation through p, and
-// Check, fails with EIO. Operations already under way complete.
-func (p *PowerLoss) Cut() {
+// Bypass, fails with EIO. Operations already under way complete.
+func (p *FS) Cut() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.cutLocked()
 }
 
-func (p *PowerLoss) cutLocked() {
+func (p *FS) cutLocked() {
 	if !p.cut {
 		p.cut = true
 		p.dead.Store(true)
 		close(p.done)
+		// What the page cache held of each mapped file at this moment is
+		// what the kernel may have written back of it; whatever reaches
+		// the mapping from now on came after the power went off.
+		for _, ino := range p.mapped {
+			if !ino.forgotten {
+				ino.atCut = ino.contentLocked()
+			}
+		}
 	}
+}
+
+// contentLocked reads a mapped inode's current content through one of
+// its open files (not the name: it may be gone), or returns what it held
+// when its last file was closed. A failed read gives the durable content:
+// nothing unsynced is kept.
+func (ino *plInode) contentLocked() []byte {
+	for f := range ino.open {
+		if b, err := readContent(f.File); err == nil {
+			return b
+		}
+	}
+	if ino.atClose != nil {
+		return ino.atClose
+	}
+	return ino.durable
+}
+
+// readContent reads all of f with ReadAt, leaving its offset alone.
+func readContent(f vfs.File) ([]byte, error) {
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, st.Size())
+	n, err := f.ReadAt(b, 0)
+	if n == len(b) {
+		err = nil
+	}
+	return b[:n], err
 }
 
 // CutAfter arms an automatic cut right after the nth mutating operation
@@ -220,12 +291,12 @@ func (p *PowerLoss) cutLocked() {
 // operation completes, every later one fails. If n operations have already
 // been made, the power goes off at once. n <= 0 disarms.
 //
-// The mutating operations are File.Write, File.Sync, File.Truncate,
-// Create, Remove, Rename, Link, SyncDir, and Check with OpCreate or
-// OpCommit (a manifest file created or committed by bbolt). The usual test
+// The mutating operations are vfs.File.Write, vfs.File.Sync, vfs.File.Truncate,
+// Create, Remove, Rename, Link, SyncDir, and Bypass with vfs.OpCreate or
+// vfs.OpCommit (a manifest file created or committed by bbolt). The usual test
 // counts a workload's operations once with no cut, then cuts at random
 // points of later runs.
-func (p *PowerLoss) CutAfter(n int) {
+func (p *FS) CutAfter(n int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.cutAt = max(n, 0)
@@ -235,30 +306,30 @@ func (p *PowerLoss) CutAfter(n int) {
 }
 
 // Ops returns the number of mutating operations made through p so far.
-func (p *PowerLoss) Ops() int {
+func (p *FS) Ops() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.ops
 }
 
 // IsCut reports whether the power is off.
-func (p *PowerLoss) IsCut() bool { return p.dead.Load() }
+func (p *FS) IsCut() bool { return p.dead.Load() }
 
 // Done returns a channel that is closed when the power goes off.
-func (p *PowerLoss) Done() <-chan struct{} {
+func (p *FS) Done() <-chan struct{} {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.done
 }
 
 // cutError is the error of every operation after the cut.
-func cutError(op Op, name string) error {
+func cutError(op vfs.Op, name string) error {
 	return &os.PathError{Op: op.String() + " (power cut)", Path: name, Err: syscall.EIO}
 }
 
 // admit lets a mutating operation through, or fails it after the cut; the
 // operation that reaches the CutAfter count is the last one let through.
-func (p *PowerLoss) admitLocked(op Op, name string) error {
+func (p *FS) admitLocked(op vfs.Op, name string) error {
 	if p.cut {
 		return cutError(op, name)
 	}
@@ -271,7 +342,7 @@ func (p *PowerLoss) admitLocked(op Op, name string) error {
 
 // split returns the directory of the model for name (reading it from the
 // disk on first use) and the base name.
-func (p *PowerLoss) splitLocked(name string) (*plDir, string) {
+func (p *FS) splitLocked(name string) (*plDir, string) {
 	abs, err := filepath.Abs(name)
 	if err != nil {
 		abs = filepath.Clean(name)
@@ -282,7 +353,7 @@ func (p *PowerLoss) splitLocked(name string) (*plDir, string) {
 // dirLocked returns the model of directory path, reading it from the disk
 // the first time: its regular files are durable as they are. Hard links
 // within the directory share one file of the model.
-func (p *PowerLoss) dirLocked(path string) *plDir {
+func (p *FS) dirLocked(path string) *plDir {
 	if d, ok := p.dirs[path]; ok {
 		return d
 	}
@@ -313,14 +384,14 @@ func (p *PowerLoss) dirLocked(path string) *plDir {
 	return d
 }
 
-func (p *PowerLoss) newInode(kind plKind) *plInode {
+func (p *FS) newInode(kind plKind) *plInode {
 	p.nextID++
 	return &plInode{id: p.nextID, kind: kind}
 }
 
 // setCurLocked points name at ino (nil: removes it) in the current
 // entries of d.
-func (p *PowerLoss) setCurLocked(d *plDir, name string, ino *plInode) {
+func (p *FS) setCurLocked(d *plDir, name string, ino *plInode) {
 	if old := d.cur[name]; old != nil {
 		old.curLinks--
 		p.forgetLocked(old)
@@ -337,7 +408,7 @@ func (p *PowerLoss) setCurLocked(d *plDir, name string, ino *plInode) {
 // forgetLocked drops the content of a file no name can reach any more (a
 // descriptor still open on it writes into the void), or puts it in limbo
 // while a SyncDir is under way.
-func (p *PowerLoss) forgetLocked(ino *plInode) {
+func (p *FS) forgetLocked(ino *plInode) {
 	switch {
 	case ino.curLinks > 0 || ino.durLinks > 0 || ino.forgotten:
 	case p.syncDirs > 0:
@@ -365,7 +436,7 @@ func (ino *plInode) load(path string) error {
 // content is not tracked, when the name at path about to go is its last
 // current one but a durable name remains (or may, by a SyncDir under
 // way): Restore will need it.
-func (p *PowerLoss) saveBeforeUnlinkLocked(ino *plInode, path string) {
+func (p *FS) saveBeforeUnlinkLocked(ino *plInode, path string) {
 	if ino == nil || ino.kind == plLoaded || ino.curLinks != 1 || ino.durLinks == 0 && p.syncDirs == 0 || ino.hasSaved {
 		return
 	}
@@ -375,7 +446,7 @@ func (p *PowerLoss) saveBeforeUnlinkLocked(ino *plInode, path string) {
 }
 
 func (ino *plInode) record(op plOp) {
-	if ino == nil || ino.kind != plLoaded || ino.forgotten {
+	if ino == nil || ino.kind != plLoaded || ino.forgotten || ino.mapped {
 		return
 	}
 	op.seq = ino.nextSeq
@@ -408,46 +479,46 @@ func applyOp(b []byte, op plOp) []byte {
 	return b
 }
 
-// Inject implements Injector: after the cut Check fails with EIO. Before,
-// it passes the question to the FS underneath (a Faulty's faults still
-// fire) and takes note of what bbolt is about to do: OpCreate makes a new
-// file (not durable until its directory is synced), OpOpen opens one, and
-// both files' content is from then on bbolt's (taken as on disk). OpCreate
-// and OpCommit are mutating operations, counted for CutAfter.
-func (p *PowerLoss) Inject(op Op, name string) error {
+// Bypass implements vfs.Bypasser: after the cut it fails with EIO. Before,
+// it passes the question to the FS underneath (an errorfs.FS's faults still
+// fire) and takes note of what bbolt is about to do: vfs.OpCreate makes a new
+// file (not durable until its directory is synced), vfs.OpOpen opens one, and
+// both files' content is from then on bbolt's (taken as on disk). vfs.OpCreate
+// and vfs.OpCommit are mutating operations, counted for CutAfter.
+func (p *FS) Bypass(op vfs.Op, name string) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.cut {
 		return cutError(op, name)
 	}
-	if err := Check(p.fs, op, name); err != nil {
+	if err := vfs.Bypass(p.fs, op, name); err != nil {
 		return err
 	}
 	switch op {
-	case OpCreate:
+	case vfs.OpCreate:
 		d, base := p.splitLocked(name)
 		if d.cur[base] == nil { // else bbolt's O_EXCL open fails
 			p.setCurLocked(d, base, p.newInode(plExternal))
 		}
 		return p.admitLocked(op, name)
-	case OpOpen:
+	case vfs.OpOpen:
 		d, base := p.splitLocked(name)
 		if ino := d.cur[base]; ino != nil && ino.kind == plOnDisk {
 			ino.kind = plExternal
 		}
-	case OpCommit:
+	case vfs.OpCommit:
 		return p.admitLocked(op, name)
 	}
 	return nil
 }
 
-// Create implements FS: the new file's name is not durable until its
+// Create implements vfs.FS: the new file's name is not durable until its
 // directory is synced, its content until it is synced.
-func (p *PowerLoss) Create(name string) (File, error) {
+func (p *FS) Create(name string) (vfs.File, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	d, base := p.splitLocked(name)
-	if err := p.admitLocked(OpCreate, name); err != nil {
+	if err := p.admitLocked(vfs.OpCreate, name); err != nil {
 		return nil, err
 	}
 	f, err := p.fs.Create(name)
@@ -459,25 +530,25 @@ func (p *PowerLoss) Create(name string) (File, error) {
 	return p.newFile(f, ino, name), nil
 }
 
-// Open implements FS.
-func (p *PowerLoss) Open(name string) (File, error) {
+// Open implements vfs.FS.
+func (p *FS) Open(name string) (vfs.File, error) {
 	return p.open(name, false)
 }
 
-// OpenReadWrite implements FS. A file found on disk is read into the
+// OpenReadWrite implements vfs.FS. A file found on disk is read into the
 // model first, as its durable content.
-func (p *PowerLoss) OpenReadWrite(name string) (File, error) {
+func (p *FS) OpenReadWrite(name string) (vfs.File, error) {
 	return p.open(name, true)
 }
 
-func (p *PowerLoss) open(name string, write bool) (File, error) {
+func (p *FS) open(name string, write bool) (vfs.File, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.cut {
-		return nil, cutError(OpOpen, name)
+		return nil, cutError(vfs.OpOpen, name)
 	}
 	d, base := p.splitLocked(name)
-	var f File
+	var f vfs.File
 	var err error
 	if write {
 		f, err = p.fs.OpenReadWrite(name)
@@ -505,13 +576,13 @@ func (p *PowerLoss) open(name string, write bool) (File, error) {
 	return p.newFile(f, ino, name), nil
 }
 
-// Remove implements FS: the name comes back at Restore, with the durable
+// Remove implements vfs.FS: the name comes back at Restore, with the durable
 // content, unless the directory is synced after.
-func (p *PowerLoss) Remove(name string) error {
+func (p *FS) Remove(name string) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	d, base := p.splitLocked(name)
-	if err := p.admitLocked(OpRemove, name); err != nil {
+	if err := p.admitLocked(vfs.OpRemove, name); err != nil {
 		return err
 	}
 	ino := d.cur[base]
@@ -525,14 +596,14 @@ func (p *PowerLoss) Remove(name string) error {
 	return nil
 }
 
-// Rename implements FS: undone at Restore unless both directories are
+// Rename implements vfs.FS: undone at Restore unless both directories are
 // synced after.
-func (p *PowerLoss) Rename(oldname, newname string) error {
+func (p *FS) Rename(oldname, newname string) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	od, obase := p.splitLocked(oldname)
 	nd, nbase := p.splitLocked(newname)
-	if err := p.admitLocked(OpRename, newname); err != nil {
+	if err := p.admitLocked(vfs.OpRename, newname); err != nil {
 		return err
 	}
 	ino, replaced := od.cur[obase], nd.cur[nbase]
@@ -549,14 +620,14 @@ func (p *PowerLoss) Rename(oldname, newname string) error {
 	return nil
 }
 
-// Link implements FS: the new name is not durable until its directory is
+// Link implements vfs.FS: the new name is not durable until its directory is
 // synced.
-func (p *PowerLoss) Link(oldname, newname string) error {
+func (p *FS) Link(oldname, newname string) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	od, obase := p.splitLocked(oldname)
 	nd, nbase := p.splitLocked(newname)
-	if err := p.admitLocked(OpLink, newname); err != nil {
+	if err := p.admitLocked(vfs.OpLink, newname); err != nil {
 		return err
 	}
 	if err := p.fs.Link(oldname, newname); err != nil {
@@ -568,29 +639,29 @@ func (p *PowerLoss) Link(oldname, newname string) error {
 	return nil
 }
 
-// List implements FS.
-func (p *PowerLoss) List(dir string) ([]string, error) {
+// List implements vfs.FS.
+func (p *FS) List(dir string) ([]string, error) {
 	if p.dead.Load() {
-		return nil, cutError(OpList, dir)
+		return nil, cutError(vfs.OpList, dir)
 	}
 	return p.fs.List(dir)
 }
 
-// MkdirAll implements FS. Directories it makes are taken as durable.
-func (p *PowerLoss) MkdirAll(dir string) error {
+// MkdirAll implements vfs.FS. Directories it makes are taken as durable.
+func (p *FS) MkdirAll(dir string) error {
 	if p.dead.Load() {
-		return cutError(OpMkdir, dir)
+		return cutError(vfs.OpMkdir, dir)
 	}
 	return p.fs.MkdirAll(dir)
 }
 
-// SyncDir implements FS: the current entries of dir become its durable
+// SyncDir implements vfs.FS: the current entries of dir become its durable
 // ones. The real directory sync runs without the lock, so that the
 // store's other goroutines go on; what becomes durable is the directory as
 // it was when SyncDir began.
-func (p *PowerLoss) SyncDir(dir string) error {
+func (p *FS) SyncDir(dir string) error {
 	p.mu.Lock()
-	if err := p.admitLocked(OpSyncDir, dir); err != nil {
+	if err := p.admitLocked(vfs.OpSyncDir, dir); err != nil {
 		p.mu.Unlock()
 		return err
 	}
@@ -603,7 +674,7 @@ func (p *PowerLoss) SyncDir(dir string) error {
 	p.syncDirs++
 	p.mu.Unlock()
 
-	err = p.syncThrough(OpSyncDir, dir, func() error { return p.fs.SyncDir(dir) })
+	err = p.syncThrough(vfs.OpSyncDir, dir, func() error { return p.fs.SyncDir(dir) })
 
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -633,20 +704,20 @@ func (p *PowerLoss) SyncDir(dir string) error {
 
 // syncThrough runs the real sync, or with SkipRealSync only asks the FS
 // underneath whether it would fail.
-func (p *PowerLoss) syncThrough(op Op, name string, sync func() error) error {
+func (p *FS) syncThrough(op vfs.Op, name string, sync func() error) error {
 	if p.opts.SkipRealSync {
-		return Check(p.fs, op, name)
+		return vfs.Bypass(p.fs, op, name)
 	}
 	return sync()
 }
 
-// Lock implements FS. A LOCK file it creates is a new, unsynced name.
+// Lock implements vfs.FS. A LOCK file it creates is a new, unsynced name.
 // Closing the lock releases it even after the cut.
-func (p *PowerLoss) Lock(name string) (io.Closer, error) {
+func (p *FS) Lock(name string) (io.Closer, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.cut {
-		return nil, cutError(OpLock, name)
+		return nil, cutError(vfs.OpLock, name)
 	}
 	d, base := p.splitLocked(name)
 	l, err := p.fs.Lock(name)
@@ -659,10 +730,10 @@ func (p *PowerLoss) Lock(name string) (io.Closer, error) {
 	return l, nil
 }
 
-// LockShared implements FS.
-func (p *PowerLoss) LockShared(name string) (io.Closer, error) {
+// LockShared implements vfs.FS.
+func (p *FS) LockShared(name string) (io.Closer, error) {
 	if p.dead.Load() {
-		return nil, cutError(OpLock, name)
+		return nil, cutError(vfs.OpLock, name)
 	}
 	return p.fs.LockShared(name)
 }
@@ -670,8 +741,8 @@ func (p *PowerLoss) LockShared(name string) (io.Closer, error) {
 // BootID implements BootIDer: every Restore is a reboot, so the ID
 // changes with each one (the machine's own ID, altered by the number of
 // restores). Recovery then knows that unsynced writes may be lost.
-func (p *PowerLoss) BootID() [16]byte {
-	id := BootID(p.fs)
+func (p *FS) BootID() [16]byte {
+	id := vfs.BootID(p.fs)
 	if g := p.gen.Load(); g > 0 {
 		x := binary.LittleEndian.Uint64(id[8:]) ^ (g * 0x9E3779B97F4A7C15)
 		binary.LittleEndian.PutUint64(id[8:], x)
@@ -679,34 +750,74 @@ func (p *PowerLoss) BootID() [16]byte {
 	return id
 }
 
-// Stat implements FS.
-func (p *PowerLoss) Stat(name string) (os.FileInfo, error) {
+// Stat implements vfs.FS.
+func (p *FS) Stat(name string) (os.FileInfo, error) {
 	if p.dead.Load() {
-		return nil, cutError(OpStat, name)
+		return nil, cutError(vfs.OpStat, name)
 	}
 	return p.fs.Stat(name)
 }
 
-// plFile is a File of a PowerLoss FS.
+// plFile is a vfs.File of an FS.
 type plFile struct {
-	File
-	p    *PowerLoss
+	vfs.File
+	p    *FS
 	ino  *plInode
 	name string
 	gen  uint64
 	pos  atomic.Int64 // the descriptor's offset, where Write writes
 }
 
-func (p *PowerLoss) newFile(f File, ino *plInode, name string) *plFile {
-	return &plFile{File: f, p: p, ino: ino, name: name, gen: p.gen.Load()}
+func (p *FS) newFile(f vfs.File, ino *plInode, name string) *plFile {
+	pf := &plFile{File: f, p: p, ino: ino, name: name, gen: p.gen.Load()}
+	if ino.mapped {
+		ino.open[pf] = struct{}{}
+	}
+	return pf
+}
+
+// MapFd implements vfs.Mapper: it hands out the descriptor of the file
+// underneath (if that can be mapped: an OS file, not a fault injector's)
+// and from then on reads the file's content from the file itself, at each
+// Sync and at the cut, since writes through the mapping bypass Write.
+func (f *plFile) MapFd() (uintptr, bool) {
+	f.p.mu.Lock()
+	defer f.p.mu.Unlock()
+	if f.p.cut || f.p.gen.Load() != f.gen {
+		return 0, false
+	}
+	fd, ok := vfs.MapFd(f.File)
+	if !ok {
+		return 0, false
+	}
+	ino := f.ino
+	if !ino.mapped {
+		if err := ino.load(f.name); err != nil {
+			return 0, false
+		}
+		ino.mapped, ino.pending, ino.open = true, nil, map[*plFile]struct{}{}
+		f.p.mapped = append(f.p.mapped, ino)
+		f.p.nMapped++
+	}
+	ino.open[f] = struct{}{}
+	return fd, true
+}
+
+// Mapped returns how many files have been mapped for writing through p
+// (MapFd) since it was made, Restores included: a test that means to
+// cover a store's mapped WAL can check that it was.
+func (p *FS) Mapped() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.nMapped
 }
 
 // dead reports whether f may no longer be used: the power is off, or f
 // was opened before a Restore.
 func (f *plFile) dead() bool { return f.p.dead.Load() || f.p.gen.Load() != f.gen }
 
-// admitLocked is PowerLoss.admitLocked for an operation on f.
-func (f *plFile) admitLocked(op Op) error {
+// admitLocked is FS.admitLocked for an operation on f.
+func (f *plFile) admitLocked(op vfs.Op) error {
 	if f.p.gen.Load() != f.gen {
 		return cutError(op, f.name)
 	}
@@ -715,7 +826,7 @@ func (f *plFile) admitLocked(op Op) error {
 
 func (f *plFile) Read(b []byte) (int, error) {
 	if f.dead() {
-		return 0, cutError(OpRead, f.name)
+		return 0, cutError(vfs.OpRead, f.name)
 	}
 	n, err := f.File.Read(b)
 	f.pos.Add(int64(n))
@@ -724,7 +835,7 @@ func (f *plFile) Read(b []byte) (int, error) {
 
 func (f *plFile) ReadAt(b []byte, off int64) (int, error) {
 	if f.dead() {
-		return 0, cutError(OpRead, f.name)
+		return 0, cutError(vfs.OpRead, f.name)
 	}
 	return f.File.ReadAt(b, off)
 }
@@ -733,7 +844,7 @@ func (f *plFile) ReadAt(b []byte, off int64) (int, error) {
 func (f *plFile) Write(b []byte) (int, error) {
 	f.p.mu.Lock()
 	defer f.p.mu.Unlock()
-	if err := f.admitLocked(OpWrite); err != nil {
+	if err := f.admitLocked(vfs.OpWrite); err != nil {
 		return 0, err
 	}
 	off := f.pos.Load()
@@ -745,24 +856,57 @@ func (f *plFile) Write(b []byte) (int, error) {
 	return n, err
 }
 
+// WriteAt records the bytes written at off as unsynced; the file's offset
+// is left alone. It fails if the file underneath has no WriteAt.
+func (f *plFile) WriteAt(b []byte, off int64) (int, error) {
+	wa, ok := f.File.(io.WriterAt)
+	if !ok {
+		return 0, &os.PathError{Op: "writeat", Path: f.name, Err: syscall.ENOTSUP}
+	}
+	f.p.mu.Lock()
+	defer f.p.mu.Unlock()
+	if err := f.admitLocked(vfs.OpWrite); err != nil {
+		return 0, err
+	}
+	n, err := wa.WriteAt(b, off)
+	if n > 0 {
+		f.ino.record(plOp{off: off, data: slices.Clone(b[:n])})
+	}
+	return n, err
+}
+
 // Sync makes the writes and truncations made before it began durable.
 // The real fsync runs without the lock.
 func (f *plFile) Sync() error {
 	f.p.mu.Lock()
-	if err := f.admitLocked(OpSync); err != nil {
+	if err := f.admitLocked(vfs.OpSync); err != nil {
 		f.p.mu.Unlock()
 		return err
 	}
-	end := f.ino.nextSeq
+	end, mapped := f.ino.nextSeq, f.ino.mapped
 	f.p.mu.Unlock()
 
-	if err := f.p.syncThrough(OpSync, f.name, f.File.Sync); err != nil {
+	// A mapped file's content is read before the fsync starts: what the
+	// mapping held then is what the fsync (which also flushes the
+	// mapping's dirty pages) makes durable.
+	var snap []byte
+	if mapped {
+		var err error
+		if snap, err = readContent(f.File); err != nil {
+			return err
+		}
+	}
+	if err := f.p.syncThrough(vfs.OpSync, f.name, f.File.Sync); err != nil {
 		return err // what reached the disk is unknown: leave it unsynced
 	}
 	f.p.mu.Lock()
 	defer f.p.mu.Unlock()
-	if f.p.gen.Load() == f.gen {
-		f.ino.syncUpTo(end)
+	if f.p.gen.Load() == f.gen && !f.ino.forgotten {
+		if mapped {
+			f.ino.durable = snap
+		} else {
+			f.ino.syncUpTo(end)
+		}
 	}
 	return nil
 }
@@ -771,7 +915,7 @@ func (f *plFile) Sync() error {
 func (f *plFile) Truncate(size int64) error {
 	f.p.mu.Lock()
 	defer f.p.mu.Unlock()
-	if err := f.admitLocked(OpTruncate); err != nil {
+	if err := f.admitLocked(vfs.OpTruncate); err != nil {
 		return err
 	}
 	if err := f.File.Truncate(size); err != nil {
@@ -783,7 +927,7 @@ func (f *plFile) Truncate(size int64) error {
 
 func (f *plFile) Stat() (os.FileInfo, error) {
 	if f.dead() {
-		return nil, cutError(OpStat, f.name)
+		return nil, cutError(vfs.OpStat, f.name)
 	}
 	return f.File.Stat()
 }
@@ -792,6 +936,14 @@ func (f *plFile) Stat() (os.FileInfo, error) {
 // error: closing does no I/O that a power cut could undo, and a test must
 // be able to release every descriptor of the store it abandons.
 func (f *plFile) Close() error {
+	f.p.mu.Lock()
+	if _, ok := f.ino.open[f]; ok {
+		if len(f.ino.open) == 1 {
+			f.ino.atClose, _ = readContent(f.File)
+		}
+		delete(f.ino.open, f)
+	}
+	f.p.mu.Unlock()
 	err := f.File.Close()
 	if f.dead() {
 		return nil
@@ -801,7 +953,7 @@ func (f *plFile) Close() error {
 
 // Unwrap returns the file underneath, for Fd: segments can still be
 // mapped. After Restore the file a mapping shows may be gone.
-func (f *plFile) Unwrap() File { return f.File }
+func (f *plFile) Unwrap() vfs.File { return f.File }
 
 // RestoreStats tells what Restore changed on disk.
 type RestoreStats struct {
@@ -824,7 +976,7 @@ type RestoreStats struct {
 // would hold after the cut: each durable name, pointing at its file with
 // the file's durable content plus, by mode, none, a prefix or a subset of
 // its unsynced writes; every other name removed. Files of bbolt (see
-// Inject) and files found on disk and never changed are taken as they are
+// Bypass) and files found on disk and never changed are taken as they are
 // on disk. The random choices are a function of seed and the recorded
 // history: each file draws from its own generator, seeded with seed and
 // the file's name (its base name, so that the same history in another
@@ -834,7 +986,7 @@ type RestoreStats struct {
 // closed (or abandoned with all its goroutines stopped). Afterwards p
 // starts afresh on the restored directories (files durable as they are,
 // no cut, Ops at zero), and every file opened before fails.
-func (p *PowerLoss) Restore(mode Writeback, seed uint64) (RestoreStats, error) {
+func (p *FS) Restore(mode Writeback, seed uint64) (RestoreStats, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.cutLocked()
@@ -844,7 +996,7 @@ func (p *PowerLoss) Restore(mode Writeback, seed uint64) (RestoreStats, error) {
 	p.gen.Add(1)
 	p.dirs = make(map[string]*plDir)
 	p.cut, p.done, p.ops, p.cutAt = false, make(chan struct{}), 0, 0
-	p.syncDirs, p.limbo = 0, nil
+	p.syncDirs, p.limbo, p.mapped = 0, nil, nil
 	p.dead.Store(false)
 	return st, err
 }
@@ -857,7 +1009,7 @@ type plName struct {
 
 func (n plName) path() string { return filepath.Join(n.d.path, n.name) }
 
-func (p *PowerLoss) restoreLocked(mode Writeback, seed uint64, st *RestoreStats) error {
+func (p *FS) restoreLocked(mode Writeback, seed uint64, st *RestoreStats) error {
 	dirs := make([]*plDir, 0, len(p.dirs))
 	for _, d := range p.dirs {
 		dirs = append(dirs, d)
@@ -911,6 +1063,20 @@ func (p *PowerLoss) restoreLocked(mode Writeback, seed uint64, st *RestoreStats)
 		}
 		ino := t.ino
 		switch {
+		case ino.mapped:
+			// Always rewritten: the mapping may have been written after
+			// the cut.
+			rng := rand.New(rand.NewPCG(seed, hashString(t.dur[0].name)))
+			var kept, lost int64
+			pl.content, kept, lost = writebackPages(ino.durable, ino.atCut, mode, rng)
+			st.Kept += kept
+			st.Lost += lost
+			if pl.anchor != nil && !bytes.Equal(ino.durable, ino.atCut) {
+				st.RolledBack++
+			}
+			if pl.content == nil {
+				pl.content = []byte{}
+			}
 		case ino.kind == plLoaded:
 			if pl.anchor == nil || len(ino.pending) > 0 {
 				rng := rand.New(rand.NewPCG(seed, hashString(t.dur[0].name)))
@@ -939,7 +1105,7 @@ func (p *PowerLoss) restoreLocked(mode Writeback, seed uint64, st *RestoreStats)
 		case ino.hasSaved:
 			pl.content = ino.saved
 		default:
-			pl.skip = true // announced by Check but never made
+			pl.skip = true // announced by Bypass but never made
 		}
 		plans = append(plans, pl)
 	}
@@ -1068,6 +1234,68 @@ func writeback(durable []byte, pending []plOp, mode Writeback, rng *rand.Rand) (
 					kept += int64(len(pc.op2.data))
 				}
 			}
+		}
+	}
+	return b, kept, total - kept
+}
+
+// writebackPages returns what a mapped file holds after the power comes
+// back, given its content at its last sync (durable) and at the cut
+// (atCut), and how many bytes of the pages that differ it kept and lost.
+// The kernel writes a mapping's dirty pages back as it pleases, so, as
+// for write(2) (see Writeback), each mode keeps of the pages that differ:
+// none, the first ones in file order, or a random subset. The file's
+// length is the durable one, or with WritebackSubset (or a prefix that
+// kept every page) the length at the cut, at random: a file's size is
+// metadata, written back on its own. Unlike the pages of unsynced
+// write(2) calls, a page is kept as of the cut or not at all: the model
+// does not see the moments between.
+func writebackPages(durable, atCut []byte, mode Writeback, rng *rand.Rand) (b []byte, kept, lost int64) {
+	page := func(c []byte, i int) []byte {
+		lo := min(i*pageSize, len(c))
+		return c[lo:min(lo+pageSize, len(c))]
+	}
+	var changed []int
+	var total int64
+	for i := 0; i*pageSize < max(len(durable), len(atCut)); i++ {
+		if cur := page(atCut, i); !bytes.Equal(page(durable, i), cur) {
+			changed = append(changed, i)
+			total += int64(len(cur))
+		}
+	}
+	keep := make([]bool, len(changed))
+	size := len(durable)
+	switch mode {
+	case WritebackPrefix:
+		k := rng.IntN(len(changed) + 1)
+		for i := range k {
+			keep[i] = true
+		}
+		if k == len(changed) {
+			size = len(atCut)
+		}
+	case WritebackSubset:
+		for i := range keep {
+			keep[i] = rng.IntN(2) == 0
+		}
+		if rng.IntN(2) == 0 {
+			size = len(atCut)
+		}
+	}
+	b = slices.Clone(durable)
+	if size <= len(b) {
+		b = b[:size]
+	} else {
+		b = append(b, make([]byte, size-len(b))...)
+	}
+	for j, i := range changed {
+		if !keep[j] {
+			continue
+		}
+		cur := page(atCut, i)
+		if lo := i * pageSize; lo < size {
+			n := copy(b[lo:min(lo+len(cur), size)], cur)
+			kept += int64(n)
 		}
 	}
 	return b, kept, total - kept

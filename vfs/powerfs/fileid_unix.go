@@ -1,6 +1,6 @@
 //go:build unix
 
-package vfs
+package powerfs
 
 import (
 	"os"

@@ -1,4 +1,4 @@
-package vfs
+package errorfs
 
 import (
 	"bytes"
@@ -11,6 +11,8 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+
+	"github.com/bloomkv/bloomkv/vfs"
 )
 
 // faultModel predicts, independently of Faulty, which operations a Fault
@@ -21,7 +23,7 @@ type faultModel struct {
 	matched int
 }
 
-func (m *faultModel) fails(op Op, base string) bool {
+func (m *faultModel) fails(op vfs.Op, base string) bool {
 	if m.fault.Ops&op == 0 {
 		return false
 	}
@@ -38,7 +40,7 @@ func (m *faultModel) fails(op Op, base string) bool {
 var (
 	modelFiles = []string{"000001.wal", "000002.seg", "MANIFEST"}
 	modelNames = []string{"", "*.wal", "*.seg", "MANIFEST", "nothing"}
-	modelOps   = []Op{OpWrite, OpSync, OpRead, OpStat, OpSyncDir}
+	modelOps   = []vfs.Op{vfs.OpWrite, vfs.OpSync, vfs.OpRead, vfs.OpStat, vfs.OpSyncDir}
 )
 
 func randomFault(r *rand.Rand) Fault {
@@ -62,7 +64,7 @@ func randomFault(r *rand.Rand) Fault {
 // TestFaultyMatchesModel runs random operation sequences under random
 // faults and checks each outcome against faultModel: which operations
 // fail, with which error, what Count and Fired report, and — through
-// the OS, past Faulty — the bytes each file ends up holding (a short
+// the FS underneath (in memory), past Faulty — the bytes each file ends up holding (a short
 // failing write leaves the first half of its buffer, any other failing
 // write nothing).
 func TestFaultyMatchesModel(t *testing.T) {
@@ -75,9 +77,9 @@ func TestFaultyMatchesModel(t *testing.T) {
 }
 
 func runModel(t *testing.T, r *rand.Rand, fault Fault) {
-	dir := t.TempDir()
-	fs := NewFaulty(Default)
-	files := make([]File, len(modelFiles))
+	mem, dir := memDir(t)
+	fs := New(mem)
+	files := make([]vfs.File, len(modelFiles))
 	want := make([][]byte, len(modelFiles))
 	for i, name := range modelFiles {
 		f, err := fs.Create(filepath.Join(dir, name))
@@ -87,18 +89,18 @@ func runModel(t *testing.T, r *rand.Rand, fault Fault) {
 		defer f.Close()
 		files[i] = f
 	}
-	before := map[Op]int{}
+	before := map[vfs.Op]int{}
 	for _, op := range modelOps {
 		before[op] = fs.Count(op)
 	}
 	fs.SetFault(fault)
 	model := faultModel{fault: fault}
-	counts, fired := map[Op]int{}, 0
+	counts, fired := map[vfs.Op]int{}, 0
 	for step := range 40 {
 		op, i := modelOps[r.IntN(len(modelOps))], r.IntN(len(files))
 		counts[op]++
 		base := modelFiles[i]
-		if op == OpSyncDir {
+		if op == vfs.OpSyncDir {
 			base = filepath.Base(dir) // Faulty matches the directory's own name
 		}
 		wantFail := model.fails(op, base)
@@ -113,7 +115,7 @@ func runModel(t *testing.T, r *rand.Rand, fault Fault) {
 		if err != nil && !errors.Is(err, fault.Err) {
 			t.Fatalf("step %d %v: %v, want %v", step, op, err, fault.Err)
 		}
-		if op == OpWrite {
+		if op == vfs.OpWrite {
 			want[i] = append(want[i], buf[:expectWritten(len(buf), wantFail, fault.Short)]...)
 			if n != expectWritten(len(buf), wantFail, fault.Short) {
 				t.Fatalf("step %d: wrote %d of %d bytes (fail %v, short %v)", step, n, len(buf), wantFail, fault.Short)
@@ -129,7 +131,7 @@ func runModel(t *testing.T, r *rand.Rand, fault Fault) {
 		t.Errorf("Fired = %d, want %d", fs.Fired(), fired)
 	}
 	for i, name := range modelFiles {
-		got, err := os.ReadFile(filepath.Join(dir, name))
+		got, err := readFile(mem, filepath.Join(dir, name))
 		if err != nil || !bytes.Equal(got, want[i]) {
 			t.Errorf("%s holds %q (%v), want %q", name, got, err, want[i])
 		}
@@ -137,19 +139,19 @@ func runModel(t *testing.T, r *rand.Rand, fault Fault) {
 }
 
 // doModelOp performs op on f (or, for Stat, name; for SyncDir, dir).
-func doModelOp(fs *Faulty, f File, op Op, name, dir string, buf []byte) (int, error) {
+func doModelOp(fs *FS, f vfs.File, op vfs.Op, name, dir string, buf []byte) (int, error) {
 	switch op {
-	case OpWrite:
+	case vfs.OpWrite:
 		return f.Write(buf)
-	case OpSync:
+	case vfs.OpSync:
 		return 0, f.Sync()
-	case OpRead:
+	case vfs.OpRead:
 		_, err := f.ReadAt(make([]byte, 1), 0)
 		if err == io.EOF {
 			err = nil // the file may still be empty: not a fault
 		}
 		return 0, err
-	case OpStat:
+	case vfs.OpStat:
 		_, err := fs.Stat(name)
 		return 0, err
 	default:
@@ -172,8 +174,9 @@ func expectWritten(n int, fail, short bool) int {
 // that Clear stops all failures, as a test that fails step k, then k+1,
 // on one Faulty relies on.
 func TestFaultyRearm(t *testing.T) {
-	fs := NewFaulty(Default)
-	f, err := fs.Create(filepath.Join(t.TempDir(), "f"))
+	mem, dir := memDir(t)
+	fs := New(mem)
+	f, err := fs.Create(filepath.Join(dir, "f"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,17 +189,17 @@ func TestFaultyRearm(t *testing.T) {
 		}
 		return failed
 	}
-	fs.SetFault(Fault{Ops: OpSync, Nth: 2})
+	fs.SetFault(Fault{Ops: vfs.OpSync, Nth: 2})
 	if got := fmt.Sprint(syncs(3)); got != "[2]" {
 		t.Fatalf("first arming failed syncs %s, want [2]", got)
 	}
-	fs.SetFault(Fault{Ops: OpSync, Nth: 2, Sticky: true})
+	fs.SetFault(Fault{Ops: vfs.OpSync, Nth: 2, Sticky: true})
 	if got := fmt.Sprint(syncs(3)); got != "[2 3]" {
 		t.Fatalf("re-armed fault failed syncs %s, want [2 3]", got)
 	}
 	fs.Clear()
-	if got := syncs(3); got != nil || fs.Count(OpSync) != 9 {
-		t.Fatalf("after Clear: failed %v, Count %d; want none, 9", got, fs.Count(OpSync))
+	if got := syncs(3); got != nil || fs.Count(vfs.OpSync) != 9 {
+		t.Fatalf("after Clear: failed %v, Count %d; want none, 9", got, fs.Count(vfs.OpSync))
 	}
 }
 
@@ -204,8 +207,8 @@ func TestFaultyRearm(t *testing.T) {
 // write: run under -race it checks the locking; the counts check that no
 // operation is lost or counted twice.
 func TestFaultyConcurrentRearm(t *testing.T) {
-	fs := NewFaulty(Default)
-	dir := t.TempDir()
+	mem, dir := memDir(t)
+	fs := New(mem)
 	const writers, writes = 4, 200
 	var wg sync.WaitGroup
 	done := make(chan struct{})
@@ -236,18 +239,18 @@ func TestFaultyConcurrentRearm(t *testing.T) {
 				return
 			default:
 			}
-			fs.SetFault(Fault{Ops: OpWrite, Nth: i % 5, Err: syscall.ENOSPC})
+			fs.SetFault(Fault{Ops: vfs.OpWrite, Nth: i % 5, Err: syscall.ENOSPC})
 			fs.Clear()
 		}
 	}()
 	wg.Wait()
 	close(done)
-	if fs.Count(OpWrite) != writers*writes {
-		t.Fatalf("Count(OpWrite) = %d, want %d", fs.Count(OpWrite), writers*writes)
+	if fs.Count(vfs.OpWrite) != writers*writes {
+		t.Fatalf("Count(vfs.OpWrite) = %d, want %d", fs.Count(vfs.OpWrite), writers*writes)
 	}
 	var size int64
 	for g := range writers {
-		fi, err := os.Stat(filepath.Join(dir, fmt.Sprint(g)))
+		fi, err := mem.Stat(filepath.Join(dir, fmt.Sprint(g)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -259,14 +262,14 @@ func TestFaultyConcurrentRearm(t *testing.T) {
 	t.Logf("%d of %d writes failed", writers*writes-int(size), writers*writes)
 }
 
-// ExampleFaulty_Count shows the usual loop: count the operations a
+// ExampleFS_Count shows the usual loop: count the operations a
 // workload performs, then run it again once per operation, failing that
 // one, and check what the workload makes of each failure.
-func ExampleFaulty_Count() {
+func ExampleFS_Count() {
 	dir, _ := os.MkdirTemp("", "vfs-example")
 	defer os.RemoveAll(dir)
 	// workload writes a file in two parts and syncs it, as a WAL append does.
-	workload := func(fs FS, name string) error {
+	workload := func(fs vfs.FS, name string) error {
 		f, err := fs.Create(filepath.Join(dir, name))
 		if err != nil {
 			return err
@@ -279,12 +282,12 @@ func ExampleFaulty_Count() {
 		}
 		return f.Sync()
 	}
-	counter := NewFaulty(Default)
+	counter := New(vfs.Default)
 	_ = workload(counter, "count")
-	steps := counter.Count(OpWrite | OpSync)
+	steps := counter.Count(vfs.OpWrite | vfs.OpSync)
 	for k := 1; k <= steps; k++ {
-		fs := NewFaulty(Default)
-		fs.SetFault(Fault{Ops: OpWrite | OpSync, Nth: k, Err: syscall.ENOSPC})
+		fs := New(vfs.Default)
+		fs.SetFault(Fault{Ops: vfs.OpWrite | vfs.OpSync, Nth: k, Err: syscall.ENOSPC})
 		err := workload(fs, fmt.Sprint("run", k))
 		var pe *os.PathError
 		if errors.As(err, &pe) {

@@ -1,4 +1,4 @@
-package vfs
+package powerfs
 
 import (
 	"bytes"
@@ -14,6 +14,9 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+
+	"github.com/bloomkv/bloomkv/vfs"
+	"github.com/bloomkv/bloomkv/vfs/errorfs"
 )
 
 // dirState reads the regular files of dir: name → content.
@@ -42,8 +45,8 @@ func dirState(t *testing.T, dir string) map[string]string {
 type plScript struct {
 	t     *testing.T
 	dir   string
-	p     *PowerLoss
-	files map[string]File
+	p     *FS
+	files map[string]vfs.File
 }
 
 func (s *plScript) path(name string) string { return filepath.Join(s.dir, name) }
@@ -102,13 +105,13 @@ func newScript(t *testing.T, before map[string]string) *plScript {
 			t.Fatal(err)
 		}
 	}
-	return &plScript{t: t, dir: dir, p: NewPowerLoss(Default, nil), files: make(map[string]File)}
+	return &plScript{t: t, dir: dir, p: New(vfs.Default, nil), files: make(map[string]vfs.File)}
 }
 
 func TestPowerLossTable(t *testing.T) {
 	tests := []struct {
 		name   string
-		before map[string]string // files on disk before the FS is wrapped
+		before map[string]string // files on disk before the vfs.FS is wrapped
 		steps  func(s *plScript)
 		after  map[string]string // with WritebackNone
 	}{
@@ -409,9 +412,9 @@ func TestPowerLossAfterCut(t *testing.T) {
 		"Sync":          func() error { return f.Sync() },
 		"Truncate":      func() error { return f.Truncate(0) },
 		"File.Stat":     func() error { _, err := f.Stat(); return err },
-		"Check commit":  func() error { return Check(s.p, OpCommit, "MANIFEST") },
-		"Check create":  func() error { return Check(s.p, OpCreate, s.path("MANIFEST.tmp")) },
-		"Check open":    func() error { return Check(s.p, OpOpen, s.path("MANIFEST")) },
+		"Check commit":  func() error { return vfs.Bypass(s.p, vfs.OpCommit, "MANIFEST") },
+		"Check create":  func() error { return vfs.Bypass(s.p, vfs.OpCreate, s.path("MANIFEST.tmp")) },
+		"Check open":    func() error { return vfs.Bypass(s.p, vfs.OpOpen, s.path("MANIFEST")) },
 	}
 	for name, op := range ops {
 		err := op()
@@ -440,9 +443,9 @@ func TestPowerLossAfterCut(t *testing.T) {
 func TestPowerLossCutAfter(t *testing.T) {
 	s := newScript(t, map[string]string{"x": "old"})
 	s.p.CutAfter(4)
-	s.create("a")                   // 1
-	s.write("a", "one")             // 2
-	s.ok(Check(s.p, OpCommit, "M")) // 3
+	s.create("a")                            // 1
+	s.write("a", "one")                      // 2
+	s.ok(vfs.Bypass(s.p, vfs.OpCommit, "M")) // 3
 	if _, err := s.p.Open(s.path("x")); err != nil {
 		t.Fatal(err) // not counted
 	}
@@ -461,7 +464,7 @@ func TestPowerLossCutAfter(t *testing.T) {
 	}
 
 	// CutAfter a number already passed cuts at once.
-	p := NewPowerLoss(Default, nil)
+	p := New(vfs.Default, nil)
 	p.CutAfter(0)
 	if _, err := p.Create(filepath.Join(t.TempDir(), "a")); err != nil {
 		t.Fatal(err)
@@ -472,15 +475,15 @@ func TestPowerLossCutAfter(t *testing.T) {
 	}
 }
 
-// TestPowerLossExternal checks files written behind the FS, as bbolt does
-// with the manifest after Check(OpCreate) or Check(OpOpen): their content
+// TestPowerLossExternal checks files written behind the vfs.FS, as bbolt does
+// with the manifest after vfs.Bypass(vfs.OpCreate) or vfs.Bypass(vfs.OpOpen): their content
 // is taken as on disk; their names follow the directory syncs.
 func TestPowerLossExternal(t *testing.T) {
 	external := func(s *plScript, name, data string, create bool) {
 		if create {
-			s.ok(Check(s.p, OpCreate, s.path(name)))
+			s.ok(vfs.Bypass(s.p, vfs.OpCreate, s.path(name)))
 		} else {
-			s.ok(Check(s.p, OpOpen, s.path(name)))
+			s.ok(vfs.Bypass(s.p, vfs.OpOpen, s.path(name)))
 		}
 		f, err := os.OpenFile(s.path(name), os.O_RDWR|os.O_CREATE, 0o644)
 		s.ok(err)
@@ -501,7 +504,7 @@ func TestPowerLossExternal(t *testing.T) {
 			s.link("M.tmp", "M")
 			s.remove("M.tmp")
 			s.syncDir()
-			s.ok(Check(s.p, OpCommit, "M"))
+			s.ok(vfs.Bypass(s.p, vfs.OpCommit, "M"))
 			external(s, "M", "v2", false)
 		}, map[string]string{"M": "v2"}},
 		{"cut before the dir sync of the link", nil, func(s *plScript) {
@@ -531,7 +534,7 @@ func TestPowerLossExternal(t *testing.T) {
 	}
 }
 
-// TestPowerLossRestoreStartsAfresh checks that after Restore the FS works
+// TestPowerLossRestoreStartsAfresh checks that after Restore the vfs.FS works
 // again on the restored files, which count as durable, and that files
 // opened before fail.
 func TestPowerLossRestoreStartsAfresh(t *testing.T) {
@@ -562,7 +565,7 @@ func TestPowerLossRestoreStartsAfresh(t *testing.T) {
 }
 
 // TestPowerLossReadOnly checks that an existing directory can be read
-// through the FS without counting or changing anything.
+// through the vfs.FS without counting or changing anything.
 func TestPowerLossReadOnly(t *testing.T) {
 	s := newScript(t, map[string]string{"x": "data", "y": "more"})
 	names, err := s.p.List(s.dir)
@@ -576,7 +579,7 @@ func TestPowerLossReadOnly(t *testing.T) {
 	if string(b) != "data" {
 		t.Fatalf("read %q", b)
 	}
-	s.ok(Check(s.p, OpOpen, s.path("y")))
+	s.ok(vfs.Bypass(s.p, vfs.OpOpen, s.path("y")))
 	if s.p.Ops() != 0 {
 		t.Fatalf("reads counted: %d", s.p.Ops())
 	}
@@ -590,17 +593,17 @@ func TestPowerLossReadOnly(t *testing.T) {
 
 // TestPowerLossOverFaulty checks the stack PowerLoss → Faulty → Default:
 // Faulty's faults fire through PowerLoss (a failed sync makes nothing
-// durable), Check reaches Faulty, and Fd finds the descriptor.
+// durable), Check reaches Faulty, and vfs.Fd finds the descriptor.
 func TestPowerLossOverFaulty(t *testing.T) {
 	dir := t.TempDir()
-	faulty := NewFaulty(Default)
-	p := NewPowerLoss(faulty, nil)
+	faulty := errorfs.New(vfs.Default)
+	p := New(faulty, nil)
 	f, err := p.Create(filepath.Join(dir, "a"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := Fd(f); !ok {
-		t.Fatal("no Fd through PowerLoss and Faulty")
+	if _, ok := vfs.Fd(f); !ok {
+		t.Fatal("no vfs.Fd through PowerLoss and Faulty")
 	}
 	if err := p.SyncDir(dir); err != nil {
 		t.Fatal(err)
@@ -610,11 +613,11 @@ func TestPowerLossOverFaulty(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Write([]byte(" not synced"))
-	faulty.SetFault(Fault{Ops: OpSync | OpCommit, Sticky: true})
+	faulty.SetFault(errorfs.Fault{Ops: vfs.OpSync | vfs.OpCommit, Sticky: true})
 	if err := f.Sync(); err == nil {
 		t.Fatal("Faulty's sync fault did not fire through PowerLoss")
 	}
-	if err := Check(p, OpCommit, "MANIFEST"); err == nil {
+	if err := vfs.Bypass(p, vfs.OpCommit, "MANIFEST"); err == nil {
 		t.Fatal("Faulty's commit fault did not fire through Check")
 	}
 	f.Close()
@@ -638,7 +641,7 @@ func TestPowerLossConcurrent(t *testing.T) {
 	}
 	for round := range rounds {
 		dir := t.TempDir()
-		p := NewPowerLoss(Default, nil)
+		p := New(vfs.Default, nil)
 		rng := rand.New(rand.NewPCG(uint64(round), 0))
 		p.CutAfter(1 + rng.IntN(writers*60))
 		durable := make([]string, writers)
@@ -695,9 +698,9 @@ func TestPowerLossConcurrent(t *testing.T) {
 	}
 }
 
-// blockingSyncDir is an FS whose SyncDir waits to be released.
+// blockingSyncDir is an vfs.FS whose SyncDir waits to be released.
 type blockingSyncDir struct {
-	FS
+	vfs.FS
 	entered, release chan struct{}
 }
 
@@ -714,8 +717,8 @@ func TestPowerLossSyncDirUnderWay(t *testing.T) {
 	for _, synced := range []bool{true, false} {
 		t.Run(fmt.Sprintf("content synced=%v", synced), func(t *testing.T) {
 			dir := t.TempDir()
-			fs := blockingSyncDir{Default, make(chan struct{}), make(chan struct{})}
-			p := NewPowerLoss(fs, nil)
+			fs := blockingSyncDir{vfs.Default, make(chan struct{}), make(chan struct{})}
+			p := New(fs, nil)
 			name := filepath.Join(dir, "a")
 			f, err := p.Create(name)
 			if err != nil {
@@ -750,5 +753,34 @@ func TestPowerLossSyncDirUnderWay(t *testing.T) {
 				t.Fatalf("after the cut: %q, want %q", got, want)
 			}
 		})
+	}
+}
+
+// TestMapFdThrough: a powerfs file over an OS file can be mapped for
+// writing (it sees such writes); over a fault injector, which cannot, it
+// cannot be.
+func TestMapFdThrough(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name string
+		fs   vfs.FS
+		want bool
+	}{
+		{"os", vfs.Default, true},
+		{"powerfs over os", New(vfs.Default, nil), true},
+		{"errorfs over os", errorfs.New(vfs.Default), false},
+		{"powerfs over errorfs over os", New(errorfs.New(vfs.Default), nil), false},
+	} {
+		f, err := tc.fs.Create(filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "_")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := vfs.MapFd(f); ok != tc.want {
+			t.Errorf("%s: MapFd ok = %v, want %v", tc.name, ok, tc.want)
+		}
+		if p, ok := tc.fs.(*FS); ok && p.Mapped() != map[bool]int{true: 1}[tc.want] {
+			t.Errorf("%s: Mapped() = %d", tc.name, p.Mapped())
+		}
+		f.Close()
 	}
 }
