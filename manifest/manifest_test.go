@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -268,6 +269,36 @@ func TestCreateRemovesStaleTemp(t *testing.T) {
 	defer m.Close()
 	if _, err := os.Stat(path + ".tmp"); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("temporary file left behind: %v", err)
+	}
+}
+
+// TestCreateHoldsNoTemp: when Create returns, no file handle of the
+// process is on the temporary name. Windows refuses to remove a file that
+// a handle holds open, so a Create that removed MANIFEST.tmp while bbolt
+// still had it open failed there on every new store. The check reads
+// /proc/self/fd, where a handle on a removed name reads "... (deleted)".
+func TestCreateHoldsNoTemp(t *testing.T) {
+	if _, err := os.Stat("/proc/self/fd"); err != nil {
+		t.Skipf("no /proc/self/fd to list open files: %v", err)
+	}
+	_, path := createTemp(t)
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	onPath := false
+	for _, fd := range fds {
+		target, err := os.Readlink(filepath.Join("/proc/self/fd", fd.Name()))
+		if err != nil {
+			continue // closed since the listing (the listing's own fd)
+		}
+		if strings.HasPrefix(target, path+".tmp") {
+			t.Fatalf("fd %s is still open on %s after Create", fd.Name(), target)
+		}
+		onPath = onPath || target == path
+	}
+	if !onPath {
+		t.Fatalf("no fd open on %s after Create: the manifest is not held", path)
 	}
 }
 
