@@ -198,7 +198,7 @@ func setValueAxis(ax *plot.Axis, scale axisScale, lo, hi float64, zero, room boo
 		}
 		ax.Min = bottom
 		ax.Max = math.Pow10(int(math.Ceil(math.Log10(hi*top) - 1e-9)))
-		ax.Tick.Marker = relabel{plot.LogTicks{}, tick}
+		ax.Tick.Marker = logTicks{tick}
 		return bottom
 	}
 	if room {
@@ -210,6 +210,30 @@ func setValueAxis(ax *plot.Axis, scale axisScale, lo, hi float64, zero, room boo
 	}
 	ax.Tick.Marker = relabel{plot.DefaultTicks{}, tick}
 	return 0
+}
+
+// logTicks marks a log axis: a labelled tick at each power of ten, minor
+// ticks between. (gonum's LogTicks truncates log10 of a minimum below 1
+// toward zero, so an axis from 0.1 lost its first label.)
+type logTicks struct{ f func(float64) string }
+
+// Ticks implements plot.Ticker.
+func (l logTicks) Ticks(lo, hi float64) []plot.Tick {
+	var ts []plot.Tick
+	first := int(math.Floor(math.Log10(lo) + 1e-9))
+	last := int(math.Ceil(math.Log10(hi) - 1e-9))
+	for e := first; e <= last; e++ {
+		d := math.Pow10(e)
+		if d >= lo*(1-1e-9) && d <= hi*(1+1e-9) {
+			ts = append(ts, plot.Tick{Value: d, Label: l.f(d)})
+		}
+		for m := 2.0; m < 10; m++ {
+			if v := m * d; v > lo && v < hi {
+				ts = append(ts, plot.Tick{Value: v})
+			}
+		}
+	}
+	return ts
 }
 
 // relabel formats the labels of another Ticker's ticks with f.

@@ -57,7 +57,7 @@ func fprPlot(rows []fprRow, leg *legend) (*plot.Plot, error) {
 	p.X.Label.Text = "bits per key (allocated)"
 	p.Y.Label.Text = "false-positive rate"
 	p.Y.Scale = plot.LogScale{}
-	p.Y.Tick.Marker = relabel{plot.LogTicks{}, tickNum}
+	p.Y.Tick.Marker = logTicks{tickNum}
 	p.Legend.Top = true
 
 	for i, layout := range []string{"blocked", "classic"} {

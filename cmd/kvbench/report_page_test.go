@@ -192,6 +192,21 @@ func TestLogAxis(t *testing.T) {
 	if got := strings.Join(labels, " "); got != "0.001 0.01 0.1 1 10 100" {
 		t.Fatalf("log ticks %q", got)
 	}
+	// An axis whose bottom is below 1 and not an exact power in floating
+	// point keeps its first label.
+	p, err = dotPlot(dotOptions{scale: logAxis}, []string{"a"}, []series{{"x", []float64{0.108, 0.458}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	labels = nil
+	for _, tk := range p.Y.Tick.Marker.Ticks(p.Y.Min, p.Y.Max) {
+		if tk.Label != "" {
+			labels = append(labels, tk.Label)
+		}
+	}
+	if got := strings.Join(labels, " "); got != "0.1 1" {
+		t.Fatalf("log ticks over [%v, %v]: %q, want \"0.1 1\"", p.Y.Min, p.Y.Max, got)
+	}
 	p, err = dotPlot(dotOptions{scale: autoAxis}, []string{"a"}, []series{{"x", []float64{3, 5}}}, nil)
 	if err != nil {
 		t.Fatal(err)
