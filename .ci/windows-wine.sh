@@ -4,8 +4,8 @@
 # run, not only compiled. Needs: wine, gcc-mingw-w64-x86-64 (installed with
 # apt-get when missing and running as root). Run it before each release
 # (.ci/run runs it with WINDOWS_WINE=1). On 2 shared cores, once the
-# packages are installed: the root package 15 min and the others 4 min at
-# load average 24; a few minutes on a quiet machine.
+# packages are installed: the root package 15-22 min and the others 4 min
+# at load average 24; a few minutes on a quiet machine.
 #
 # Two workarounds let a Go program start and clean up under Wine 8.0; both
 # are for Wine, not for bloomkv, and change nothing on real Windows:
