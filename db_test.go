@@ -579,6 +579,12 @@ func TestHasAndValueSize(t *testing.T) {
 				t.Fatalf("%s: ValueSize(%s) = %d, %v; want %d (present %v)", stage, tc.key, n, err, tc.size, tc.has)
 			}
 		}
+		// From a segment, copying nothing needs the mapping: where segments
+		// are read with ReadAt (Windows), the value's block is read into a
+		// buffer.
+		if stage == "segment" && !segmentsMapped {
+			return
+		}
 		if allocs := testing.AllocsPerRun(20, func() { db.Has([]byte("big")); db.ValueSize([]byte("big")) }); allocs > 0 && !raceEnabled && !invariants.Enabled {
 			t.Fatalf("%s: Has and ValueSize of a 256 KiB value allocate %v times", stage, allocs)
 		}

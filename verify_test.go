@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -364,14 +365,27 @@ func TestVerifyOpenStore(t *testing.T) {
 	_, err = f.WriteAt(b, 100)
 	mustDo(t, err)
 	mustDo(t, f.Close())
-	mustDo(t, os.Remove(filepath.Join(dir, newest))) // the DB keeps it open
+	// The DB keeps the newest segment open. Unix removes the name under it;
+	// Windows refuses to remove a file that a handle holds open, so there
+	// a store's live segments cannot be deleted under it at all.
+	removed := true
+	if err := os.Remove(filepath.Join(dir, newest)); err != nil {
+		if runtime.GOOS != "windows" {
+			t.Fatal(err)
+		}
+		t.Logf("Windows refuses to remove an open segment, as promised: %v", err)
+		removed = false
+	}
 	mustDo(t, os.WriteFile(filepath.Join(dir, "stray.txt"), nil, 0o644))
 
 	rep, err := db.Verify(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]bool{oldest: false, newest: false}
+	want := map[string]bool{oldest: false}
+	if removed {
+		want[newest] = false
+	}
 	for _, p := range rep.Problems {
 		if _, ok := want[p.File]; ok {
 			want[p.File] = true
@@ -381,7 +395,7 @@ func TestVerifyOpenStore(t *testing.T) {
 	for _, n := range rep.Notes {
 		stray = stray || n.File == "stray.txt"
 	}
-	if !want[oldest] || !want[newest] || !stray {
+	if !want[oldest] || removed && !want[newest] || !stray {
 		t.Fatalf("Verify after damage, a removal and a stray file:\n%s", rep)
 	}
 

@@ -98,6 +98,14 @@ func boltOptions(openFile func(string, int, os.FileMode) (*os.File, error)) *bol
 // The database is built under path+".tmp" and linked into place only once
 // initialized, so a crash during Create never leaves a half-made manifest
 // at path. A stale temporary file from such a crash is removed.
+//
+// The temporary database is closed before its name is removed, and path is
+// then opened as Open does: Windows refuses to remove a file another handle
+// holds open (bbolt opens it without FILE_SHARE_DELETE), so removing the
+// temporary name while bbolt still held it failed every Create there. The
+// price is a moment between the link and the open in which another process
+// could open path first; Create then fails with ErrLocked, and the store
+// excludes that anyway with its directory lock, taken before Create.
 func Create(fsys vfs.FS, path string) (*Manifest, error) {
 	tmp := path + ".tmp"
 	if err := fsys.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -113,21 +121,20 @@ func Create(fsys vfs.FS, path string) (*Manifest, error) {
 		return nil, fmt.Errorf("manifest: create: %w", err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error { return initialize(tx, State{NextFileNum: firstFileNum}) })
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
 	if err == nil {
-		// Link, unlike rename, fails if path exists. bbolt's lock stays
-		// with the open file, so it covers path from this moment on.
-		err = fsys.Link(tmp, path)
+		err = fsys.Link(tmp, path) // unlike rename, fails if path exists
 	}
 	if err != nil {
-		_ = db.Close()
 		_ = fsys.Remove(tmp)
 		return nil, fmt.Errorf("manifest: create: %w", err)
 	}
 	if err := errors.Join(fsys.Remove(tmp), fsys.SyncDir(filepath.Dir(path))); err != nil {
-		_ = db.Close()
 		return nil, fmt.Errorf("manifest: create: %w", err)
 	}
-	return newManifest(fsys, db, path, State{NextFileNum: firstFileNum}), nil
+	return Open(fsys, path)
 }
 
 // IsCreateLeftover reports whether the file at path can only be what an

@@ -172,8 +172,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&cfg.Baseline, "baseline", "", "also run the workloads on `STORE` (only bbolt)")
 	fs.StringVar(&cfg.JSON, "json", "", "write one JSON object per workload and FPR row to `FILE` (JSON Lines); \"-\" writes them to stdout instead of the text report")
 	fs.StringVar(&cfg.Plot, "plot", "", "write the FPR sweep as a plot to `FILE` (.svg, .png or .pdf)")
-	fs.StringVar(&cfg.Report, "report", "", "write `DIR`/index.html: the text report and SVG plots (disk reads avoided warm and cold, block reads against segments, write amplification, FPR sweep)")
-	fs.StringVar(&cfg.ReportPeers, "report-peers", "", "with -report: plot other stores' throughput relative to bloomkv from `FILE`, the JSON lines of bench/'s enginebench -all")
+	fs.StringVar(&cfg.Report, "report", "", "write `DIR`/index.html, one self-contained page: a summary chart of filters on and off, throughput, latency percentiles, disk reads avoided, block reads against segments, filter memory, write amplification, the FPR sweep, then the text report")
+	fs.StringVar(&cfg.ReportPeers, "report-peers", "", "with -report: plot other stores' throughput and sync-write scaling from `FILE`, the JSON lines of bench/'s enginebench -all (and -all -sync-scaling)")
 	fs.BoolVar(&cfg.Quiet, "quiet", false, "no progress bars (they are off anyway when stderr is not a terminal)")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err

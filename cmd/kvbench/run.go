@@ -50,7 +50,7 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) (err error) 
 	defer func() { err = errors.Join(err, closeJSON()) }()
 	var text bytes.Buffer // the text report, for -report's page
 	if cfg.Report != "" {
-		b.rep.html = &htmlReport{}
+		b.rep.html = &htmlReport{keys: cfg.Keys}
 		b.rep.text = io.MultiWriter(b.rep.text, &text)
 	}
 

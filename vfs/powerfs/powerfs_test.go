@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -82,10 +83,32 @@ func (s *plScript) sync(name string) { s.t.Helper(); s.ok(s.files[name].Sync()) 
 func (s *plScript) syncDir()         { s.t.Helper(); s.ok(s.p.SyncDir(s.dir)) }
 func (s *plScript) remove(name string) {
 	s.t.Helper()
+	s.unixOnly("removes", name)
 	s.ok(s.p.Remove(s.path(name)))
 }
-func (s *plScript) rename(a, b string) { s.t.Helper(); s.ok(s.p.Rename(s.path(a), s.path(b))) }
-func (s *plScript) link(a, b string)   { s.t.Helper(); s.ok(s.p.Link(s.path(a), s.path(b))) }
+func (s *plScript) rename(a, b string) {
+	s.t.Helper()
+	s.unixOnly("renames", a, b)
+	s.ok(s.p.Rename(s.path(a), s.path(b)))
+}
+
+// unixOnly skips the test on Windows if the script holds one of names
+// open: Windows refuses to remove or rename a file that a handle holds
+// open (Go opens without FILE_SHARE_DELETE), where unix removes the name
+// and keeps the file. The store never does that to its own files; these
+// scripts do it to check the model's bookkeeping of names and inodes.
+func (s *plScript) unixOnly(op string, names ...string) {
+	if runtime.GOOS != "windows" {
+		return
+	}
+	for _, n := range names {
+		if _, open := s.files[n]; open {
+			s.closeAll() // or t.TempDir's cleanup cannot remove them
+			s.t.Skipf("the script %s %s while it holds it open, which Windows refuses", op, n)
+		}
+	}
+}
+func (s *plScript) link(a, b string) { s.t.Helper(); s.ok(s.p.Link(s.path(a), s.path(b))) }
 func (s *plScript) truncate(name string, n int64) {
 	s.t.Helper()
 	s.ok(s.files[name].Truncate(n))
@@ -105,7 +128,9 @@ func newScript(t *testing.T, before map[string]string) *plScript {
 			t.Fatal(err)
 		}
 	}
-	return &plScript{t: t, dir: dir, p: New(vfs.Default, nil), files: make(map[string]vfs.File)}
+	s := &plScript{t: t, dir: dir, p: New(vfs.Default, nil), files: make(map[string]vfs.File)}
+	t.Cleanup(s.closeAll) // before t.TempDir's removal: Windows removes no open file
+	return s
 }
 
 func TestPowerLossTable(t *testing.T) {
@@ -446,8 +471,10 @@ func TestPowerLossCutAfter(t *testing.T) {
 	s.create("a")                            // 1
 	s.write("a", "one")                      // 2
 	s.ok(vfs.Bypass(s.p, vfs.OpCommit, "M")) // 3
-	if _, err := s.p.Open(s.path("x")); err != nil {
+	if x, err := s.p.Open(s.path("x")); err != nil {
 		t.Fatal(err) // not counted
+	} else {
+		x.Close()
 	}
 	if _, err := s.p.Stat(s.path("x")); err != nil {
 		t.Fatal(err)
@@ -466,8 +493,10 @@ func TestPowerLossCutAfter(t *testing.T) {
 	// CutAfter a number already passed cuts at once.
 	p := New(vfs.Default, nil)
 	p.CutAfter(0)
-	if _, err := p.Create(filepath.Join(t.TempDir(), "a")); err != nil {
+	if f, err := p.Create(filepath.Join(t.TempDir(), "a")); err != nil {
 		t.Fatal(err)
+	} else {
+		defer f.Close()
 	}
 	p.CutAfter(1)
 	if !p.IsCut() {
@@ -716,6 +745,9 @@ func (b blockingSyncDir) SyncDir(dir string) error {
 func TestPowerLossSyncDirUnderWay(t *testing.T) {
 	for _, synced := range []bool{true, false} {
 		t.Run(fmt.Sprintf("content synced=%v", synced), func(t *testing.T) {
+			if runtime.GOOS == "windows" {
+				t.Skip("removes a file it holds open, which Windows refuses")
+			}
 			dir := t.TempDir()
 			fs := blockingSyncDir{vfs.Default, make(chan struct{}), make(chan struct{})}
 			p := New(fs, nil)
