@@ -14,7 +14,7 @@ import (
 var (
 	flagSeed     = flag.Uint64("meta-seed", 0, "seed of the first op log and its option sets (0: from the clock)")
 	flagOps      = flag.Int("meta-ops", 0, "ops per log (0: 2500, or 600 with -short)")
-	flagRuns     = flag.Int("meta-runs", 0, "option sets each log runs under (0: 3, or 2 with -short)")
+	flagRuns     = flag.Int("meta-runs", 0, "option sets each log runs under (0: 4, or 2 with -short)")
 	flagDuration = flag.Duration("meta-duration", 0, "draw and run new seeds until this much time has passed (e.g. 4h); 0: one seed")
 	flagReplay   = flag.String("meta-replay", "", "run this saved op log (a .meta file) instead of drawing one")
 	flagKeep     = flag.String("meta-keep", "", "write failure files under this directory (default: a new temporary directory, kept)")
@@ -39,7 +39,7 @@ func TestMeta(t *testing.T) {
 		runFile(t, f)
 		return
 	}
-	nOps, nRuns := 2500, 3
+	nOps, nRuns := 2500, 4
 	if testing.Short() {
 		nOps, nRuns = 600, 2
 	}
@@ -161,6 +161,8 @@ func runFile(t *testing.T, f *logFile) {
 	write(t, filepath.Join(dir, "output-model.txt"), render(f.ops, want))
 	failed := false
 	for k, opts := range f.options {
+		// On stderr too, so that a crash names the set it died under.
+		fmt.Fprintf(os.Stderr, "metamorphic: seed %d: options %d: %s\n", f.seed, k, opts)
 		start := time.Now()
 		got := runLog(t.TempDir(), opts, f.ops)
 		t.Logf("options %d (%s): %d ops in %v", k, opts, len(f.ops), time.Since(start).Round(time.Millisecond))
@@ -253,6 +255,9 @@ func reduce(t *testing.T, opts optionSet, ops []op, budget time.Duration) []op {
 	if i := mismatch(want, got); i >= 0 && fails(ops[:i+1]) {
 		ops = ops[:i+1]
 	}
+	if try := dropDangling(ops); len(try) < len(ops) && fails(try) {
+		ops = try
+	}
 	for chunk := len(ops) / 2; chunk >= 1 && time.Now().Before(deadline); chunk /= 2 {
 		for start := 0; start+chunk <= len(ops) && time.Now().Before(deadline); {
 			try := append(append([]op(nil), ops[:start]...), ops[start+chunk:]...)
@@ -263,5 +268,21 @@ func reduce(t *testing.T, opts optionSet, ops []op, budget time.Duration) []op {
 			start += chunk
 		}
 	}
+	if try := dropDangling(ops); len(try) < len(ops) && fails(try) {
+		ops = try
+	}
 	return ops
+}
+
+// dropDangling removes the ops that name an iterator or snapshot the log
+// no longer makes: they change nothing, in the model or in a store.
+func dropDangling(ops []op) []op {
+	want := expected(ops)
+	var out []op
+	for i, o := range ops {
+		if want[i] != resNoIter && want[i] != resNoSnap {
+			out = append(out, o)
+		}
+	}
+	return out
 }
