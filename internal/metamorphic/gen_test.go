@@ -2,6 +2,7 @@ package metamorphic
 
 import (
 	"fmt"
+	"hash/fnv"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -28,6 +29,7 @@ type optionSet struct {
 	sync        bool
 	autoCompact bool
 	concurrent  bool
+	vary        bool // each reopen draws new options (variant)
 }
 
 // logUniform draws from [lo, hi] with every power of two equally likely.
@@ -53,6 +55,7 @@ func randomOptions(r *rand.Rand) optionSet {
 		sync:        r.IntN(8) == 0,
 		autoCompact: r.IntN(6) > 0,
 		concurrent:  r.IntN(2) == 0,
+		vary:        r.IntN(3) == 0,
 	}
 	if r.IntN(3) == 0 {
 		o.cache = int64(logUniform(r, 4<<10, 1<<20)) // evictions all the time
@@ -70,9 +73,9 @@ func randomOptions(r *rand.Rand) optionSet {
 }
 
 func (o optionSet) String() string {
-	return fmt.Sprintf("mmap=%d compression=%d memtable=%d block=%d cache=%d fanin=%d concurrency=%d filters=%s bits=%g budget=%d prefix=%s sync=%d autocompact=%d concurrent=%d",
+	return fmt.Sprintf("mmap=%d compression=%d memtable=%d block=%d cache=%d fanin=%d concurrency=%d filters=%s bits=%g budget=%d prefix=%s sync=%d autocompact=%d concurrent=%d vary=%d",
 		b2i(o.mmap), b2i(o.compression), o.memtable, o.block, o.cache, o.fanIn, o.concurrency,
-		o.filters, o.bits, o.budget, cmpOr(o.prefix, "none"), b2i(o.sync), b2i(o.autoCompact), b2i(o.concurrent))
+		o.filters, o.bits, o.budget, cmpOr(o.prefix, "none"), b2i(o.sync), b2i(o.autoCompact), b2i(o.concurrent), b2i(o.vary))
 }
 
 func cmpOr(s, def string) string {
@@ -125,6 +128,8 @@ func parseOptionSet(s string) (optionSet, error) {
 			o.autoCompact, err = n == 1, nerr
 		case "concurrent":
 			o.concurrent, err = n == 1, nerr
+		case "vary":
+			o.vary, err = n == 1, nerr
 		default:
 			err = fmt.Errorf("unknown option %q", name)
 		}
@@ -133,6 +138,19 @@ func parseOptionSet(s string) (optionSet, error) {
 		}
 	}
 	return o, nil
+}
+
+// variant is the option set of the n-th reopen of a store first opened
+// with o (vary): everything a store may change between opens is drawn
+// again, from o and n so that a replay draws the same. The prefix
+// extractor is fixed for the life of a store, and how the runner drives
+// it (concurrent, vary) stays.
+func (o optionSet) variant(n int) optionSet {
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%s/%d", o, n)
+	v := randomOptions(rand.New(rand.NewPCG(h.Sum64(), 0x76617279)))
+	v.prefix, v.concurrent, v.vary = o.prefix, o.concurrent, o.vary
+	return v
 }
 
 // options is the set as bloomkv.Options.

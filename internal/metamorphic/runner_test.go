@@ -28,6 +28,8 @@ type runner struct {
 	iters map[int]*bloomkv.Iterator
 	snaps map[int]*runSnap
 	ckpts int
+	opens int       // Opens so far
+	cur   optionSet // the options of the open store (opts.variant with vary)
 
 	// With opts.concurrent: a shadow model, to know what each snapshot
 	// holds, and the background goroutines.
@@ -100,7 +102,12 @@ func runLog(dir string, opts optionSet, ops []op) []string {
 func (r *runner) dbDir() string { return filepath.Join(r.dir, "db") }
 
 func (r *runner) open() error {
-	db, err := bloomkv.Open(r.dbDir(), r.opts.options())
+	r.cur = r.opts
+	if r.opts.vary && r.opens > 0 {
+		r.cur = r.opts.variant(r.opens)
+	}
+	r.opens++
+	db, err := bloomkv.Open(r.dbDir(), r.cur.options())
 	if err != nil {
 		return err
 	}
@@ -259,7 +266,7 @@ func (r *runner) step(o op) (res string, fatal bool) {
 		if err := r.close(); err != nil {
 			return "close: " + errString(err), true
 		}
-		ro := r.opts.options()
+		ro := r.cur.options()
 		ro.ReadOnly = true
 		db, err := bloomkv.Open(r.dbDir(), ro)
 		if err != nil {
@@ -280,7 +287,7 @@ func (r *runner) step(o op) (res string, fatal bool) {
 		if err := r.db.Checkpoint(dir); err != nil {
 			return "checkpoint: " + errString(err), false
 		}
-		db, err := bloomkv.Open(dir, r.opts.options())
+		db, err := bloomkv.Open(dir, r.cur.options())
 		if err != nil {
 			return "open checkpoint: " + errString(err), false
 		}
