@@ -122,14 +122,25 @@ func expected(ops []op) []string {
 	return out
 }
 
-// mismatch returns the index of the first op whose output differs, or -1.
+// mismatch returns the index of the first line that differs, or -1.
 func mismatch(want, got []string) int {
-	for i := range want {
-		if i >= len(got) || got[i] != want[i] {
+	for i := range max(len(want), len(got)) {
+		if i >= len(got) || i >= len(want) || got[i] != want[i] {
 			return i
 		}
 	}
 	return -1
+}
+
+// runLogTemp runs ops in a new directory that it removes afterwards, so
+// that a run of hours does not fill the disk with stores.
+func runLogTemp(t *testing.T, opts optionSet, ops []op) []string {
+	dir, err := os.MkdirTemp("", "bloomkv-meta-run-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	return runLog(dir, opts, ops)
 }
 
 // runFile runs f under each of its option sets and reports every run whose
@@ -164,7 +175,7 @@ func runFile(t *testing.T, f *logFile) {
 		// On stderr too, so that a crash names the set it died under.
 		fmt.Fprintf(os.Stderr, "metamorphic: seed %d: options %d: %s\n", f.seed, k, opts)
 		start := time.Now()
-		got := runLog(t.TempDir(), opts, f.ops)
+		got := runLogTemp(t, opts, f.ops)
 		t.Logf("options %d (%s): %d ops in %v", k, opts, len(f.ops), time.Since(start).Round(time.Millisecond))
 		i := mismatch(want, got)
 		if i < 0 {
@@ -213,19 +224,26 @@ func render(ops []op, out []string) string {
 func diff(ops []op, want, got []string) string {
 	var sb strings.Builder
 	n := 0
-	for i := range want {
-		g := "(not run)"
+	for i := range max(len(want), len(got)) {
+		w, g := "(none)", "(not run)"
 		if i < len(got) {
 			g = got[i]
 		}
-		if g == want[i] {
+		if i < len(want) {
+			w = want[i]
+		}
+		if g == w {
 			continue
 		}
 		if n++; n > 50 {
 			sb.WriteString("...\n")
 			break
 		}
-		fmt.Fprintf(&sb, "op %d: %s\n  model: %s\n  store: %s\n", i+1, ops[i], want[i], g)
+		o := "(after the last op)"
+		if i < len(ops) {
+			o = ops[i].String()
+		}
+		fmt.Fprintf(&sb, "op %d: %s\n  model: %s\n  store: %s\n", i+1, o, w, g)
 	}
 	return sb.String()
 }
@@ -243,15 +261,10 @@ func firstLines(s string, n int) string {
 func reduce(t *testing.T, opts optionSet, ops []op, budget time.Duration) []op {
 	deadline := time.Now().Add(budget)
 	fails := func(ops []op) bool {
-		dir, err := os.MkdirTemp("", "bloomkv-meta-reduce-")
-		if err != nil {
-			return false
-		}
-		defer os.RemoveAll(dir)
-		return mismatch(expected(ops), runLog(dir, opts, ops)) >= 0
+		return mismatch(expected(ops), runLogTemp(t, opts, ops)) >= 0
 	}
 	want := expected(ops)
-	got := runLog(t.TempDir(), opts, ops)
+	got := runLogTemp(t, opts, ops)
 	if i := mismatch(want, got); i >= 0 && fails(ops[:i+1]) {
 		ops = ops[:i+1]
 	}

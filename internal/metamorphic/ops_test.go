@@ -365,7 +365,7 @@ type logFile struct {
 // line per option set, then one op per line.
 func (f *logFile) String() string {
 	var sb strings.Builder
-	sb.WriteString("# bloomkv metamorphic log: go test ./internal/metamorphic -run TestMeta -meta-replay FILE\n")
+	sb.WriteString("# bloomkv metamorphic log: go test ./internal/metamorphic -run 'TestMeta$' -meta-replay FILE\n")
 	fmt.Fprintf(&sb, "seed %d\n", f.seed)
 	for _, o := range f.options {
 		fmt.Fprintf(&sb, "options %s\n", o)

@@ -93,8 +93,14 @@ func runLog(dir string, opts optionSet, ops []op) []string {
 		res, fatal := r.step(o)
 		out = append(out, res)
 		if fatal {
-			break
+			return out
 		}
+	}
+	// A background failure no snapshot close reported is one line more
+	// than the model prints.
+	r.stopBackground()
+	if r.bgErr != "" {
+		out = append(out, r.bgErr)
 	}
 	return out
 }
