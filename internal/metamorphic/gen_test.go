@@ -1,0 +1,449 @@
+package metamorphic
+
+import (
+	"fmt"
+	"hash/fnv"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/bloomkv/bloomkv"
+)
+
+// optionSet is one drawn configuration of a store, plus how the runner
+// drives it (concurrent: background snapshot readers and flushes).
+type optionSet struct {
+	mmap        bool
+	compression bool
+	memtable    int
+	block       int
+	cache       int64
+	fanIn       int
+	concurrency int
+	filters     string // off, uniform, optimal, budget
+	bits        float64
+	budget      int64
+	prefix      string // "", "fixed:N", "sep"
+	sync        bool
+	autoCompact bool
+	concurrent  bool
+	vary        bool // each reopen draws new options (variant)
+}
+
+// logUniform draws from [lo, hi] with every power of two equally likely.
+func logUniform(r *rand.Rand, lo, hi int) int {
+	x := math.Exp(math.Log(float64(lo)) + r.Float64()*(math.Log(float64(hi))-math.Log(float64(lo))))
+	return min(max(int(x), lo), hi)
+}
+
+// randomOptions draws an option set. The memtable and block sizes span
+// what changes the layout most: 8 KiB memtables flush every few puts (many
+// segments, constant compaction), 64 MiB ones never fill; 256 B blocks
+// hold one or two entries, 64 KiB ones hundreds.
+func randomOptions(r *rand.Rand) optionSet {
+	o := optionSet{
+		mmap:        r.IntN(3) > 0,
+		compression: r.IntN(2) == 0,
+		memtable:    logUniform(r, 8<<10, 64<<20),
+		block:       logUniform(r, 256, 64<<10),
+		fanIn:       2 + r.IntN(7),
+		concurrency: 1 + r.IntN(4),
+		filters:     []string{"off", "uniform", "optimal", "budget"}[r.IntN(4)],
+		bits:        float64(1 + r.IntN(20)),
+		sync:        r.IntN(8) == 0,
+		autoCompact: r.IntN(6) > 0,
+		concurrent:  r.IntN(2) == 0,
+		vary:        r.IntN(3) == 0,
+	}
+	if r.IntN(3) == 0 {
+		o.cache = int64(logUniform(r, 4<<10, 1<<20)) // evictions all the time
+	}
+	if o.filters == "budget" {
+		o.budget = int64(logUniform(r, 64, 256<<10))
+	}
+	switch r.IntN(3) {
+	case 1:
+		o.prefix = fmt.Sprintf("fixed:%d", 1+r.IntN(3))
+	case 2:
+		o.prefix = "sep"
+	}
+	return o
+}
+
+func (o optionSet) String() string {
+	return fmt.Sprintf("mmap=%d compression=%d memtable=%d block=%d cache=%d fanin=%d concurrency=%d filters=%s bits=%g budget=%d prefix=%s sync=%d autocompact=%d concurrent=%d vary=%d",
+		b2i(o.mmap), b2i(o.compression), o.memtable, o.block, o.cache, o.fanIn, o.concurrency,
+		o.filters, o.bits, o.budget, cmpOr(o.prefix, "none"), b2i(o.sync), b2i(o.autoCompact), b2i(o.concurrent), b2i(o.vary))
+}
+
+func cmpOr(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+func parseOptionSet(s string) (optionSet, error) {
+	var o optionSet
+	for _, f := range strings.Fields(s) {
+		name, v, ok := strings.Cut(f, "=")
+		if !ok {
+			return o, fmt.Errorf("bad option %q", f)
+		}
+		n, nerr := strconv.ParseInt(v, 10, 64)
+		var err error
+		switch name {
+		case "mmap":
+			o.mmap, err = n == 1, nerr
+		case "compression":
+			o.compression, err = n == 1, nerr
+		case "memtable":
+			o.memtable, err = int(n), nerr
+		case "block":
+			o.block, err = int(n), nerr
+		case "cache":
+			o.cache, err = n, nerr
+		case "fanin":
+			o.fanIn, err = int(n), nerr
+		case "concurrency":
+			o.concurrency, err = int(n), nerr
+		case "filters":
+			o.filters = v
+			if !slices.Contains([]string{"off", "uniform", "optimal", "budget"}, v) {
+				err = fmt.Errorf("bad filters %q", v)
+			}
+		case "bits":
+			o.bits, err = strconv.ParseFloat(v, 64)
+		case "budget":
+			o.budget, err = n, nerr
+		case "prefix":
+			if v != "none" {
+				o.prefix = v
+			}
+		case "sync":
+			o.sync, err = n == 1, nerr
+		case "autocompact":
+			o.autoCompact, err = n == 1, nerr
+		case "concurrent":
+			o.concurrent, err = n == 1, nerr
+		case "vary":
+			o.vary, err = n == 1, nerr
+		default:
+			err = fmt.Errorf("unknown option %q", name)
+		}
+		if err != nil {
+			return o, fmt.Errorf("option %q: %v", f, err)
+		}
+	}
+	return o, nil
+}
+
+// variant is the option set of the n-th reopen of a store first opened
+// with o (vary): everything a store may change between opens is drawn
+// again, from o and n so that a replay draws the same. The prefix
+// extractor is fixed for the life of a store, and how the runner drives
+// it (concurrent, vary) stays.
+func (o optionSet) variant(n int) optionSet {
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%s/%d", o, n)
+	v := randomOptions(rand.New(rand.NewPCG(h.Sum64(), 0x76617279)))
+	v.prefix, v.concurrent, v.vary = o.prefix, o.concurrent, o.vary
+	return v
+}
+
+// options is the set as bloomkv.Options.
+func (o optionSet) options() *bloomkv.Options {
+	opts := &bloomkv.Options{
+		DisableMmap:           !o.mmap,
+		DisableCompression:    !o.compression,
+		MemtableSize:          o.memtable,
+		BlockSize:             o.block,
+		BlockCacheSize:        o.cache,
+		CompactionFanIn:       o.fanIn,
+		CompactionConcurrency: o.concurrency,
+		BitsPerKey:            o.bits,
+		Sync:                  o.sync,
+		DisableAutoCompaction: !o.autoCompact,
+	}
+	switch o.filters {
+	case "off":
+		opts.DisableFilters = true
+	case "uniform":
+		opts.FilterAllocation = bloomkv.FilterUniform
+	case "budget":
+		opts.FilterBudget = o.budget
+	}
+	if n, ok := strings.CutPrefix(o.prefix, "fixed:"); ok {
+		k, _ := strconv.Atoi(n)
+		opts.Prefix = bloomkv.FixedPrefix(k)
+	} else if o.prefix == "sep" {
+		opts.Prefix = bloomkv.SeparatorPrefix('/')
+	}
+	return opts
+}
+
+// generator draws an op log. Keys come from a small key space that grows
+// as the log goes on, so that most ops meet keys written before (over-
+// writes, deletes of live keys, ranges over live keys), and they share
+// prefixes, so that prefix iterators and prefix filters have work.
+type generator struct {
+	r        *rand.Rand
+	keys     [][]byte
+	nextVal  uint64
+	nextSnap int
+	nextIter int
+	snaps    []int
+	iters    []int
+	ops      []op
+}
+
+// prefixes of the keys: several end in '/', the separator of the
+// SeparatorPrefix option set; "" and 0xff test the ends of the key space.
+var keyPrefixes = []string{"a/", "ab/", "abc/", "b/", "b", "user/", "u", "\xff/", "\xff\xff", ""}
+
+// weights of the ops. Writes dominate, so the store fills and flushes.
+var opWeights = []struct {
+	kind opKind
+	w    int
+}{
+	{opPut, 40}, {opDelete, 5}, {opDeleteRange, 3}, {opBatch, 8},
+	{opGet, 15}, {opHas, 3}, {opValueSize, 3},
+	{opSnapNew, 2}, {opSnapGet, 6}, {opSnapClose, 2},
+	{opIterNew, 4}, {opIterFirst, 2}, {opIterLast, 2}, {opIterSeek, 4}, {opIterSeekLT, 3},
+	{opIterNext, 12}, {opIterPrev, 8}, {opIterClose, 3},
+	{opScan, 1}, {opFlush, 2}, {opCompact, 1}, {opWait, 1}, {opSync, 1},
+	{opReopen, 1}, {opReadOnly, 1}, {opCheckpoint, 1},
+	{opSetBudget, 1}, {opRebuild, 1},
+}
+
+func generate(seed uint64, n int) []op {
+	g := &generator{r: rand.New(rand.NewPCG(seed, 0x6f70730a))}
+	total := 0
+	for _, w := range opWeights {
+		total += w.w
+	}
+	for len(g.ops) < n {
+		x := g.r.IntN(total)
+		for _, w := range opWeights {
+			if x -= w.w; x < 0 {
+				g.emit(w.kind)
+				break
+			}
+		}
+	}
+	// Leave nothing open, so that the end of every log is the same.
+	g.closeAll()
+	g.ops = append(g.ops, op{kind: opScan})
+	return g.ops
+}
+
+// key returns a key: mostly one used before, sometimes a new one, which
+// may extend or shorten a known key so that keys nest.
+func (g *generator) key() []byte {
+	if len(g.keys) > 0 && g.r.IntN(100) < 65 {
+		return g.keys[g.r.IntN(len(g.keys))]
+	}
+	var k []byte
+	switch {
+	case len(g.keys) > 0 && g.r.IntN(4) == 0:
+		k = slices.Clone(g.keys[g.r.IntN(len(g.keys))])
+		if g.r.IntN(2) == 0 || len(k) < 2 {
+			k = append(k, g.suffixByte())
+		} else {
+			k = k[:len(k)-1]
+		}
+	default:
+		k = []byte(keyPrefixes[g.r.IntN(len(keyPrefixes))])
+		for range g.r.IntN(5) {
+			k = append(k, g.suffixByte())
+		}
+	}
+	if len(k) == 0 {
+		k = []byte{g.suffixByte()}
+	}
+	g.keys = append(g.keys, k)
+	return k
+}
+
+func (g *generator) suffixByte() byte {
+	const alphabet = "abcdxyz019/"
+	if g.r.IntN(40) == 0 {
+		return []byte{0, 0xff, 0x80}[g.r.IntN(3)]
+	}
+	return alphabet[g.r.IntN(len(alphabet))]
+}
+
+// boundKey is an iterator bound or seek target: a key, or a prefix of one,
+// or a key just past one.
+func (g *generator) boundKey() []byte {
+	k := slices.Clone(g.key())
+	switch g.r.IntN(4) {
+	case 0:
+		return k[:g.r.IntN(len(k)+1)]
+	case 1:
+		return append(k, 0)
+	}
+	return k
+}
+
+func (g *generator) value() valSpec {
+	g.nextVal++
+	v := valSpec{seed: g.nextVal, random: g.r.IntN(2) == 0}
+	switch x := g.r.IntN(100); {
+	case x < 40:
+		v.n = g.r.IntN(17)
+	case x < 70:
+		v.n = 16 + g.r.IntN(240)
+	case x < 90:
+		v.n = 256 + g.r.IntN(4<<10)
+	case x < 98:
+		v.n = 4<<10 + g.r.IntN(12<<10)
+	default:
+		v.n = 16<<10 + g.r.IntN(48<<10+1)
+	}
+	return v
+}
+
+func (g *generator) write() op {
+	switch x := g.r.IntN(100); {
+	case x < 78:
+		return op{kind: opPut, key: g.key(), val: g.value()}
+	case x < 88:
+		return op{kind: opDelete, key: g.key()}
+	default:
+		return g.deleteRange()
+	}
+}
+
+// deleteRange draws a range: mostly a narrow one (a key to the same key
+// with a byte added or a prefix's end), which deletes a few keys, and
+// sometimes one between two keys drawn apart, which may delete many, or,
+// reversed, none.
+func (g *generator) deleteRange() op {
+	a := g.boundKey()
+	var b []byte
+	switch g.r.IntN(4) {
+	case 0, 1:
+		b = append(slices.Clone(a), g.suffixByte())
+	case 2:
+		b = slices.Clone(a)
+		if len(b) > 0 && b[len(b)-1] < 0xff {
+			b[len(b)-1]++
+		}
+	default:
+		b = g.boundKey()
+		if string(a) > string(b) && g.r.IntN(8) > 0 {
+			a, b = b, a
+		}
+	}
+	if len(b) == 0 {
+		// An empty end is no key: refused by newer versions of DeleteRange
+		// (and a no-op in older ones), so the model and the store would
+		// disagree about it by design, not by a bug.
+		b = []byte{g.suffixByte()}
+	}
+	return op{kind: opDeleteRange, key: a, end: b}
+}
+
+func (g *generator) emit(kind opKind) {
+	o := op{kind: kind}
+	switch kind {
+	case opPut:
+		o.key, o.val = g.key(), g.value()
+	case opDelete:
+		o.key = g.key()
+	case opDeleteRange:
+		o = g.deleteRange()
+	case opBatch:
+		o.sync = g.r.IntN(4) == 0
+		for range 1 + g.r.IntN(8) {
+			o.batch = append(o.batch, g.write())
+		}
+	case opGet, opHas, opValueSize:
+		o.key = g.key()
+	case opSnapNew:
+		if len(g.snaps) >= 3 {
+			return
+		}
+		g.nextSnap++
+		o.id = g.nextSnap
+		g.snaps = append(g.snaps, o.id)
+	case opSnapGet, opSnapClose:
+		if len(g.snaps) == 0 {
+			return
+		}
+		i := g.r.IntN(len(g.snaps))
+		o.id, o.key = g.snaps[i], g.key()
+		if kind == opSnapClose {
+			o.key = nil
+			g.snaps = slices.Delete(g.snaps, i, i+1)
+		}
+	case opIterNew:
+		if len(g.iters) >= 4 {
+			return
+		}
+		g.nextIter++
+		o.id = g.nextIter
+		g.iters = append(g.iters, o.id)
+		if len(g.snaps) > 0 && g.r.IntN(3) == 0 {
+			o.snap = g.snaps[g.r.IntN(len(g.snaps))]
+		}
+		if g.r.IntN(3) == 0 {
+			o.lower = g.boundKey()
+		}
+		if g.r.IntN(3) == 0 {
+			o.upper = g.boundKey()
+			if o.lower != nil && string(o.lower) > string(o.upper) && g.r.IntN(8) > 0 {
+				o.lower, o.upper = o.upper, o.lower
+			}
+		}
+		if g.r.IntN(3) == 0 {
+			k := g.key()
+			if i := slices.Index(k, '/'); i >= 0 && g.r.IntN(2) == 0 {
+				o.prefix = slices.Clone(k[:i+1]) // a whole SeparatorPrefix prefix
+			} else {
+				o.prefix = slices.Clone(k[:g.r.IntN(len(k)+1)])
+			}
+		}
+	case opIterFirst, opIterLast, opIterSeek, opIterSeekLT, opIterNext, opIterPrev, opIterClose:
+		if len(g.iters) == 0 {
+			g.emit(opIterNew)
+			return
+		}
+		i := g.r.IntN(len(g.iters))
+		o.id = g.iters[i]
+		if kind == opIterSeek || kind == opIterSeekLT {
+			o.key = g.boundKey()
+		}
+		if kind == opIterClose {
+			g.iters = slices.Delete(g.iters, i, i+1)
+		}
+		// Steps come in runs, so iterators walk and change direction.
+		if kind == opIterNext || kind == opIterPrev {
+			for range g.r.IntN(4) {
+				g.ops = append(g.ops, o)
+			}
+		}
+	case opReopen, opReadOnly:
+		g.closeAll()
+	case opSetBudget:
+		o.n = int64(logUniform(g.r, 1, 1<<20))
+		if g.r.IntN(4) == 0 {
+			o.n = 0
+		}
+	}
+	g.ops = append(g.ops, o)
+}
+
+// closeAll closes every open iterator and snapshot, as a reopen needs.
+func (g *generator) closeAll() {
+	for _, id := range g.iters {
+		g.ops = append(g.ops, op{kind: opIterClose, id: id})
+	}
+	for _, id := range g.snaps {
+		g.ops = append(g.ops, op{kind: opSnapClose, id: id})
+	}
+	g.iters, g.snaps = nil, nil
+}

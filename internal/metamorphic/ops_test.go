@@ -1,0 +1,405 @@
+package metamorphic
+
+import (
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+)
+
+// opKind names an operation; its text is the first word of the op's line.
+type opKind string
+
+const (
+	opPut         opKind = "put"
+	opDelete      opKind = "delete"
+	opDeleteRange opKind = "delete-range"
+	opBatch       opKind = "batch" // sync=0|1, then ops separated by ';'
+	opGet         opKind = "get"
+	opHas         opKind = "has"
+	opValueSize   opKind = "value-size"
+	opSnapNew     opKind = "snap-new"
+	opSnapGet     opKind = "snap-get"
+	opSnapClose   opKind = "snap-close"
+	opIterNew     opKind = "iter-new"
+	opIterFirst   opKind = "iter-first"
+	opIterLast    opKind = "iter-last"
+	opIterSeek    opKind = "iter-seek"
+	opIterSeekLT  opKind = "iter-seeklt"
+	opIterNext    opKind = "iter-next"
+	opIterPrev    opKind = "iter-prev"
+	opIterClose   opKind = "iter-close"
+	opScan        opKind = "scan" // a full scan, printed as count and hash
+	opFlush       opKind = "flush"
+	opCompact     opKind = "compact"
+	opWait        opKind = "wait-compactions"
+	opSync        opKind = "sync"
+	opReopen      opKind = "reopen"
+	opReadOnly    opKind = "readonly-reopen" // close, open read-only, scan, reopen writable
+	opCheckpoint  opKind = "checkpoint"      // checkpoint, open the copy, scan it
+	opSetBudget   opKind = "set-filter-budget"
+	opRebuild     opKind = "rebuild-filters"
+)
+
+// valSpec describes a value by how to make it, so that a 64 KiB value
+// takes a dozen bytes in the log: len bytes from a generator seeded with
+// seed, random (incompressible) or a short repeated pattern.
+type valSpec struct {
+	seed   uint64
+	n      int
+	random bool
+}
+
+func (v valSpec) String() string {
+	k := 'c'
+	if v.random {
+		k = 'r'
+	}
+	return fmt.Sprintf("v%d.%d%c", v.seed, v.n, k)
+}
+
+func parseValSpec(s string) (valSpec, error) {
+	bad := fmt.Errorf("bad value %q, want v<seed>.<len>c or r", s)
+	if len(s) < 4 || s[0] != 'v' {
+		return valSpec{}, bad
+	}
+	var v valSpec
+	switch s[len(s)-1] {
+	case 'r':
+		v.random = true
+	case 'c':
+	default:
+		return valSpec{}, bad
+	}
+	seed, n, ok := strings.Cut(s[1:len(s)-1], ".")
+	if !ok {
+		return valSpec{}, bad
+	}
+	var err1, err2 error
+	v.seed, err1 = strconv.ParseUint(seed, 10, 64)
+	v.n, err2 = strconv.Atoi(n)
+	if err1 != nil || err2 != nil || v.n < 0 {
+		return valSpec{}, bad
+	}
+	return v, nil
+}
+
+// bytes makes the value.
+func (v valSpec) bytes() []byte {
+	b := make([]byte, v.n)
+	r := rand.New(rand.NewPCG(v.seed, 0x6d657461))
+	if v.random {
+		for i := range b {
+			b[i] = byte(r.Uint32())
+		}
+		return b
+	}
+	pat := make([]byte, 1+r.IntN(8))
+	for i := range pat {
+		pat[i] = 'a' + byte(r.IntN(26))
+	}
+	for i := range b {
+		b[i] = pat[i%len(pat)]
+	}
+	return b
+}
+
+// describe is how a value appears in the output: its length and a hash.
+func describe(v []byte) string {
+	h := fnv.New64a()
+	h.Write(v)
+	return fmt.Sprintf("%d:%016x", len(v), h.Sum64())
+}
+
+// op is one operation of a log. Which fields matter depends on kind.
+type op struct {
+	kind   opKind
+	key    []byte  // the key; a range's start; a seek's target
+	end    []byte  // a range's end
+	val    valSpec // put
+	id     int     // the snapshot or iterator it names
+	snap   int     // iter-new: the snapshot it reads (0: the DB)
+	lower  []byte  // iter-new bounds; nil: none
+	upper  []byte
+	prefix []byte
+	sync   bool  // batch: WriteSync
+	n      int64 // set-filter-budget
+	batch  []op  // batch: put, delete and delete-range ops
+}
+
+func q(b []byte) string { return strconv.Quote(string(b)) }
+
+func (o op) String() string {
+	switch o.kind {
+	case opPut:
+		return fmt.Sprintf("%s %s %s", o.kind, q(o.key), o.val)
+	case opDelete, opGet, opHas, opValueSize:
+		return fmt.Sprintf("%s %s", o.kind, q(o.key))
+	case opDeleteRange:
+		return fmt.Sprintf("%s %s %s", o.kind, q(o.key), q(o.end))
+	case opBatch:
+		var sb strings.Builder
+		fmt.Fprintf(&sb, "%s sync=%d", o.kind, b2i(o.sync))
+		for i, b := range o.batch {
+			if i > 0 {
+				sb.WriteString(" ;")
+			}
+			sb.WriteString(" " + b.String())
+		}
+		return sb.String()
+	case opSnapNew, opSnapClose:
+		return fmt.Sprintf("%s s%d", o.kind, o.id)
+	case opSnapGet:
+		return fmt.Sprintf("%s s%d %s", o.kind, o.id, q(o.key))
+	case opIterNew:
+		s := fmt.Sprintf("%s i%d", o.kind, o.id)
+		if o.snap != 0 {
+			s += fmt.Sprintf(" snap=s%d", o.snap)
+		}
+		if o.lower != nil {
+			s += " lower=" + q(o.lower)
+		}
+		if o.upper != nil {
+			s += " upper=" + q(o.upper)
+		}
+		if o.prefix != nil {
+			s += " prefix=" + q(o.prefix)
+		}
+		return s
+	case opIterSeek, opIterSeekLT:
+		return fmt.Sprintf("%s i%d %s", o.kind, o.id, q(o.key))
+	case opIterFirst, opIterLast, opIterNext, opIterPrev, opIterClose:
+		return fmt.Sprintf("%s i%d", o.kind, o.id)
+	case opSetBudget:
+		return fmt.Sprintf("%s %d", o.kind, o.n)
+	}
+	return string(o.kind)
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// tokens splits a line into words; a quoted Go string (alone or after
+// "name=") is one word, unquoted.
+func tokens(line string) ([]string, error) {
+	var out []string
+	for {
+		line = strings.TrimLeft(line, " \t")
+		if line == "" {
+			return out, nil
+		}
+		i := strings.IndexAny(line, " \t\"")
+		if i < 0 {
+			return append(out, line), nil
+		}
+		if line[i] != '"' {
+			out = append(out, line[:i])
+			line = line[i:]
+			continue
+		}
+		qs, err := strconv.QuotedPrefix(line[i:])
+		if err != nil {
+			return nil, fmt.Errorf("bad quoted string in %q: %v", line, err)
+		}
+		s, _ := strconv.Unquote(qs)
+		out = append(out, line[:i]+s)
+		line = line[i+len(qs):]
+	}
+}
+
+func parseID(s, prefix string) (int, error) {
+	n, err := strconv.Atoi(strings.TrimPrefix(s, prefix))
+	if err != nil || !strings.HasPrefix(s, prefix) || n <= 0 {
+		return 0, fmt.Errorf("bad id %q, want %s<n>", s, prefix)
+	}
+	return n, nil
+}
+
+// parseOp parses the text form of one op (String's output).
+func parseOp(line string) (op, error) {
+	w, err := tokens(line)
+	if err != nil {
+		return op{}, err
+	}
+	if len(w) == 0 {
+		return op{}, fmt.Errorf("empty op")
+	}
+	o := op{kind: opKind(w[0])}
+	args := w[1:]
+	want := func(n int) error {
+		if len(args) != n {
+			return fmt.Errorf("%s takes %d arguments, got %d in %q", o.kind, n, len(args), line)
+		}
+		return nil
+	}
+	switch o.kind {
+	case opPut:
+		if err := want(2); err != nil {
+			return op{}, err
+		}
+		o.key = []byte(args[0])
+		o.val, err = parseValSpec(args[1])
+	case opDelete, opGet, opHas, opValueSize:
+		err = want(1)
+		if err == nil {
+			o.key = []byte(args[0])
+		}
+	case opDeleteRange:
+		err = want(2)
+		if err == nil {
+			o.key, o.end = []byte(args[0]), []byte(args[1])
+		}
+	case opBatch:
+		if len(args) == 0 || (args[0] != "sync=0" && args[0] != "sync=1") {
+			return op{}, fmt.Errorf("batch wants sync=0|1 first: %q", line)
+		}
+		o.sync = args[0] == "sync=1"
+		rest := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(strings.TrimPrefix(line, string(opBatch))), args[0]))
+		for _, part := range splitBatch(rest) {
+			b, err := parseOp(part)
+			if err != nil {
+				return op{}, err
+			}
+			if b.kind != opPut && b.kind != opDelete && b.kind != opDeleteRange {
+				return op{}, fmt.Errorf("batch holds %s", b.kind)
+			}
+			o.batch = append(o.batch, b)
+		}
+	case opSnapNew, opSnapClose:
+		if err = want(1); err == nil {
+			o.id, err = parseID(args[0], "s")
+		}
+	case opSnapGet:
+		if err = want(2); err == nil {
+			o.id, err = parseID(args[0], "s")
+			o.key = []byte(args[1])
+		}
+	case opIterNew:
+		if len(args) == 0 {
+			return op{}, fmt.Errorf("iter-new wants an id")
+		}
+		if o.id, err = parseID(args[0], "i"); err != nil {
+			return op{}, err
+		}
+		for _, a := range args[1:] {
+			name, v, _ := strings.Cut(a, "=")
+			switch name {
+			case "snap":
+				o.snap, err = parseID(v, "s")
+			case "lower":
+				o.lower = []byte(v)
+			case "upper":
+				o.upper = []byte(v)
+			case "prefix":
+				o.prefix = []byte(v)
+			default:
+				err = fmt.Errorf("iter-new: unknown %q", a)
+			}
+			if err != nil {
+				return op{}, err
+			}
+		}
+	case opIterSeek, opIterSeekLT:
+		if err = want(2); err == nil {
+			o.id, err = parseID(args[0], "i")
+			o.key = []byte(args[1])
+		}
+	case opIterFirst, opIterLast, opIterNext, opIterPrev, opIterClose:
+		if err = want(1); err == nil {
+			o.id, err = parseID(args[0], "i")
+		}
+	case opSetBudget:
+		if err = want(1); err == nil {
+			o.n, err = strconv.ParseInt(args[0], 10, 64)
+		}
+	case opScan, opFlush, opCompact, opWait, opSync, opReopen, opReadOnly, opCheckpoint, opRebuild:
+		err = want(0)
+	default:
+		err = fmt.Errorf("unknown op %q", w[0])
+	}
+	if err != nil {
+		return op{}, err
+	}
+	return o, nil
+}
+
+// splitBatch splits a batch's ops at the ';' outside quoted strings.
+func splitBatch(s string) []string {
+	var parts []string
+	for s = strings.TrimSpace(s); s != ""; s = strings.TrimSpace(s) {
+		i, inQuote := 0, false
+		for ; i < len(s); i++ {
+			switch {
+			case inQuote && s[i] == '\\':
+				i++
+			case s[i] == '"':
+				inQuote = !inQuote
+			case !inQuote && s[i] == ';':
+				goto cut
+			}
+		}
+	cut:
+		parts = append(parts, strings.TrimSpace(s[:i]))
+		if i < len(s) {
+			i++
+		}
+		s = s[i:]
+	}
+	return parts
+}
+
+// logFile is a replayable test case: the option sets to run (none: draw
+// them from the seed) and the ops.
+type logFile struct {
+	seed    uint64
+	options []optionSet
+	ops     []op
+}
+
+// String is the file's text: comment lines, "seed N", one "options ..."
+// line per option set, then one op per line.
+func (f *logFile) String() string {
+	var sb strings.Builder
+	sb.WriteString("# bloomkv metamorphic log: go test ./internal/metamorphic -run 'TestMeta$' -meta-replay FILE\n")
+	fmt.Fprintf(&sb, "seed %d\n", f.seed)
+	for _, o := range f.options {
+		fmt.Fprintf(&sb, "options %s\n", o)
+	}
+	for _, o := range f.ops {
+		sb.WriteString(o.String())
+		sb.WriteByte('\n')
+	}
+	return sb.String()
+}
+
+func parseLogFile(text string) (*logFile, error) {
+	f := &logFile{}
+	for i, line := range strings.Split(text, "\n") {
+		line = strings.TrimSpace(line)
+		var err error
+		switch {
+		case line == "" || strings.HasPrefix(line, "#"):
+		case strings.HasPrefix(line, "seed "):
+			f.seed, err = strconv.ParseUint(strings.TrimPrefix(line, "seed "), 10, 64)
+		case strings.HasPrefix(line, "options "):
+			var o optionSet
+			if o, err = parseOptionSet(strings.TrimPrefix(line, "options ")); err == nil {
+				f.options = append(f.options, o)
+			}
+		default:
+			var o op
+			if o, err = parseOp(line); err == nil {
+				f.ops = append(f.ops, o)
+			}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("line %d: %v", i+1, err)
+		}
+	}
+	return f, nil
+}
