@@ -339,6 +339,11 @@ type DB struct {
 	// Lock 1, commit leadership, and what it guards.
 	commit commitQueue // group commit: one leader writes for many writers
 
+	// txns tracks the open read-write transactions and what was written
+	// since the oldest began, for their conflict checks (txn_conflict.go).
+	// Its lock is taken by the commit leader with no other lock held.
+	txns txnState
+
 	// lastSeq is the sequence number of the last committed write. Only the
 	// commit leader (or Open, before any writer exists) touches it.
 	lastSeq uint64
