@@ -6,6 +6,9 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sort"
+	"strconv"
+	"strings"
+	"sync"
 	"testing"
 )
 
@@ -244,3 +247,210 @@ func checkTxnIterator(t *testing.T, rng *rand.Rand, txn *Txn, view txnView, keys
 	}
 }
 
+// TestTxnHistoryLimit: a transaction that began before the conflict
+// history outgrew its limit fails with ErrConflict rather than commit
+// unchecked, though nothing it read was written; one that began after
+// commits. Once no transaction is open, the history is empty.
+func TestTxnHistoryLimit(t *testing.T) {
+	defer func(n int) { txnHistoryLimit = n }(txnHistoryLimit)
+	txnHistoryLimit = 4 << 10
+	db := mustOpen(t, t.TempDir(), nil)
+	defer db.Close()
+	old := db.NewTransaction(true)
+	defer old.Discard()
+	old.Get([]byte("read"))
+	old.Put([]byte("mine"), nil)
+	fill := func() {
+		for i := range 200 { // ~14 KiB of keys, none of them "read"
+			mustDo(t, db.Put(fmt.Appendf(nil, "other-key-%05d", i), nil))
+		}
+	}
+	fill()
+	young := db.NewTransaction(true)
+	defer young.Discard()
+	young.Get([]byte("read"))
+	young.Put([]byte("mine"), []byte("young"))
+	mustDo(t, db.Put([]byte("unrelated"), nil))
+	if err := old.Commit(); !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "older than the conflict history") {
+		t.Fatalf("Commit of a transaction older than the history = %v, want ErrConflict", err)
+	}
+	mustDo(t, young.Commit())
+	db.txns.mu.Lock()
+	n, bytes := len(db.txns.history), db.txns.bytes
+	db.txns.mu.Unlock()
+	if n != 0 || bytes != 0 {
+		t.Fatalf("no transaction open, history holds %d groups, %d bytes", n, bytes)
+	}
+	// While one is open, plain writes are recorded, and trimmed to the
+	// limit.
+	txn := db.NewTransaction(true)
+	fill()
+	db.txns.mu.Lock()
+	n, bytes = len(db.txns.history), db.txns.bytes
+	db.txns.mu.Unlock()
+	if n == 0 || bytes > txnHistoryLimit {
+		t.Fatalf("with a transaction open: %d groups, %d bytes (limit %d)", n, bytes, txnHistoryLimit)
+	}
+	txn.Discard()
+}
+
+// TestTxnLifecycle: the errors of a transaction used after its end, of
+// writes to a read-only one, of a closed DB; Update writes nothing when
+// fn fails; UpdateWith retries conflicts as many times as asked.
+func TestTxnLifecycle(t *testing.T) {
+	db := mustOpen(t, t.TempDir(), nil)
+	txn := db.NewTransaction(true)
+	mustDo(t, txn.Put([]byte("a"), []byte("1")))
+	mustDo(t, txn.Commit())
+	for name, err := range map[string]error{
+		"Commit":      txn.Commit(),
+		"Put":         txn.Put([]byte("a"), nil),
+		"Delete":      txn.Delete([]byte("a")),
+		"DeleteRange": txn.DeleteRange([]byte("a"), []byte("b")),
+	} {
+		if !errors.Is(err, ErrTxnDiscarded) {
+			t.Errorf("%s after Commit = %v, want ErrTxnDiscarded", name, err)
+		}
+	}
+	if _, err := txn.Get([]byte("a")); !errors.Is(err, ErrTxnDiscarded) {
+		t.Errorf("Get after Commit = %v", err)
+	}
+	if _, err := txn.NewIterator(nil); !errors.Is(err, ErrTxnDiscarded) {
+		t.Errorf("NewIterator after Commit = %v", err)
+	}
+	txn.Discard() // harmless
+
+	ro := db.NewTransaction(false)
+	if err := ro.Delete([]byte("a")); !errors.Is(err, ErrTxnReadOnly) {
+		t.Errorf("Delete in a read-only transaction = %v", err)
+	}
+	if err := ro.DeleteRange([]byte("a"), []byte("b")); !errors.Is(err, ErrTxnReadOnly) {
+		t.Errorf("DeleteRange in a read-only transaction = %v", err)
+	}
+	ro.Discard()
+
+	txn = db.NewTransaction(true)
+	if err := txn.Put(nil, nil); !errors.Is(err, ErrEmptyKey) {
+		t.Errorf("Put of an empty key = %v", err)
+	}
+	if err := txn.Put([]byte("k"), make([]byte, MaxValueSize+1)); !errors.Is(err, ErrValueTooLarge) {
+		t.Errorf("Put of a large value = %v", err)
+	}
+	txn.Discard()
+
+	boom := errors.New("boom")
+	if err := db.Update(func(txn *Txn) error {
+		txn.Put([]byte("a"), []byte("2"))
+		return boom
+	}); err != boom {
+		t.Fatalf("Update = %v, want fn's error", err)
+	}
+	if v, _ := db.Get([]byte("a")); string(v) != "1" {
+		t.Fatalf("a = %q after a failed Update, want 1", v)
+	}
+
+	// Each run conflicts: a plain write of what it read, made inside it.
+	for _, retries := range []int{0, 3} {
+		runs := 0
+		err := db.UpdateWith(&UpdateOptions{Retries: retries}, func(txn *Txn) error {
+			runs++
+			txn.Get([]byte("a"))
+			mustDo(t, db.Put([]byte("a"), fmt.Appendf(nil, "%d", runs)))
+			return txn.Put([]byte("b"), nil)
+		})
+		if !errors.Is(err, ErrConflict) || runs != retries+1 {
+			t.Fatalf("UpdateWith Retries %d: %v after %d runs, want ErrConflict after %d", retries, err, runs, retries+1)
+		}
+	}
+	// A synced commit.
+	mustDo(t, db.UpdateWith(&UpdateOptions{Sync: true}, func(txn *Txn) error { return txn.Put([]byte("s"), nil) }))
+
+	open := db.NewTransaction(true)
+	mustDo(t, db.Close())
+	if _, err := open.Get([]byte("a")); !errors.Is(err, ErrClosed) {
+		t.Errorf("Get after Close = %v, want ErrClosed", err)
+	}
+	open.Put([]byte("x"), nil)
+	if err := open.Commit(); !errors.Is(err, ErrClosed) {
+		t.Errorf("Commit after Close = %v, want ErrClosed", err)
+	}
+	closed := db.NewTransaction(true)
+	if _, err := closed.Get([]byte("a")); !errors.Is(err, ErrClosed) {
+		t.Errorf("Get in a transaction begun after Close = %v", err)
+	}
+	if err := db.View(func(*Txn) error { return nil }); !errors.Is(err, ErrClosed) {
+		t.Errorf("View after Close = %v", err)
+	}
+	if err := db.Update(func(*Txn) error { return nil }); !errors.Is(err, ErrClosed) {
+		t.Errorf("Update after Close = %v", err)
+	}
+	if db.txns.active.Load() != 0 {
+		t.Errorf("%d transactions counted open", db.txns.active.Load())
+	}
+}
+
+// TestCompareAndSet: the cases one at a time, then concurrent increments
+// of one counter, none lost.
+func TestCompareAndSet(t *testing.T) {
+	db := mustOpen(t, t.TempDir(), nil)
+	defer db.Close()
+	k := []byte("k")
+	steps := []struct {
+		old, new []byte
+		swapped  bool
+		after    string // "": absent
+	}{
+		{[]byte("x"), []byte("1"), false, ""}, // absent, not "x"
+		{nil, []byte("1"), true, "1"},         // absent, as wanted
+		{nil, []byte("2"), false, "1"},        // present
+		{[]byte("2"), []byte("3"), false, "1"},
+		{[]byte("1"), []byte{}, true, "="}, // "=": the empty value
+		{nil, []byte("4"), false, "="},     // an empty value is not absence
+		{[]byte{}, nil, true, ""},          // compare and delete
+	}
+	for i, s := range steps {
+		swapped, err := db.CompareAndSet(k, s.old, s.new)
+		mustDo(t, err)
+		v, err := db.Get(k)
+		got := string(v)
+		if err == nil && len(v) == 0 {
+			got = "="
+		}
+		if swapped != s.swapped || got != s.after {
+			t.Fatalf("step %d: CompareAndSet(%q, %q) = %v, then %q; want %v, %q", i, s.old, s.new, swapped, got, s.swapped, s.after)
+		}
+	}
+	const workers, each = 4, 50
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range each {
+				for {
+					v, err := db.Get(k)
+					old := v
+					if errors.Is(err, ErrNotFound) {
+						old = nil
+					} else if err != nil {
+						t.Error(err)
+						return
+					}
+					n, _ := strconv.Atoi(string(v))
+					ok, err := db.CompareAndSet(k, old, strconv.AppendInt(nil, int64(n+1), 10))
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if ok {
+						break
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if v, _ := db.Get(k); string(v) != strconv.Itoa(workers*each) {
+		t.Fatalf("counter = %s after %d increments", v, workers*each)
+	}
+}
