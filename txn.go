@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"container/list"
 	"errors"
-	"fmt"
 	"slices"
 )
 
@@ -297,7 +296,7 @@ func (t *Txn) commit(sync bool) error {
 		}
 	}
 	if b.err != nil {
-		return fmt.Errorf("bloomkv: commit: %w", b.err)
+		return b.err // ErrBatchTooLarge; the entries were checked when added
 	}
 	reads := t.reads
 	for _, it := range t.iters {

@@ -271,8 +271,12 @@ func TestTxnHistoryLimit(t *testing.T) {
 	young.Get([]byte("read"))
 	young.Put([]byte("mine"), []byte("young"))
 	mustDo(t, db.Put([]byte("unrelated"), nil))
-	if err := old.Commit(); !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "older than the conflict history") {
+	err := old.Commit()
+	if !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "older than the conflict history") {
 		t.Fatalf("Commit of a transaction older than the history = %v, want ErrConflict", err)
+	}
+	if strings.Count(err.Error(), "bloomkv:") != 1 {
+		t.Fatalf("%q: want one \"bloomkv:\" prefix", err)
 	}
 	mustDo(t, young.Commit())
 	db.txns.mu.Lock()
