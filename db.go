@@ -307,6 +307,10 @@ func (o *Options) validated() (Options, error) {
 // only read after it (counters and stats are atomic) — but for
 // opts.FilterBudget, which SetFilterBudget changes under mu, and which is
 // read only under mu; the atomics need no lock.
+//
+// txns.mu (the transactions' conflict record, txn_conflict.go) sits
+// between 1 and 3: the commit leader takes it holding none of 2 to 4, and
+// NewTransaction takes mu inside it.
 type DB struct {
 	dir    string
 	opts   Options
