@@ -195,7 +195,7 @@ func bankCheck(db *DB) error {
 // the while.
 func TestTxnBank(t *testing.T) {
 	transfers := 400
-	if testing.Short() {
+	if testing.Short() || raceEnabled {
 		transfers = 100
 	}
 	for _, procs := range []int{1, 4} {

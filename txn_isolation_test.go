@@ -186,7 +186,11 @@ func TestTxnReadOnlyNeverConflicts(t *testing.T) {
 // written after it began. The store must end as the model.
 func TestTxnIsolationModel(t *testing.T) {
 	const keys = 12
-	for seed := range uint64(20) {
+	seeds := uint64(20)
+	if raceEnabled || testing.Short() {
+		seeds = 6
+	}
+	for seed := range seeds {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			runIsolationModel(t, seed, keys)
 		})

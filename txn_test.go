@@ -66,7 +66,11 @@ func txnRange(rng *rand.Rand, n int) (start, end []byte) {
 // commit must leave exactly the model's state.
 func TestTxnReadYourWrites(t *testing.T) {
 	const keys = 120
-	for seed := range uint64(8) {
+	seeds := uint64(8)
+	if raceEnabled || testing.Short() {
+		seeds = 3
+	}
+	for seed := range seeds {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 7))
 			db := mustOpen(t, t.TempDir(), smallOptions())
