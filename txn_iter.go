@@ -200,8 +200,8 @@ func (it *TxnIterator) findNext() bool {
 			it.base.Seek(r.end) // deleted by the transaction
 		}
 		bv, pv := it.base.Valid(), it.pi < len(it.pend)
-		if !bv && !pv {
-			return it.stop()
+		if !bv && !pv || it.base.Error() != nil {
+			return it.stop() // the end, or the snapshot's error: Error reports it
 		}
 		c := -1
 		switch {
@@ -235,8 +235,8 @@ func (it *TxnIterator) findPrev() bool {
 			it.base.SeekLT(r.start)
 		}
 		bv, pv := it.base.Valid(), it.pi >= 0
-		if !bv && !pv {
-			return it.stop()
+		if !bv && !pv || it.base.Error() != nil {
+			return it.stop() // the end, or the snapshot's error: Error reports it
 		}
 		c := 1
 		switch {

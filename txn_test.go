@@ -1,6 +1,7 @@
 package bloomkv
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -461,4 +462,30 @@ func TestCompareAndSet(t *testing.T) {
 	if v, _ := db.Get(k); string(v) != strconv.Itoa(workers*each) {
 		t.Fatalf("counter = %s after %d increments", v, workers*each)
 	}
+}
+
+// TestTxnCorrupt: damage under a transaction's reads is reported as
+// ErrCorrupt naming the file, by Get and by an iterator, which stops
+// there rather than go on with the transaction's own writes past it.
+func TestTxnCorrupt(t *testing.T) {
+	fx := newCorruptFixture(t)
+	bad := bytes.Clone(fx.segData)
+	bad[fx.layout.regions[0].start+2] ^= 1 // data block 0, which holds corruptKey(0)
+	dir := fx.copyStore(t, map[string][]byte{fx.seg: bad})
+	db := mustOpen(t, dir, corruptOptions(false))
+	defer db.Close()
+	txn := db.NewTransaction(true)
+	defer txn.Discard()
+	_, err := txn.Get([]byte(corruptKey(0)))
+	wantMessage(t, "Txn.Get", err, dir, fx.seg)
+	mustDo(t, txn.Put([]byte("zzz"), []byte("past the damage")))
+	it, err := txn.NewIterator(nil)
+	mustDo(t, err)
+	for k := range it.All() {
+		if string(k) == "zzz" {
+			t.Fatal("the iterator went on past the damage to the transaction's write")
+		}
+	}
+	wantMessage(t, "TxnIterator.Error", it.Error(), dir, fx.seg)
+	wantMessage(t, "TxnIterator.Close", it.Close(), dir, fx.seg)
 }
