@@ -43,10 +43,11 @@ type commitQueue struct {
 }
 
 type commitReq struct {
-	b    *Batch
-	sync bool // fsync before acknowledging, whatever Options.Sync says
-	err  error
-	done chan struct{}
+	b     *Batch
+	sync  bool      // fsync before acknowledging, whatever Options.Sync says
+	check *txnCheck // a transaction's reads, validated before b is written (txn_conflict.go); nil for a plain write
+	err   error
+	done  chan struct{}
 }
 
 var reqPool = sync.Pool{New: func() any { return &commitReq{done: make(chan struct{}, 1)} }}
@@ -54,8 +55,14 @@ var reqPool = sync.Pool{New: func() any { return &commitReq{done: make(chan stru
 // submit commits b and returns when it is durable (as Options.Sync says)
 // and visible to readers.
 func (q *commitQueue) submit(db *DB, b *Batch, sync bool) error {
+	return q.submitChecked(db, b, sync, nil)
+}
+
+// submitChecked is submit for a transaction's batch: it is written only if
+// check passes, else the commit fails with ErrConflict.
+func (q *commitQueue) submitChecked(db *DB, b *Batch, sync bool, check *txnCheck) error {
 	r := reqPool.Get().(*commitReq)
-	r.b, r.sync, r.err = b, sync, nil
+	r.b, r.sync, r.check, r.err = b, sync, check, nil
 	q.mu.Lock()
 	q.pending = append(q.pending, r)
 	if !q.leading {
@@ -65,7 +72,7 @@ func (q *commitQueue) submit(db *DB, b *Batch, sync bool) error {
 	q.mu.Unlock()
 	<-r.done
 	err := r.err
-	r.b, r.err = nil, nil
+	r.b, r.check, r.err = nil, nil, nil
 	reqPool.Put(r)
 	return err
 }
@@ -117,7 +124,9 @@ func (db *DB) commitGroup(group []*commitReq) {
 		err = db.writeGroup(group, logw, mem)
 	}
 	for _, r := range group {
-		r.err = err
+		if r.err == nil { // not already refused for a conflict (writeGroup)
+			r.err = err
+		}
 		r.done <- struct{}{}
 	}
 }
@@ -126,10 +135,20 @@ func (db *DB) writeGroup(group []*commitReq, logw *wal.Writer, mem *memtable.Mem
 	payloads := db.commit.payloads[:0]
 	seq := db.lastSeq + 1
 	sync := db.opts.Sync
+	// Transactions are validated here, as the leader, so that no write
+	// can commit between a transaction's check and its sequence numbers;
+	// a refused one gets ErrConflict and takes no sequence number.
+	ws := db.txns.admit(group, seq)
 	for _, r := range group {
+		if r.err != nil {
+			continue
+		}
 		payloads = append(payloads, r.b.setSeq(seq))
 		seq += uint64(r.b.count)
 		sync = sync || r.sync
+	}
+	if len(payloads) == 0 {
+		return nil // every batch was a refused transaction
 	}
 	n, err := logw.WriteRecords(payloads...)
 	db.commit.payloads = payloads
@@ -148,10 +167,13 @@ func (db *DB) writeGroup(group []*commitReq, logw *wal.Writer, mem *memtable.Mem
 	for _, p := range payloads {
 		db.commit.rangeDels, _, _ = applyBatch(mem, p, "", 0, 0, db.commit.rangeDels)
 	}
-	clear(payloads) // do not pin the batches until the next group
 	db.lastSeq = seq - 1
 	db.visibleSeq.Store(db.lastSeq)
-	db.stats.writes.Add(uint64(len(group)))
+	// After the publication, which an open transaction's conflict check
+	// depends on (txnState.active); a no-op while none is open.
+	db.txns.record(ws, payloads, db.lastSeq)
+	clear(payloads) // do not pin the batches until the next group
+	db.stats.writes.Add(uint64(len(payloads)))
 	return nil
 }
 

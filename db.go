@@ -307,6 +307,10 @@ func (o *Options) validated() (Options, error) {
 // only read after it (counters and stats are atomic) — but for
 // opts.FilterBudget, which SetFilterBudget changes under mu, and which is
 // read only under mu; the atomics need no lock.
+//
+// txns.mu (the transactions' conflict record, txn_conflict.go) sits
+// between 1 and 3: the commit leader takes it holding none of 2 to 4, and
+// NewTransaction takes mu inside it.
 type DB struct {
 	dir    string
 	opts   Options
@@ -338,6 +342,11 @@ type DB struct {
 
 	// Lock 1, commit leadership, and what it guards.
 	commit commitQueue // group commit: one leader writes for many writers
+
+	// txns tracks the open read-write transactions and what was written
+	// since the oldest began, for their conflict checks (txn_conflict.go).
+	// Its lock is taken by the commit leader with no other lock held.
+	txns txnState
 
 	// lastSeq is the sequence number of the last committed write. Only the
 	// commit leader (or Open, before any writer exists) touches it.

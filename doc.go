@@ -85,9 +85,9 @@
 // Not guaranteed:
 //   - Durability across power loss of writes made without Options.Sync,
 //     WriteSync or Sync: they may be lost (as a suffix, never a hole).
-//   - Transactions beyond one Batch: there is no read-modify-write
-//     isolation (no compare-and-swap, no conflict detection); two
-//     concurrent Writes are applied in some order.
+//   - Isolation for plain writes: a Write, Put or Delete reads nothing,
+//     so two concurrent Writes are applied in some order, last one wins.
+//     Read-modify-write needs a transaction (below).
 //   - Error returns for device errors on mapped segments: segments are
 //     read through a memory mapping by default, and an I/O error on a
 //     mapped page kills the process with SIGBUS. Options.DisableMmap trades
@@ -95,11 +95,30 @@
 //   - Stats are counters read one by one, not a consistent snapshot of all
 //     of them at once.
 //
+// # Transactions
+//
+// NewTransaction, Update and View give optimistic transactions, as bbolt's
+// and Badger's: a Txn reads a snapshot taken when it began plus its own
+// pending writes (Get, Has, and TxnIterators that merge its writes over
+// the snapshot, forward and backward), and Commit applies its writes as
+// one Batch. Read-write transactions are serializable: Commit fails with
+// an error matching ErrConflict, writing nothing, if any key the
+// transaction read, or any key in a range its iterators traversed, was
+// written after it began, by another transaction or by a plain write.
+// So write skew, lost updates and phantoms are refused. Read-only
+// transactions (View) never conflict; nor do blind writes. The check is
+// made by the commit leader against an in-memory record of the keys
+// written since the oldest open transaction began; a transaction older
+// than that record's limit (64 MiB of keys) fails with ErrConflict
+// rather than commit unchecked. While no read-write transaction is open
+// nothing is recorded. UpdateWith retries conflicts; CompareAndSet is a
+// transaction.
+//
 // # Concurrency
 //
 // DB and Snapshot methods are safe for concurrent use by any number of
 // goroutines, including Close, after which DB methods that can fail
-// return ErrClosed. An Iterator and a Batch are not: each must be used by one
+// return ErrClosed. An Iterator, a Txn and a Batch are not: each must be used by one
 // goroutine at a time (a Batch must not be passed to two concurrent Writes
 // either). Many Iterators may run at once, each in its own goroutine.
 //

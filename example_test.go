@@ -9,6 +9,7 @@ import (
 	"log"
 	"os"
 	"path/filepath"
+	"strconv"
 
 	"github.com/bloomkv/bloomkv"
 )
@@ -313,4 +314,75 @@ func ExampleDB_DeleteRange() {
 	// log/003
 	// log/004
 	// meta
+}
+
+// Update runs a function in a serializable transaction: here a transfer
+// between two accounts, which reads both balances and writes both. If
+// another commit changes a balance it read before it commits, the commit
+// fails with ErrConflict and UpdateWith runs the function again, on fresh
+// data. View reads a consistent snapshot.
+func ExampleDB_Update() {
+	dir, cleanup := tempDir()
+	defer cleanup()
+	db, err := bloomkv.Open(filepath.Join(dir, "store"), nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer db.Close()
+	db.Put([]byte("acct/alice"), []byte("100"))
+	db.Put([]byte("acct/bob"), []byte("50"))
+
+	balance := func(txn *bloomkv.Txn, who string) (int, error) {
+		v, err := txn.Get([]byte("acct/" + who))
+		if err != nil {
+			return 0, err
+		}
+		return strconv.Atoi(string(v))
+	}
+	transfer := func(from, to string, amount int) error {
+		return db.UpdateWith(&bloomkv.UpdateOptions{Retries: 10}, func(txn *bloomkv.Txn) error {
+			a, err := balance(txn, from)
+			if err != nil {
+				return err
+			}
+			b, err := balance(txn, to)
+			if err != nil {
+				return err
+			}
+			if a < amount {
+				return fmt.Errorf("%s has only %d", from, a)
+			}
+			txn.Put([]byte("acct/"+from), strconv.AppendInt(nil, int64(a-amount), 10))
+			return txn.Put([]byte("acct/"+to), strconv.AppendInt(nil, int64(b+amount), 10))
+		})
+	}
+	if err := transfer("alice", "bob", 30); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(transfer("bob", "alice", 500))
+
+	err = db.View(func(txn *bloomkv.Txn) error {
+		it, err := txn.NewIterator(&bloomkv.IterOptions{Prefix: []byte("acct/")})
+		if err != nil {
+			return err
+		}
+		defer it.Close()
+		for k, v := range it.All() {
+			fmt.Printf("%s = %s\n", k, v)
+		}
+		return it.Error()
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	// CompareAndSet is one such transaction: set if the value is still
+	// what was read.
+	swapped, err := db.CompareAndSet([]byte("acct/bob"), []byte("80"), []byte("81"))
+	fmt.Println(swapped, err)
+	// Output:
+	// bob has only 80
+	// acct/alice = 70
+	// acct/bob = 80
+	// true <nil>
 }

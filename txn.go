@@ -1,0 +1,427 @@
+package bloomkv
+
+import (
+	"bytes"
+	"container/list"
+	"errors"
+	"slices"
+)
+
+// Errors of transactions.
+var (
+	// ErrConflict is returned by Txn.Commit (and Update, and
+	// CompareAndSet once its retries are spent) when a key the
+	// transaction read, or a key in a range its iterators traversed, was
+	// written by another commit after the transaction began. Nothing of
+	// the transaction was written; run it again from the start.
+	ErrConflict = errors.New("bloomkv: transaction conflict")
+	// ErrTxnDiscarded is returned by every use of a transaction after
+	// Commit or Discard.
+	ErrTxnDiscarded = errors.New("bloomkv: transaction discarded")
+	// ErrTxnReadOnly is returned by writes to a read-only transaction
+	// (NewTransaction(false), View).
+	ErrTxnReadOnly = errors.New("bloomkv: write in a read-only transaction")
+)
+
+// A Txn is an optimistic transaction: its reads see a snapshot of the DB
+// taken when it began, plus its own writes; its writes are buffered in
+// memory and applied atomically, as one Batch, by Commit.
+//
+// # Isolation
+//
+// Read-write transactions are serializable (strictly: in commit order).
+// Commit succeeds only if nothing the transaction read has changed since
+// it began: no commit after its snapshot — of another transaction, or a
+// plain Put, Delete, DeleteRange or Write — wrote a key it read with Get
+// or Has (found or not), or any key in a range one of its iterators
+// traversed (from where it was positioned to where it stopped, or to its
+// bound if it ran off the end). Otherwise Commit writes nothing and
+// returns an error matching ErrConflict. So every committed transaction
+// behaves as if it ran alone at the moment of its commit: write skew, lost
+// updates and phantoms are refused.
+//
+// Not conflicts: writes to keys the transaction only wrote (blind writes:
+// the later commit wins), reads of its own writes, and reads in a range it
+// deleted itself. Plain writes never fail because of a transaction: they
+// do not read.
+//
+// The check is conservative: a commit in a traversed range conflicts even
+// where the transaction's own writes hid that key from it, and so does a
+// transaction that began before the DB's record of writes reached its
+// limit (64 MiB of keys written while it was open), because it can no
+// longer be checked. A conflict is always safe to retry.
+//
+// Read-only transactions (NewTransaction(false), View) read a consistent
+// snapshot and never conflict; they are Snapshots with the Txn API.
+//
+// # Use
+//
+// A Txn is not safe for concurrent use. Discard it when done (a deferred
+// Discard after Commit does nothing): an open transaction pins the
+// versions of its snapshot, as a Snapshot does, and a read-write one keeps
+// the DB recording the keys written since it began. Update and View do
+// all of this; Update retries conflicts if asked (UpdateWith).
+type Txn struct {
+	db     *DB
+	update bool
+	snap   *Snapshot
+	elem   *list.Element // in db.txns.open; read-write only
+	err    error         // why it could not begin (ErrClosed)
+	done   bool          // committed or discarded
+
+	// pending is the write set: for each key written (and not since
+	// deleted by a DeleteRange of the transaction), its last write.
+	// Entries are never changed, only replaced, so that an iterator may
+	// keep the sorted list it was made with.
+	pending map[string]*pendingWrite
+	sorted  []*pendingWrite // pending by key; nil when a write changed it
+	// dels is the union of the transaction's range deletions, sorted and
+	// disjoint; replaced, never changed, as sorted.
+	dels []keySpan
+
+	// reads is the read set of Gets and closed iterators; iters the open
+	// iterators, whose spans Commit adds to it.
+	reads []keySpan
+	iters []*TxnIterator
+}
+
+// pendingWrite is a transaction's last write of key: a value, or a delete.
+type pendingWrite struct {
+	key, value []byte
+	del        bool
+}
+
+// NewTransaction begins a transaction: read-write if update, else
+// read-only. Its reads see the DB as of now, plus its own writes. It
+// never fails: on a closed DB, every method of the Txn returns ErrClosed.
+// Discard it when done.
+func (db *DB) NewTransaction(update bool) *Txn {
+	t := &Txn{db: db, update: update}
+	if !update {
+		t.snap, t.err = db.NewSnapshot()
+		return t
+	}
+	ts := &db.txns
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	// Counted before the snapshot loads its sequence number: see
+	// txnState.active for why the order matters.
+	ts.active.Add(1)
+	t.snap, t.err = db.NewSnapshot()
+	if t.err != nil {
+		ts.active.Add(-1)
+		return t
+	}
+	t.elem = ts.open.PushBack(t.snap.seq)
+	t.pending = map[string]*pendingWrite{}
+	return t
+}
+
+// usable returns why t may not be used, if it may not.
+func (t *Txn) usable() error {
+	switch {
+	case t.done:
+		return ErrTxnDiscarded
+	case t.err != nil:
+		return t.err
+	}
+	return nil
+}
+
+func (t *Txn) writable() error {
+	if err := t.usable(); err != nil {
+		return err
+	}
+	if !t.update {
+		return ErrTxnReadOnly
+	}
+	return nil
+}
+
+// Get returns the value of key: the transaction's own last write of it if
+// it wrote it, else its value in the snapshot. Absent keys give an error
+// matching ErrNotFound. The returned slice is the caller's. In a
+// read-write transaction, a read of the snapshot joins the read set.
+func (t *Txn) Get(key []byte) ([]byte, error) {
+	v, err := t.get(key)
+	if err != nil {
+		return nil, err
+	}
+	return bytes.Clone(v), nil
+}
+
+// get is Get without the copy of a pending value (snapshot values are
+// copies already).
+func (t *Txn) get(key []byte) ([]byte, error) {
+	if err := t.usable(); err != nil {
+		return nil, err
+	}
+	if err := checkEntry(key, nil); err != nil {
+		return nil, err
+	}
+	if t.update {
+		if w, ok := t.pending[string(key)]; ok {
+			if w.del {
+				return nil, ErrNotFound
+			}
+			return w.value, nil
+		}
+		if spanCovering(t.dels, key) != nil {
+			return nil, ErrNotFound // deleted by this transaction, whatever others wrote
+		}
+		t.reads = append(t.reads, pointSpan(key))
+	}
+	return t.snap.Get(key)
+}
+
+// Has reports whether key has a value, as Get would find it.
+func (t *Txn) Has(key []byte) (bool, error) {
+	_, err := t.get(key)
+	if errors.Is(err, ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// pointSpan is the read span of one key, [key, key+"\x00"), in one
+// allocation.
+func pointSpan(key []byte) keySpan {
+	buf := make([]byte, len(key)+1)
+	copy(buf, key)
+	return keySpan{start: buf[:len(key):len(key)], end: buf}
+}
+
+// Put sets key to value when the transaction commits. Both are copied.
+func (t *Txn) Put(key, value []byte) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	if err := checkEntry(key, value); err != nil {
+		return err
+	}
+	t.setPending(&pendingWrite{key: bytes.Clone(key), value: append([]byte{}, value...)})
+	return nil
+}
+
+// Delete removes key when the transaction commits. Deleting a key that
+// does not exist is not an error.
+func (t *Txn) Delete(key []byte) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	if err := checkEntry(key, nil); err != nil {
+		return err
+	}
+	t.setPending(&pendingWrite{key: bytes.Clone(key), del: true})
+	return nil
+}
+
+func (t *Txn) setPending(w *pendingWrite) {
+	t.pending[string(w.key)] = w
+	t.sorted = nil
+}
+
+// DeleteRange deletes every key in [start, end) when the transaction
+// commits: those in the DB then and those the transaction wrote before,
+// not those it writes after. An empty start means "from the first key";
+// start >= end deletes nothing. As DB.DeleteRange, it is one range
+// tombstone however many keys the range holds; it reads nothing, so it
+// adds nothing to the read set.
+func (t *Txn) DeleteRange(start, end []byte) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	if err := checkRange(start, end); err != nil {
+		return err
+	}
+	if bytes.Compare(start, end) >= 0 {
+		return nil
+	}
+	r := keySpan{start: append([]byte{}, start...), end: bytes.Clone(end)}
+	for k, w := range t.pending {
+		if bytes.Compare(w.key, r.start) >= 0 && bytes.Compare(w.key, r.end) < 0 {
+			delete(t.pending, k)
+			t.sorted = nil
+		}
+	}
+	// A new slice: iterators keep the one they were made with.
+	t.dels = mergeSpans(append(slices.Clone(t.dels), r))
+	return nil
+}
+
+// sortedPending returns the pending writes by key. The slice is never
+// changed afterwards: a later write makes a new one.
+func (t *Txn) sortedPending() []*pendingWrite {
+	if t.sorted == nil && len(t.pending) > 0 {
+		s := make([]*pendingWrite, 0, len(t.pending))
+		for _, w := range t.pending {
+			s = append(s, w)
+		}
+		slices.SortFunc(s, func(a, b *pendingWrite) int { return bytes.Compare(a.key, b.key) })
+		t.sorted = s
+	}
+	return t.sorted
+}
+
+// Commit applies the transaction's writes atomically, as one Batch (so
+// durable as Options.Sync says), if none of its reads has changed since
+// it began; otherwise it writes nothing and returns an error matching
+// ErrConflict (see Txn for exactly what conflicts). A transaction that
+// wrote nothing commits at once, with no check: its reads were one
+// snapshot. A batch that would exceed MaxBatchSize fails with
+// ErrBatchTooLarge. Commit ends the transaction, whatever it returns;
+// its iterators stay usable until closed.
+func (t *Txn) Commit() error { return t.commit(false) }
+
+func (t *Txn) commit(sync bool) error {
+	if err := t.usable(); err != nil {
+		return err
+	}
+	defer t.Discard()
+	if !t.update || len(t.pending) == 0 && len(t.dels) == 0 {
+		return nil
+	}
+	b := NewBatch()
+	// The range deletions first: every pending write postdates the
+	// deletions covering its key (DeleteRange drops the writes before
+	// it), so it must survive them.
+	for _, r := range t.dels {
+		b.DeleteRange(r.start, r.end)
+	}
+	for _, w := range t.sortedPending() {
+		if w.del {
+			b.Delete(w.key)
+		} else {
+			b.Put(w.key, w.value)
+		}
+	}
+	if b.err != nil {
+		return b.err // ErrBatchTooLarge; the entries were checked when added
+	}
+	reads := t.reads
+	for _, it := range t.iters {
+		reads = it.appendSpans(reads)
+	}
+	check := &txnCheck{readSeq: t.snap.seq, reads: mergeSpans(reads)}
+	return t.db.commit.submitChecked(t.db, b, sync, check)
+}
+
+// Discard ends the transaction without writing anything, releasing its
+// snapshot. Discarding after Commit or Discard does nothing, so it may be
+// deferred. Iterators of the transaction stay usable until closed.
+func (t *Txn) Discard() {
+	if t.done {
+		return
+	}
+	t.done = true
+	if t.err != nil {
+		return
+	}
+	t.snap.Close()
+	if t.elem != nil {
+		ts := &t.db.txns
+		ts.mu.Lock()
+		ts.open.Remove(t.elem)
+		ts.active.Add(-1)
+		ts.trimLocked()
+		ts.mu.Unlock()
+	}
+	t.pending, t.sorted, t.dels, t.reads, t.iters = nil, nil, nil, nil, nil
+}
+
+// View runs fn in a read-only transaction: every read in it sees one
+// snapshot of the DB. It returns fn's error.
+func (db *DB) View(fn func(*Txn) error) error {
+	t := db.NewTransaction(false)
+	defer t.Discard()
+	if err := t.usable(); err != nil {
+		return err
+	}
+	return fn(t)
+}
+
+// Update runs fn in a read-write transaction and commits it if fn returns
+// nil (fn's error otherwise, with nothing written). A conflict is returned
+// as an error matching ErrConflict; UpdateWith can retry it.
+func (db *DB) Update(fn func(*Txn) error) error { return db.UpdateWith(nil, fn) }
+
+// UpdateOptions tune UpdateWith. The zero value (or nil) is Update.
+type UpdateOptions struct {
+	// Retries is how many more times to run fn, in a new transaction
+	// each time, while its commit fails with ErrConflict. A conflict means
+	// another commit changed what fn read, so a retry sees new data. fn
+	// must be safe to run again: no effects outside the transaction, or
+	// none that matter twice.
+	Retries int
+	// Sync makes the commit durable against power loss before it
+	// returns, as DB.WriteSync, whatever Options.Sync says.
+	Sync bool
+}
+
+// UpdateWith is Update with options: retries of conflicts, a synced
+// commit. It returns fn's error (never retried), the commit's, or the
+// last conflict once the retries are spent.
+func (db *DB) UpdateWith(o *UpdateOptions, fn func(*Txn) error) error {
+	if o == nil {
+		o = &UpdateOptions{}
+	}
+	for attempt := 0; ; attempt++ {
+		err, committed := db.updateOnce(o.Sync, fn)
+		if !committed || !errors.Is(err, ErrConflict) || attempt >= o.Retries {
+			return err
+		}
+	}
+}
+
+// updateOnce runs fn once and commits; committed says whether err (if any)
+// is the commit's rather than fn's.
+func (db *DB) updateOnce(sync bool, fn func(*Txn) error) (err error, committed bool) {
+	t := db.NewTransaction(true)
+	defer t.Discard() // also when fn panics
+	if err := t.usable(); err != nil {
+		return err, false
+	}
+	if err := fn(t); err != nil {
+		return err, false
+	}
+	return t.commit(sync), true
+}
+
+// casRetries bounds CompareAndSet's retries of conflicts. Each conflict
+// means another commit wrote the key meanwhile, so running out of them
+// takes a thousand writes of one key while the compare was in flight.
+const casRetries = 1000
+
+// CompareAndSet sets key to new if its value is old, atomically, and
+// reports whether it did. A nil old means "key must be absent" (an empty
+// non-nil old matches an empty value); a nil new deletes the key (use an
+// empty non-nil new to store an empty value). A false result with a nil
+// error means the value was not old when the comparison ran. It is a
+// read-write transaction (a Get, then a Put or Delete) retried on
+// conflict, so it is linearizable with every other write and transaction.
+func (db *DB) CompareAndSet(key, old, new []byte) (bool, error) {
+	var swapped bool
+	err := db.UpdateWith(&UpdateOptions{Retries: casRetries}, func(t *Txn) error {
+		swapped = false
+		v, err := t.Get(key)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			if old != nil {
+				return nil
+			}
+		case err != nil:
+			return err
+		case old == nil || !bytes.Equal(v, old):
+			return nil
+		}
+		swapped = true
+		if new == nil {
+			return t.Delete(key)
+		}
+		return t.Put(key, new)
+	})
+	if err != nil {
+		return false, err
+	}
+	return swapped, nil
+}

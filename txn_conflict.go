@@ -1,0 +1,308 @@
+package bloomkv
+
+import (
+	"bytes"
+	"container/list"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/bloomkv/bloomkv/internal/base"
+	"github.com/bloomkv/bloomkv/internal/batch"
+)
+
+// Conflict detection for read-write transactions (txn.go), after Badger's
+// oracle: a transaction records what it read (keys, and the key ranges its
+// iterators traversed); the DB keeps, for as long as an open transaction
+// may need it, what every commit group since then wrote; and the commit
+// leader, before it gives a transaction's batch a sequence number, checks
+// the transaction's reads against the writes committed after its read
+// sequence. The check and the sequence assignment happen under commit
+// leadership, so no write can slip in between them.
+//
+// The history holds the written keys themselves, not fingerprints: a
+// fingerprint answers "was this key written?" but not "was any key in this
+// range written?", which a scan's read set asks.
+
+// txnHistoryLimit caps the bytes the conflict history may hold (keys and
+// their bookkeeping). Past it, the oldest groups are dropped, and a
+// transaction that began before a dropped group fails its commit with
+// ErrConflict: it cannot be checked, and a wrong "no conflict" is not an
+// answer the store gives. A variable so that tests can lower it.
+var txnHistoryLimit = 64 << 20
+
+// txnState is the DB's record of open read-write transactions and of the
+// writes they may conflict with.
+type txnState struct {
+	// active counts the open read-write transactions. The commit leader
+	// loads it after it has published a group (writeGroup) and records
+	// the group's keys only if it is non-zero, so plain writes pay one
+	// atomic load while no transaction is open. A transaction adds itself
+	// before it loads its read sequence. Either the leader's load sees the
+	// transaction, or the transaction's load of visibleSeq sees the group
+	// (both are sequentially consistent atomics): a group the transaction
+	// cannot see is always recorded.
+	active atomic.Int32
+
+	// mu guards the fields below. It is taken by the commit leader (with
+	// no other lock held) and by NewTransaction, which takes db.mu inside
+	// it (NewSnapshot): never take mu while holding db.mu.
+	mu sync.Mutex
+	// open holds the read sequences (uint64) of the open read-write
+	// transactions, oldest first: they are registered under mu, in the
+	// order they load visibleSeq, which only grows.
+	open list.List
+	// history is the writes of the commit groups newer than the oldest
+	// open transaction's read sequence, oldest first.
+	history []*writeSet
+	bytes   int // memory held by history, as writeSet.size counts it
+	// lost is the newest group dropped for txnHistoryLimit: a transaction
+	// whose read sequence is below it cannot be checked.
+	lost uint64
+}
+
+// keySpan is a key range [start, end); a nil end is unbounded above, and
+// an empty start is the smallest key. A point read of k is [k, k+"\x00").
+type keySpan struct{ start, end []byte }
+
+// writeSet is what one commit group wrote: point keys (puts and deletes)
+// and range deletions.
+type writeSet struct {
+	seq    uint64   // the group's last sequence number
+	keys   []byte   // the point keys, concatenated
+	ends   []uint32 // the end of each key in keys
+	ranges []keySpan
+}
+
+func (ws *writeSet) size() int {
+	n := 64 + len(ws.keys) + 4*len(ws.ends)
+	for _, r := range ws.ranges {
+		n += 48 + len(r.start) + len(r.end)
+	}
+	return n
+}
+
+func (ws *writeSet) empty() bool { return len(ws.ends) == 0 && len(ws.ranges) == 0 }
+
+// add appends the keys a batch record writes.
+func (ws *writeSet) add(rec []byte) {
+	// The record was built by Batch, which checked every operation: it
+	// decodes without error.
+	batch.Decode(rec, "", 0, func(_ uint64, op batch.Op) {
+		if op.Kind == base.KindRangeDelete {
+			ws.ranges = append(ws.ranges, keySpan{bytes.Clone(op.Key), bytes.Clone(op.Value)})
+			return
+		}
+		ws.keys = append(ws.keys, op.Key...)
+		ws.ends = append(ws.ends, uint32(len(ws.keys)))
+	})
+}
+
+// conflicts reports whether ws wrote anything in reads (sorted, disjoint
+// spans: mergeSpans).
+func (ws *writeSet) conflicts(reads []keySpan) bool {
+	start := uint32(0)
+	for _, end := range ws.ends {
+		if spansContain(reads, ws.keys[start:end]) {
+			return true
+		}
+		start = end
+	}
+	for _, r := range ws.ranges {
+		if spansOverlap(reads, r) {
+			return true
+		}
+	}
+	return false
+}
+
+// txnCheck is what the commit leader needs to validate a transaction.
+type txnCheck struct {
+	readSeq uint64
+	reads   []keySpan // sorted and disjoint
+}
+
+// admit validates the transactions of a commit group, in order, against
+// the history and against the requests of the group before them (which
+// are newer than any open transaction's read sequence). A request that
+// fails gets ErrConflict in r.err and is not written. It returns the
+// writes of the admitted requests, for record, or nil if the group holds
+// no transaction (the common case, which costs nothing here).
+//
+// seq is the sequence number the group's first batch will get: admit
+// stamps the admitted batches as writeGroup will, so that they decode.
+// Only the commit leader calls it.
+func (ts *txnState) admit(group []*commitReq, seq uint64) *writeSet {
+	has := false
+	for _, r := range group {
+		has = has || r.check != nil
+	}
+	if !has {
+		return nil
+	}
+	ws := &writeSet{}
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	for _, r := range group {
+		if r.check != nil {
+			if err := ts.validateLocked(r.check, ws); err != nil {
+				r.err = err
+				continue
+			}
+		}
+		ws.add(r.b.setSeq(seq))
+		seq += uint64(r.b.count)
+	}
+	return ws
+}
+
+// validateLocked checks one transaction's reads against every write
+// committed after its read sequence: the history, then the group so far.
+func (ts *txnState) validateLocked(c *txnCheck, group *writeSet) error {
+	if len(c.reads) == 0 {
+		return nil // blind writes: nothing read can have changed
+	}
+	if c.readSeq < ts.lost {
+		return fmt.Errorf("%w: the transaction is older than the conflict history kept (%d bytes of keys written since it began)",
+			ErrConflict, txnHistoryLimit)
+	}
+	i, _ := slices.BinarySearchFunc(ts.history, c.readSeq+1, func(ws *writeSet, seq uint64) int {
+		return compareSeq(ws.seq, seq)
+	})
+	for _, ws := range ts.history[i:] {
+		if ws.conflicts(c.reads) {
+			return fmt.Errorf("%w: a key it read was written by a commit after it began", ErrConflict)
+		}
+	}
+	if group.conflicts(c.reads) {
+		return fmt.Errorf("%w: a key it read was written by a commit after it began", ErrConflict)
+	}
+	return nil
+}
+
+func compareSeq(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// record adds a published group's writes (ws, or else those of payloads)
+// to the history if a read-write transaction is open. lastSeq is the
+// group's last sequence number. Only the commit leader calls it, after
+// visibleSeq holds lastSeq: see active.
+func (ts *txnState) record(ws *writeSet, payloads [][]byte, lastSeq uint64) {
+	if ws == nil && ts.active.Load() == 0 {
+		return
+	}
+	if ws == nil {
+		ws = &writeSet{}
+		for _, p := range payloads {
+			ws.add(p)
+		}
+	}
+	if ws.empty() {
+		return
+	}
+	ws.seq = lastSeq
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if ts.open.Len() == 0 {
+		return // the transactions ended meanwhile; none needs it
+	}
+	ts.history = append(ts.history, ws)
+	ts.bytes += ws.size()
+	drop := 0
+	for ts.bytes > txnHistoryLimit && drop < len(ts.history) {
+		ts.lost = ts.history[drop].seq
+		ts.bytes -= ts.history[drop].size()
+		drop++
+	}
+	ts.dropLocked(drop)
+}
+
+// dropLocked removes the first n groups of the history.
+func (ts *txnState) dropLocked(n int) {
+	if n == 0 {
+		return
+	}
+	clear(ts.history[:n])
+	ts.history = ts.history[n:]
+	if len(ts.history) == 0 {
+		ts.history = nil // let append start a fresh array
+	}
+}
+
+// trimLocked drops the groups no open transaction needs: those at or
+// below the oldest read sequence (all of them when none is open).
+func (ts *txnState) trimLocked() {
+	if ts.open.Len() == 0 {
+		ts.dropLocked(len(ts.history))
+		ts.bytes, ts.lost = 0, 0
+		return
+	}
+	oldest := ts.open.Front().Value.(uint64)
+	n := 0
+	for n < len(ts.history) && ts.history[n].seq <= oldest {
+		ts.bytes -= ts.history[n].size()
+		n++
+	}
+	ts.dropLocked(n)
+}
+
+// mergeSpans sorts spans and merges those that overlap or touch, in
+// place.
+func mergeSpans(spans []keySpan) []keySpan {
+	if len(spans) == 0 {
+		return nil
+	}
+	slices.SortFunc(spans, func(a, b keySpan) int { return bytes.Compare(a.start, b.start) })
+	out := spans[:1]
+	for _, s := range spans[1:] {
+		last := &out[len(out)-1]
+		if last.end == nil || bytes.Compare(s.start, last.end) <= 0 {
+			if last.end != nil && (s.end == nil || bytes.Compare(s.end, last.end) > 0) {
+				last.end = s.end
+			}
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// spansContain reports whether key lies in one of spans (sorted,
+// disjoint).
+func spansContain(spans []keySpan, key []byte) bool { return spanCovering(spans, key) != nil }
+
+// spansOverlap reports whether r meets one of spans (sorted, disjoint).
+func spansOverlap(spans []keySpan, r keySpan) bool {
+	// The first span that ends after r starts (ends grow along disjoint
+	// sorted spans) is the only candidate.
+	i, _ := slices.BinarySearchFunc(spans, r.start, func(s keySpan, k []byte) int {
+		if s.end == nil || bytes.Compare(s.end, k) > 0 {
+			return 1
+		}
+		return -1
+	})
+	return i < len(spans) && (r.end == nil || bytes.Compare(spans[i].start, r.end) < 0)
+}
+
+// spanCovering returns the span of spans (sorted, disjoint) that holds
+// key, or nil.
+func spanCovering(spans []keySpan, key []byte) *keySpan {
+	// The first span starting after key: the one before it is the only
+	// candidate.
+	i, found := slices.BinarySearchFunc(spans, key, func(s keySpan, k []byte) int { return bytes.Compare(s.start, k) })
+	if found {
+		return &spans[i]
+	}
+	if i > 0 && (spans[i-1].end == nil || bytes.Compare(key, spans[i-1].end) < 0) {
+		return &spans[i-1]
+	}
+	return nil
+}

@@ -1,0 +1,433 @@
+package bloomkv
+
+import (
+	"bytes"
+	"iter"
+	"slices"
+)
+
+// A TxnIterator walks the keys a transaction sees: the snapshot's, merged
+// with the transaction's own writes made before the iterator (its puts
+// shown, its deletes and range deletions hiding the snapshot's keys).
+// Writes the transaction makes later are not seen; make a new iterator to
+// see them. It has an Iterator's methods and rules: Key and Value are
+// valid until the next positioning call or Close and must not be
+// modified, and it must be closed.
+//
+// In a read-write transaction, what it traverses joins the read set: the
+// keys from where each First, Last, Seek or SeekLT positioned it through
+// every key it stopped at, up to its bound if it ran off the end. Only
+// that range can make the commit conflict, not the whole of its bounds.
+type TxnIterator struct {
+	t    *Txn
+	base *Iterator
+	pend []*pendingWrite // the pending writes within bounds, by key
+	dels []keySpan       // the transaction's range deletions
+
+	lower, upper []byte
+	// pi is, forward, the index of the first pending write at or after
+	// the position; backward, that of the last one at or before it (-1:
+	// none).
+	pi       int
+	reverse  bool
+	valid    bool
+	fromPend bool // the current key is pend[pi]'s
+	key      []byte
+	value    []byte
+	keyBuf   []byte
+	closed   bool
+
+	// The span traversed since the last seek (read-write only): [lo, hi),
+	// hi unbounded if hiInf; empty until a seek begins one.
+	track  bool
+	inSpan bool
+	lo, hi []byte
+	loSet  bool
+	hiSet  bool
+	hiPast bool // the span ends just past hi (hi was a key), not at it
+	hiInf  bool
+	spans  []keySpan // finished spans
+}
+
+// NewIterator returns an unpositioned iterator over what the transaction
+// sees within opts' bounds (nil: every key); see TxnIterator.
+func (t *Txn) NewIterator(opts *IterOptions) (*TxnIterator, error) {
+	if err := t.usable(); err != nil {
+		return nil, err
+	}
+	if opts == nil {
+		opts = &IterOptions{}
+	}
+	b, err := t.snap.NewIterator(opts)
+	if err != nil {
+		return nil, err
+	}
+	it := &TxnIterator{t: t, base: b, dels: t.dels, track: t.update}
+	it.lower, it.upper = bounds(opts)
+	pend := t.sortedPending()
+	lo, hi := 0, len(pend)
+	if it.lower != nil {
+		lo, _ = slices.BinarySearchFunc(pend, it.lower, comparePending)
+	}
+	if it.upper != nil {
+		hi, _ = slices.BinarySearchFunc(pend, it.upper, comparePending)
+	}
+	it.pend = pend[lo:max(lo, hi)]
+	if t.update {
+		t.iters = append(t.iters, it)
+	}
+	return it, nil
+}
+
+func comparePending(w *pendingWrite, key []byte) int { return bytes.Compare(w.key, key) }
+
+// searchPending returns the index of the first pending write >= key.
+func (it *TxnIterator) searchPending(key []byte) int {
+	i, _ := slices.BinarySearchFunc(it.pend, key, comparePending)
+	return i
+}
+
+// First moves to the first key in range.
+func (it *TxnIterator) First() bool {
+	if !it.usable() {
+		return false
+	}
+	it.begin(it.lower, false)
+	it.base.First()
+	it.pi = 0
+	return it.findNext()
+}
+
+// Last moves to the last key in range.
+func (it *TxnIterator) Last() bool {
+	if !it.usable() {
+		return false
+	}
+	it.begin(it.upper, true)
+	it.base.Last()
+	it.pi = len(it.pend) - 1
+	return it.findPrev()
+}
+
+// Seek moves to the first key >= key (and in range).
+func (it *TxnIterator) Seek(key []byte) bool {
+	if !it.usable() {
+		return false
+	}
+	if it.lower != nil && bytes.Compare(key, it.lower) < 0 {
+		key = it.lower
+	}
+	it.begin(key, false)
+	return it.seekGE(key)
+}
+
+// SeekLT moves to the last key < key (and in range).
+func (it *TxnIterator) SeekLT(key []byte) bool {
+	if !it.usable() {
+		return false
+	}
+	if it.upper != nil && bytes.Compare(key, it.upper) > 0 {
+		key = it.upper
+	}
+	it.begin(key, false)
+	return it.seekLT(key)
+}
+
+func (it *TxnIterator) seekGE(key []byte) bool {
+	it.base.Seek(key)
+	it.pi = it.searchPending(key)
+	return it.findNext()
+}
+
+func (it *TxnIterator) seekLT(key []byte) bool {
+	it.base.SeekLT(key)
+	it.pi = it.searchPending(key) - 1
+	return it.findPrev()
+}
+
+// Next moves to the following key.
+func (it *TxnIterator) Next() bool {
+	if !it.usable() || !it.valid {
+		return false
+	}
+	if it.reverse {
+		// Re-seek both sides just past the current key.
+		it.keyBuf = append(append(it.keyBuf[:0], it.key...), 0)
+		return it.seekGE(it.keyBuf)
+	}
+	if it.fromPend {
+		if it.base.Valid() && bytes.Equal(it.base.Key(), it.key) {
+			it.base.Next() // the snapshot's version, hidden by ours
+		}
+		it.pi++
+	} else {
+		it.base.Next()
+	}
+	return it.findNext()
+}
+
+// Prev moves to the preceding key.
+func (it *TxnIterator) Prev() bool {
+	if !it.usable() || !it.valid {
+		return false
+	}
+	if !it.reverse {
+		it.keyBuf = append(it.keyBuf[:0], it.key...)
+		return it.seekLT(it.keyBuf)
+	}
+	if it.fromPend {
+		if it.base.Valid() && bytes.Equal(it.base.Key(), it.key) {
+			it.base.Prev()
+		}
+		it.pi--
+	} else {
+		it.base.Prev()
+	}
+	return it.findPrev()
+}
+
+// findNext settles forward on the smaller of the snapshot's next key not
+// deleted by the transaction and the next pending write, the pending one
+// on a tie; pending deletes hide a key and are stepped over.
+func (it *TxnIterator) findNext() bool {
+	it.reverse = false
+	for {
+		for it.base.Valid() {
+			r := spanCovering(it.dels, it.base.Key())
+			if r == nil {
+				break
+			}
+			it.base.Seek(r.end) // deleted by the transaction
+		}
+		bv, pv := it.base.Valid(), it.pi < len(it.pend)
+		if !bv && !pv || it.base.Error() != nil {
+			return it.stop() // the end, or the snapshot's error: Error reports it
+		}
+		c := -1
+		switch {
+		case !bv:
+			c = 1
+		case pv:
+			c = bytes.Compare(it.base.Key(), it.pend[it.pi].key)
+		}
+		if c < 0 {
+			return it.at(it.base.Key(), it.base.Value(), false)
+		}
+		if w := it.pend[it.pi]; !w.del {
+			return it.at(w.key, w.value, true)
+		}
+		it.pi++
+		if c == 0 {
+			it.base.Next()
+		}
+	}
+}
+
+// findPrev is findNext backward: the larger key wins.
+func (it *TxnIterator) findPrev() bool {
+	it.reverse = true
+	for {
+		for it.base.Valid() {
+			r := spanCovering(it.dels, it.base.Key())
+			if r == nil {
+				break
+			}
+			it.base.SeekLT(r.start)
+		}
+		bv, pv := it.base.Valid(), it.pi >= 0
+		if !bv && !pv || it.base.Error() != nil {
+			return it.stop() // the end, or the snapshot's error: Error reports it
+		}
+		c := 1
+		switch {
+		case !bv:
+			c = -1
+		case pv:
+			c = bytes.Compare(it.base.Key(), it.pend[it.pi].key)
+		}
+		if c > 0 {
+			return it.at(it.base.Key(), it.base.Value(), false)
+		}
+		if w := it.pend[it.pi]; !w.del {
+			return it.at(w.key, w.value, true)
+		}
+		it.pi--
+		if c == 0 {
+			it.base.Prev()
+		}
+	}
+}
+
+func (it *TxnIterator) at(key, value []byte, fromPend bool) bool {
+	it.key, it.value, it.fromPend, it.valid = key, value, fromPend, true
+	if it.track {
+		it.extendKey(key)
+	}
+	return true
+}
+
+// stop leaves the iterator unpositioned. Having run off the end, it has
+// seen that nothing lies between its last key and its bound.
+func (it *TxnIterator) stop() bool {
+	it.valid, it.key, it.value, it.fromPend = false, nil, nil, false
+	if it.track && it.inSpan {
+		if it.reverse {
+			it.extend(it.lower, false) // nil lower: the empty key, the smallest
+		} else if it.upper == nil {
+			it.hiInf = true
+		} else {
+			it.extend(it.upper, false)
+		}
+	}
+	return false
+}
+
+// The read span. A positioning call begins one (begin), every key it
+// stops at extends it (extendKey), running off an end extends it to the
+// bound (stop), and the next positioning call or Close (or the
+// transaction's Commit, for an open iterator) finishes it.
+
+// begin finishes the current span and starts one at target, the seek's
+// target (First: the lower bound; Last: the upper one). A nil target is
+// the end of an unbounded range: the smallest key, or with top the
+// largest.
+func (it *TxnIterator) begin(target []byte, top bool) {
+	if !it.track {
+		return
+	}
+	it.finishSpan()
+	it.inSpan, it.loSet, it.hiSet, it.hiInf = true, false, false, false
+	if target == nil && top {
+		it.hiInf = true
+		return
+	}
+	it.extend(target, false) // nil: the empty key, smaller than any
+}
+
+// extendKey widens the span to hold key.
+func (it *TxnIterator) extendKey(key []byte) { it.extend(key, true) }
+
+// extend widens the span to hold p: the key itself (inclusive) or the
+// boundary before it.
+func (it *TxnIterator) extend(p []byte, inclusive bool) {
+	if !it.inSpan {
+		return
+	}
+	if !it.loSet || bytes.Compare(p, it.lo) < 0 {
+		it.lo, it.loSet = append(it.lo[:0], p...), true
+	}
+	if it.hiInf {
+		return
+	}
+	// The exclusive end: p, or just past it.
+	c := bytes.Compare(p, it.hi)
+	if !it.hiSet || c > 0 || c == 0 && inclusive && !it.hiPast {
+		it.hi, it.hiSet, it.hiPast = append(it.hi[:0], p...), true, inclusive
+	}
+}
+
+// finishSpan moves the current span, if any, to spans.
+func (it *TxnIterator) finishSpan() {
+	if !it.inSpan || !it.loSet || !(it.hiSet || it.hiInf) {
+		it.inSpan = false
+		return
+	}
+	it.inSpan = false
+	s := keySpan{start: bytes.Clone(it.lo)}
+	if !it.hiInf {
+		s.end = bytes.Clone(it.hi)
+		if it.hiPast {
+			s.end = append(s.end, 0)
+		}
+		if bytes.Compare(s.start, s.end) >= 0 {
+			return // nothing traversed
+		}
+	}
+	if s.start == nil {
+		s.start = []byte{}
+	}
+	it.spans = append(it.spans, s)
+}
+
+// appendSpans appends the spans the iterator traversed to reads, the
+// current one included (it stays current).
+func (it *TxnIterator) appendSpans(reads []keySpan) []keySpan {
+	it.finishSpan()
+	reads = append(reads, it.spans...)
+	it.spans = it.spans[:0]
+	return reads
+}
+
+// usable reports whether the iterator may move.
+func (it *TxnIterator) usable() bool {
+	if it.closed {
+		return false
+	}
+	if !it.base.usable() {
+		it.valid, it.key, it.value = false, nil, nil
+		return false
+	}
+	return true
+}
+
+// Valid reports whether the iterator is at a key.
+func (it *TxnIterator) Valid() bool { return it.valid }
+
+// Key returns the current key; see TxnIterator for how long it stays
+// valid.
+func (it *TxnIterator) Key() []byte { return it.key }
+
+// Value returns the current value; see TxnIterator for how long it stays
+// valid.
+func (it *TxnIterator) Value() []byte { return it.value }
+
+// Error returns the error that stopped the iteration, as Iterator.Error
+// does: ErrIteratorClosed once closed.
+func (it *TxnIterator) Error() error {
+	if it.closed {
+		return ErrIteratorClosed
+	}
+	return it.base.Error()
+}
+
+// Close releases the iterator and returns the iteration's error, if any.
+// In a read-write transaction still open, what it traversed stays in the
+// read set. Closing again does nothing.
+func (it *TxnIterator) Close() error {
+	if it.closed {
+		return nil
+	}
+	t := it.t
+	if it.track && !t.done {
+		t.reads = it.appendSpans(t.reads)
+		if i := slices.Index(t.iters, it); i >= 0 {
+			t.iters = slices.Delete(t.iters, i, i+1)
+		}
+	}
+	err := it.base.Close()
+	it.closed, it.valid, it.key, it.value, it.pend = true, false, nil, nil, nil
+	return err
+}
+
+// All returns a range function over the keys from First onward; see
+// Iterator.All.
+func (it *TxnIterator) All() iter.Seq2[[]byte, []byte] {
+	return func(yield func([]byte, []byte) bool) {
+		for ok := it.First(); ok; ok = it.Next() {
+			if !yield(it.key, it.value) {
+				return
+			}
+		}
+	}
+}
+
+// Backward is All in reverse, from Last.
+func (it *TxnIterator) Backward() iter.Seq2[[]byte, []byte] {
+	return func(yield func([]byte, []byte) bool) {
+		for ok := it.Last(); ok; ok = it.Prev() {
+			if !yield(it.key, it.value) {
+				return
+			}
+		}
+	}
+}
