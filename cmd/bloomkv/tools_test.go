@@ -2,7 +2,9 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,6 +14,7 @@ import (
 	"github.com/bloomkv/bloomkv"
 	"github.com/bloomkv/bloomkv/internal/base"
 	"github.com/bloomkv/bloomkv/segment"
+	"github.com/bloomkv/bloomkv/wal"
 )
 
 // oneFile returns the one file of dir with extension ext.
@@ -226,6 +229,21 @@ func TestLSMAndCompact(t *testing.T) {
 	if code, out, _ := runCmd("compact", dir); code != exitOK || !strings.Contains(out, "before: 1 segments") {
 		t.Errorf("compact of one segment: exit %d\n%s", code, out)
 	}
+
+	// A fresh flush beside the compacted segment: two tiers, the higher
+	// (older, larger) listed first.
+	db, err := bloomkv.Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := errors.Join(db.Put([]byte("fresh"), []byte("v")), db.Flush(), db.Close()); err != nil {
+		t.Fatal(err)
+	}
+	jsonOut(t, &l, "lsm", "-json", dir)
+	if len(l.Tiers) != 2 || l.Tiers[0].Tier <= l.Tiers[1].Tier || l.Tiers[1].Tier != 0 ||
+		len(l.Segments) != 2 || l.Segments[1].Entries != 1 || l.Segments[0].Tier != uint32(l.Tiers[0].Tier) {
+		t.Errorf("lsm -json of a compacted segment and a flush: %+v", l)
+	}
 }
 
 func TestDump(t *testing.T) {
@@ -311,6 +329,8 @@ func TestDumpDamaged(t *testing.T) {
 			code, out, errs := runCmd("dump", "-json", kind, p)
 			switch {
 			case code == exitCorrupt && strings.Contains(errs, "corrupt"):
+			case what == "with a bad batch":
+				t.Errorf("dump wal of a record that holds no batch: exit %d, want 4", code)
 			case code == exitOK && kind == "wal":
 				// A cut ends the log (with an "end" line inside a
 				// record, cleanly at a record boundary): what it
@@ -329,6 +349,19 @@ func TestDumpDamaged(t *testing.T) {
 			}
 		}
 		try("intact", data)
+		if kind == "wal" {
+			// A record whose checksum holds but whose batch does not
+			// decode: corruption found past the framing.
+			var buf bytes.Buffer
+			w, err := wal.NewWriter(nopSyncer{&buf}, "bad.wal")
+			if err == nil {
+				_, err = w.WriteRecords([]byte("not a batch"))
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			try("with a bad batch", buf.Bytes())
+		}
 		for n := range len(data) {
 			if kind == "manifest" && n%97 != 0 {
 				continue // bbolt pages are 4 KiB: a sample is enough
@@ -342,6 +375,12 @@ func TestDumpDamaged(t *testing.T) {
 		}
 	}
 }
+
+// nopSyncer makes a buffer a wal.File.
+type nopSyncer struct{ *bytes.Buffer }
+
+func (nopSyncer) Sync() error  { return nil }
+func (nopSyncer) Close() error { return nil }
 
 // walEnd returns where the WAL's records end (its file may be longer,
 // preallocated with zeros).
