@@ -328,12 +328,38 @@ func kvbenchBlocks(n int) [][]byte {
 }
 
 // BenchmarkCodec compresses and decompresses 4 KiB data blocks of
-// kvbench-like data with each codec: MB/s of raw block bytes, per second
+// kvbench-like data and of text-like data with each codec: MB/s of raw block bytes, per second
 // of wall time and of the process's CPU time (cpuMB/s, steadier on a
 // shared machine), and the stored size as a fraction of the raw size
 // (stored/raw).
 func BenchmarkCodec(b *testing.B) {
-	blocks := kvbenchBlocks(256)
+	for _, data := range []struct {
+		name   string
+		blocks [][]byte
+	}{{"kvbench", kvbenchBlocks(256)}, {"text", textBlocks(256)}} {
+		b.Run(data.name, func(b *testing.B) { benchCodec(b, data.blocks) })
+	}
+}
+
+// textBlocks returns n data blocks of about 4 KiB of compressibleEntries:
+// values of repeated words, as text or JSON values are.
+func textBlocks(n int) [][]byte {
+	var blocks [][]byte
+	var bw blockWriter
+	bw.restartInterval = 16
+	for _, e := range compressibleEntries(200 * n) {
+		bw.add(appendInternalKey(nil, e.key, base.MakeTrailer(e.seq, e.kind)), e.value)
+		if bw.estimatedSize() >= 4096 {
+			if blocks = append(blocks, bytes.Clone(bw.finish())); len(blocks) == n {
+				break
+			}
+			bw.reset()
+		}
+	}
+	return blocks
+}
+
+func benchCodec(b *testing.B, blocks [][]byte) {
 	raw := 0
 	for _, blk := range blocks {
 		raw += len(blk)
