@@ -125,8 +125,13 @@ type Options struct {
 	// BlockCacheSize bounds the memory of decompressed blocks kept for
 	// reuse, shared by all segments. Default 64 MiB.
 	BlockCacheSize int64
-	// DisableCompression stores blocks without snappy.
+	// DisableCompression stores blocks without compression. It is
+	// equivalent to Compression = NoCompression, kept for the programs that
+	// set it; with ZstdCompression it is refused (ErrInvalidOptions).
 	DisableCompression bool
+	// Compression is the codec of segment blocks: SnappyCompression (the
+	// zero value and default), NoCompression or ZstdCompression.
+	Compression Compression
 	// DisableMmap reads segments with pread instead of mapping them, and
 	// appends to the WAL with write(2) instead of copying into a shared
 	// mapping of its preallocated file (Linux). A mapping makes reads of
@@ -257,6 +262,9 @@ func (o *Options) validated() (Options, error) {
 		return bad("CompactionConcurrency", out.CompactionConcurrency, fmt.Sprintf("0 (default) to %d", maxConcurrency))
 	}
 	if err := validatePrefix(out.Prefix); err != nil {
+		return Options{}, err
+	}
+	if err := checkCompression(&out); err != nil {
 		return Options{}, err
 	}
 	switch {

@@ -28,7 +28,7 @@
 // sorted in-memory skiplist. When the memtable reaches Options.MemtableSize
 // it becomes immutable, a new one takes the writes, and a background flush
 // writes the immutable one to a segment file (segment/): sorted,
-// prefix-compressed, snappy-compressed, checksummed blocks, an index, and a
+// prefix-compressed, compressed (snappy by default, or zstd), checksummed blocks, an index, and a
 // Bloom filter (bloom/) of the segment's keys. The set of live segments is
 // kept in a bbolt database (manifest/), changed in one ACID transaction per
 // flush or compaction. A background, size-tiered compaction (compaction/)

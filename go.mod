@@ -5,6 +5,7 @@ go 1.25.0
 require (
 	github.com/cespare/xxhash/v2 v2.3.0
 	github.com/golang/snappy v1.0.0
+	github.com/klauspost/compress v1.20.4
 	go.etcd.io/bbolt v1.5.0
 )
 

@@ -189,7 +189,7 @@ func (db *DB) writeSegment(it base.ForwardIterator, rangeDels *rangedel.List, fi
 func (db *DB) fillSegment(f vfs.File, it base.ForwardIterator, rangeDels *rangedel.List, filter *bloom.Filter, replaces []*segHandle) (segment.Properties, error) {
 	wo := segment.WriterOptions{
 		BlockSize:      db.opts.BlockSize,
-		Compression:    !db.opts.DisableCompression,
+		Compression:    db.opts.segmentCompression(),
 		BitsPerKey:     db.opts.BitsPerKey,
 		FilterGeometry: db.segmentFilter(replaces), // the filter allocation: filtermem.go
 	}

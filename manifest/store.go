@@ -18,6 +18,14 @@ const (
 	legacyFormatVersion = 1
 )
 
+// FormatVersion is the manifest format version this package writes
+// (FORMAT.md); it also reads MinFormatVersion, and upgrades it.
+const FormatVersion = formatVersion
+
+// MinFormatVersion is the oldest manifest format version this package
+// reads.
+const MinFormatVersion = legacyFormatVersion
+
 // Bucket and key names; see FORMAT.md.
 const (
 	metaBucket     = "meta"

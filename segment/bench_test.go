@@ -41,7 +41,7 @@ func benchWrite(b testing.TB, w io.Writer, opts WriterOptions) Properties {
 	return props
 }
 
-var benchOpts = WriterOptions{Compression: true, BitsPerKey: 10}
+var benchOpts = WriterOptions{Compression: SnappyCompression, BitsPerKey: 10}
 
 func BenchmarkWrite(b *testing.B) {
 	b.ReportAllocs()

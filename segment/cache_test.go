@@ -182,7 +182,7 @@ func TestGetCacheHitDoesNotAllocate(t *testing.T) {
 		t.Skip("sync.Pool drops items at random under the race detector")
 	}
 	es := []entry{{key: []byte("key"), seq: 3, kind: base.KindPut, value: []byte("value")}}
-	data, _ := writeSegment(t, es, WriterOptions{Compression: true})
+	data, _ := writeSegment(t, es, WriterOptions{Compression: SnappyCompression})
 	r := openSegment(t, data, ReaderOptions{Cache: NewCache(1 << 20)})
 	dst := make([]byte, 0, 64)
 	r.GetAppend(dst, []byte("key"), 10) // warm the cache
@@ -201,7 +201,7 @@ func TestGetCacheHitDoesNotAllocate(t *testing.T) {
 // with read-ahead windows too.
 func TestIterWithCounters(t *testing.T) {
 	es := randomEntries(rand.New(rand.NewPCG(3, 4)), 3000, 800)
-	data, _ := writeSegment(t, es, WriterOptions{BlockSize: 256, Compression: true, BitsPerKey: 10})
+	data, _ := writeSegment(t, es, WriterOptions{BlockSize: 256, Compression: SnappyCompression, BitsPerKey: 10})
 	for _, mapped := range []bool{false, true} {
 		var readerCtr, iterCtr Counters
 		opts := ReaderOptions{Cache: NewCache(1 << 20), Counters: &readerCtr, FileNum: 1, Name: "w.seg"}

@@ -20,7 +20,7 @@ const corruptName = "000042.seg"
 func corruptFixture(t *testing.T) ([]byte, []entry) {
 	t.Helper()
 	es := randomEntries(rand.New(rand.NewPCG(11, 12)), 120, 60)
-	data, _ := writeSegment(t, es, WriterOptions{BlockSize: 512, Compression: true, BitsPerKey: 10})
+	data, _ := writeSegment(t, es, WriterOptions{BlockSize: 512, Compression: SnappyCompression, BitsPerKey: 10})
 	return data, es
 }
 

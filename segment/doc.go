@@ -3,7 +3,7 @@
 //
 // A segment holds internal keys (user key, sequence number, kind) and their
 // values in prefix-compressed data blocks of about WriterOptions.BlockSize
-// bytes, each optionally snappy-compressed and followed by a CRC-32C
+// bytes, each optionally compressed (snappy or zstd) and followed by a CRC-32C
 // trailer; then one Bloom filter (package bloom) over the distinct user
 // keys, a properties block (counts, key range, sequence range, filter
 // geometry), an index block with one separator key per data block, and a

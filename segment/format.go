@@ -8,11 +8,21 @@ import (
 	"github.com/bloomkv/bloomkv/internal/base"
 )
 
-// FormatVersion is the version of the segment format this package writes
-// (FORMAT.md). Readers accept it and every version from
-// MinFormatVersion on: a version-1 file is a version-2 file without
-// optional blocks.
-const FormatVersion = 2
+// FormatVersion is the newest version of the segment format (FORMAT.md).
+// Readers accept it and every version from MinFormatVersion on: a
+// version-1 file is a version-2 file without optional blocks, and a
+// version-2 file a version-3 file without zstd blocks. The writer writes
+// the oldest version that describes its file: 3 when a block is stored
+// with zstd, 2 otherwise, so that a store that never uses zstd keeps files
+// that older builds read.
+const FormatVersion = 3
+
+// formatVersionZstd is the first version whose blocks may be zstd; the
+// writer writes formatVersionBase for a segment without any.
+const (
+	formatVersionZstd = 3
+	formatVersionBase = 2
+)
 
 // MinFormatVersion is the oldest segment format version readers accept.
 const MinFormatVersion = 1
@@ -65,6 +75,7 @@ const (
 const (
 	compressionNone   = 0
 	compressionSnappy = 1
+	compressionZstd   = 2 // version 3
 )
 
 // maxTrailer is the largest trailer. Internal keys order trailers
@@ -79,8 +90,14 @@ type blockHandle struct {
 	offset, length uint64
 }
 
-// maxSnappyLen is the most bytes a snappy block of stored bytes can
-// decode to. Snappy's densest element is a 3-byte copy tag that emits 64
+// maxSnappyLen is the most bytes a compressed block of stored bytes can
+// decode to, whatever its codec. For snappy it is a property of the
+// format; zstd can expand further (an RLE block emits 128 KiB from 4
+// bytes), so the writer stores a block with zstd only when it meets the
+// same bound (maybeCompress), and the reader holds zstd blocks to it: one
+// limit then bounds every block, and the index, by the file's size.
+//
+// For snappy: Snappy's densest element is a 3-byte copy tag that emits 64
 // bytes (tagCopy2 in golang/snappy's decoder; a 2-byte copy emits at most
 // 11, literals never expand), and at least one byte is the length header,
 // so stored*64/3 is an upper bound. A header claiming more is a lie that

@@ -19,7 +19,7 @@ func fuzzSegments(t testing.TB) [][]byte {
 		{key: []byte("b"), seq: 4, kind: base.KindPut, value: []byte("two")},
 	}
 	plain, _ := writeSegment(t, es, WriterOptions{BlockSize: 32, RestartInterval: 2})
-	packed, _ := writeSegment(t, es, WriterOptions{Compression: true, BitsPerKey: 10})
+	packed, _ := writeSegment(t, es, WriterOptions{Compression: SnappyCompression, BitsPerKey: 10})
 	empty, _ := writeSegment(t, nil, WriterOptions{BitsPerKey: 10})
 	// Version 2 with a prefix filter block (prefix: the first byte).
 	firstByte := func(k []byte) int { return min(1, len(k)) }
@@ -29,7 +29,14 @@ func fuzzSegments(t testing.TB) [][]byte {
 	rd := rangedel.Build([]rangedel.Tombstone{{Start: []byte("a"), End: []byte("ab"), Seq: 6}, {Start: []byte("aa"), End: []byte("c"), Seq: 7}})
 	withRangeDels, _ := writeWithRangeDels(t, es, rd, WriterOptions{BitsPerKey: 10})
 	both, _ := writeWithRangeDels(t, es, rd, WriterOptions{BitsPerKey: 10, Prefix: firstByte, PrefixName: "first-byte"})
-	return [][]byte{plain, packed, empty, prefixed, prefixSmall, withRangeDels, both}
+	// Version 3: zstd data and index blocks (enough entries that the
+	// codec pays), and zstd beside snappy where a block is too dense for
+	// zstd alone (TestZstdHeldToSnappyRatio).
+	zstdOnly, _ := writeSegment(t, compressibleEntries(12), WriterOptions{BlockSize: 128, Compression: ZstdCompression, BitsPerKey: 10})
+	mixed := compressibleEntries(6)
+	mixed[2].value = bytes.Repeat([]byte{'z'}, 2000)
+	zstdMixed, _ := writeWithRangeDels(t, mixed, rd, WriterOptions{BlockSize: 256, Compression: ZstdCompression, BitsPerKey: 10})
+	return [][]byte{plain, packed, empty, prefixed, prefixSmall, withRangeDels, both, zstdOnly, zstdMixed}
 }
 
 func requireCorrupt(t *testing.T, err error) {

@@ -432,7 +432,7 @@ func TestMaxKeySizeRoundTrip(t *testing.T) {
 		key := bytes.Repeat([]byte{'a' + byte(i)}, MaxKeySize)
 		es = append(es, entry{key: key, seq: uint64(i + 1), kind: base.KindPut, value: []byte("v")})
 	}
-	for _, compress := range []bool{false, true} {
+	for _, compress := range allCompressions {
 		data, _ := writeSegment(t, es, WriterOptions{BlockSize: 1, Compression: compress, BitsPerKey: 10})
 		r := openSegment(t, data, ReaderOptions{Name: corruptName})
 		for _, e := range es {

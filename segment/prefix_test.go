@@ -31,7 +31,7 @@ func prefixedEntries(prefixes, perPrefix int) []entry {
 
 func TestPrefixFilterRoundTrip(t *testing.T) {
 	es := prefixedEntries(300, 5)
-	opts := WriterOptions{BlockSize: 512, Compression: true, BitsPerKey: 10, Prefix: upToColon, PrefixName: "colon"}
+	opts := WriterOptions{BlockSize: 512, Compression: SnappyCompression, BitsPerKey: 10, Prefix: upToColon, PrefixName: "colon"}
 	data, props := writeSegment(t, es, opts)
 	if props.PrefixExtractor != "colon" || props.PrefixFilterSize == 0 || props.FormatVersion != 2 {
 		t.Fatalf("writer's properties: extractor %q, prefix filter %d bytes, version %d", props.PrefixExtractor, props.PrefixFilterSize, props.FormatVersion)

@@ -51,7 +51,7 @@ func TestRangeDelsRoundTrip(t *testing.T) {
 	for trial := range 20 {
 		es := randomEntries(rng, rng.IntN(300), 500)
 		rd := randomRangeDels(rng, 1+rng.IntN(30), 1<<20)
-		data, props := writeWithRangeDels(t, es, rd, WriterOptions{BlockSize: 256, Compression: trial%2 == 0, BitsPerKey: 10})
+		data, props := writeWithRangeDels(t, es, rd, WriterOptions{BlockSize: 256, Compression: allCompressions[trial%3], BitsPerKey: 10})
 		if props.RangeDels != uint64(rd.Len()) || props.MaxSeq < 1<<20 {
 			t.Fatalf("properties %+v for %d range tombstones from seq %d", props, rd.Len(), 1<<20)
 		}
@@ -64,7 +64,7 @@ func TestRangeDelsRoundTrip(t *testing.T) {
 			if got := r.RangeDels(); !reflect.DeepEqual(got.Fragments(), rd.Fragments()) {
 				t.Fatalf("trial %d: read %v, wrote %v", trial, got.Tombstones(), rd.Tombstones())
 			}
-			if got := r.Properties(); !equalProps(got, props) || got.FormatVersion != FormatVersion {
+			if got := r.Properties(); !equalProps(got, props) || got.FormatVersion != props.FormatVersion {
 				t.Fatalf("trial %d: properties %+v, want %+v", trial, got, props)
 			}
 			if err := r.Verify(); err != nil {

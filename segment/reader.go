@@ -227,8 +227,52 @@ func (r *Reader) readBlock(h blockHandle, ra *readahead) (block []byte, src bloc
 			return nil, src, r.corrupt(h.offset, "snappy: %v", err)
 		}
 		return out, src, nil
+	case compressionZstd:
+		if r.footer.version < formatVersionZstd {
+			return nil, src, r.corrupt(h.offset, "zstd block in a version-%d segment", r.footer.version)
+		}
+		return r.decodeZstd(h, stored, ra)
 	}
 	return nil, src, r.corrupt(h.offset, "unknown compression type %d", typ)
+}
+
+// decodeZstd decodes the zstd block stored at h. Its frame declares its
+// content size, which must lie within what any compressed block may decode
+// to (maxSnappyLen) before a buffer of that size is allocated; the decoder
+// then writes at most that many bytes (WithDecodeAllCapLimit), and fewer
+// or more is corruption.
+func (r *Reader) decodeZstd(h blockHandle, stored []byte, ra *readahead) ([]byte, blockSource, error) {
+	src := srcFresh
+	declared, err := zstdDecodedLen(stored)
+	if err != nil {
+		return nil, src, r.corrupt(h.offset, "zstd frame header: %v", err)
+	}
+	if limit := maxSnappyLen(h.length); declared > limit {
+		return nil, src, r.corrupt(h.offset, "zstd block of %d bytes claims to decode to %d, more than the %d allowed",
+			h.length, declared, limit)
+	}
+	dec, err := zstdDecoder()
+	if err != nil {
+		return nil, src, fmt.Errorf("segment %s: zstd decoder: %w", r.opts.Name, err)
+	}
+	dlen := int(declared)
+	var dst []byte
+	if ra != nil && ra.reuseDecoded {
+		if cap(ra.decoded) < dlen {
+			ra.decoded = make([]byte, dlen)
+		}
+		dst, src = ra.decoded[:0:dlen], srcBorrowed
+	} else {
+		dst = make([]byte, 0, dlen)
+	}
+	out, err := dec.DecodeAll(stored, dst)
+	if err != nil {
+		return nil, src, r.corrupt(h.offset, "zstd: %v", err)
+	}
+	if len(out) != dlen {
+		return nil, src, r.corrupt(h.offset, "zstd block decodes to %d bytes, its frame declares %d", len(out), dlen)
+	}
+	return out, src, nil
 }
 
 // blockSource says where the bytes of a block returned by readBlock live.

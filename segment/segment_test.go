@@ -105,8 +105,9 @@ func modelGet(es []entry, key []byte, maxSeq uint64) (entry, bool) {
 var writerConfigs = []WriterOptions{
 	{},
 	{BlockSize: 64, RestartInterval: 1},
-	{BlockSize: 256, RestartInterval: 3, Compression: true, BitsPerKey: 10},
-	{BlockSize: 4096, RestartInterval: 16, Compression: true, BitsPerKey: 10},
+	{BlockSize: 256, RestartInterval: 3, Compression: SnappyCompression, BitsPerKey: 10},
+	{BlockSize: 4096, RestartInterval: 16, Compression: SnappyCompression, BitsPerKey: 10},
+	{BlockSize: 512, RestartInterval: 8, Compression: ZstdCompression, BitsPerKey: 10},
 	{BlockSize: 1, RestartInterval: 2, BitsPerKey: 4}, // one entry per block
 }
 
@@ -131,7 +132,7 @@ func testRoundTripGet(t *testing.T, mapped bool) {
 				ro.Mapped = data
 			}
 			r := openSegment(t, data, ro)
-			if mapped && !opts.Compression {
+			if mapped && opts.Compression == NoCompression {
 				defer func() {
 					if n := ro.Cache.Size(); n != 0 {
 						t.Errorf("mapped uncompressed blocks took %d bytes of cache", n)
@@ -291,7 +292,7 @@ func TestProperties(t *testing.T) {
 		DataBlocks: len(r.index), DataSize: r.footer.filter.offset,
 		IndexSize: r.footer.index.length, FilterSize: r.footer.filter.length,
 		FilterLayout: uint8(g.Layout), FilterK: uint8(g.K), FilterBits: g.Bits,
-		FormatVersion: FormatVersion,
+		FormatVersion: formatVersionBase, // no zstd block
 	}
 	if !equalProps(got, want) {
 		t.Fatalf("properties %+v, want %+v", got, want)
@@ -547,7 +548,7 @@ func TestLargeValues(t *testing.T) {
 		{key: []byte("c"), seq: 3, kind: base.KindPut, value: bytes.Repeat([]byte("z"), 2*flushThreshold)},
 		{key: []byte("d"), seq: 4, kind: base.KindPut, value: random},
 	}
-	for _, compress := range []bool{false, true} {
+	for _, compress := range allCompressions {
 		data, _ := writeSegment(t, es, WriterOptions{Compression: compress, BitsPerKey: 10})
 		r := openSegment(t, data, ReaderOptions{Cache: NewCache(16 << 20)})
 		for _, e := range es {
@@ -563,7 +564,7 @@ func TestLargeValues(t *testing.T) {
 // several goroutines (meaningful under -race).
 func TestConcurrentReaders(t *testing.T) {
 	es := randomEntries(rand.New(rand.NewPCG(15, 16)), 3000, 500)
-	data, _ := writeSegment(t, es, WriterOptions{BlockSize: 512, Compression: true, BitsPerKey: 10})
+	data, _ := writeSegment(t, es, WriterOptions{BlockSize: 512, Compression: SnappyCompression, BitsPerKey: 10})
 	r := openSegment(t, data, ReaderOptions{Cache: NewCache(32 << 10), Counters: &Counters{}})
 	errs := make(chan error, 4)
 	var wg sync.WaitGroup
@@ -616,7 +617,7 @@ func TestCompressionSkipsIncompressibleRuns(t *testing.T) {
 		es = append(es, entry{key: fmt.Appendf(nil, "k%06d", i), seq: uint64(i + 1), kind: base.KindPut, value: v})
 	}
 	var buf bytes.Buffer
-	w := NewWriter(&buf, WriterOptions{BlockSize: 4096, Compression: true})
+	w := NewWriter(&buf, WriterOptions{BlockSize: 4096, Compression: SnappyCompression})
 	compressedAt := -1
 	for i, e := range es {
 		mustAdd(t, w, e)

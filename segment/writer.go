@@ -24,9 +24,10 @@ type WriterOptions struct {
 	// lookup scans at most this many keys after its binary search.
 	// Default 16.
 	RestartInterval int
-	// Compression compresses data and index blocks with snappy. A block is
-	// stored raw when snappy does not save at least 1/8 of it.
-	Compression bool
+	// Compression is the codec of data and index blocks (NoCompression,
+	// the zero value, SnappyCompression or ZstdCompression). A block is
+	// stored raw when the codec does not save at least 1/8 of it.
+	Compression Compression
 	// BitsPerKey sizes the Bloom filter built from the distinct user keys;
 	// 0 writes no filter (unless SetFilter supplies one).
 	BitsPerKey float64
@@ -65,9 +66,10 @@ type Writer struct {
 	data   blockWriter
 	index  blockWriter
 	snappy []byte // compression output buffer, reused
-	// incompressible counts the blocks in a row snappy did not shrink
+	// incompressible counts the blocks in a row the codec did not shrink
 	// enough (or was not tried on): see maybeCompress.
 	incompressible int
+	usedZstd       bool   // a block was stored with zstd: the file is version 3
 	scratch        []byte // index entry values, reused
 
 	lastKey  []byte // internal key of the last Add
@@ -92,6 +94,9 @@ func NewWriter(w io.Writer, opts WriterOptions) *Writer {
 	opts.BlockSize = min(opts.BlockSize, maxTargetBlockSize)
 	if opts.RestartInterval <= 0 {
 		opts.RestartInterval = 16
+	}
+	if !opts.Compression.Valid() {
+		opts.Compression = NoCompression
 	}
 	opts.BitsPerKey = max(opts.BitsPerKey, 0)
 	return &Writer{
@@ -220,31 +225,53 @@ func (w *Writer) flushBlock() error {
 }
 
 // writeBlock compresses raw if asked and worthwhile, then emits it.
-func (w *Writer) writeBlock(raw []byte, compress bool) (blockHandle, error) {
-	payload, typ := w.maybeCompress(raw, compress)
+func (w *Writer) writeBlock(raw []byte, c Compression) (blockHandle, error) {
+	payload, typ := w.maybeCompress(raw, c)
 	return w.emit(payload, typ)
 }
 
-// maybeCompress returns the snappy encoding of raw if it saves at least
-// 1/8 (otherwise decompressing would cost more than the bytes it saves).
-// The result is valid until the next call.
+// maybeCompress returns the encoding of raw with codec c if it saves at
+// least 1/8 (otherwise decompressing would cost more than the bytes it
+// saves), else raw. The result is valid until the next call.
 //
 // Data that does not compress (random or already compressed values) tends
-// to come in runs, and snappy spends as long failing on a block as
+// to come in runs, and a codec spends as long failing on a block as
 // succeeding: after skipAfter incompressible blocks in a row, only every
 // skipProbe-th block is tried, and the first that compresses ends the run.
-func (w *Writer) maybeCompress(raw []byte, compress bool) ([]byte, byte) {
-	if !compress || len(raw) > MaxBlockSize {
+func (w *Writer) maybeCompress(raw []byte, c Compression) ([]byte, byte) {
+	if c == NoCompression || len(raw) > MaxBlockSize {
 		return raw, compressionNone
 	}
 	if w.incompressible >= skipAfter && w.incompressible%skipProbe != 0 {
 		w.incompressible++
 		return raw, compressionNone
 	}
-	w.snappy = snappy.Encode(w.snappy[:cap(w.snappy)], raw)
+	typ := byte(compressionSnappy)
+	if c == ZstdCompression {
+		if enc, err := zstdEncoder(); err == nil {
+			typ = compressionZstd
+			w.snappy = enc.EncodeAll(raw, w.snappy[:0])
+			// Readers hold every compressed block to snappy's densest
+			// ratio (maxSnappyLen), which keeps the index a reader
+			// loads bounded by the file. A block zstd shrinks further
+			// is stored with snappy, which cannot break the bound and
+			// still saves nearly all of it.
+			if uint64(len(raw)) > maxSnappyLen(uint64(len(w.snappy))) {
+				typ = compressionSnappy
+			}
+		}
+		// An encoder that cannot be made (it cannot: its options are
+		// fixed) would leave the block to snappy.
+	}
+	if typ == compressionSnappy {
+		w.snappy = snappy.Encode(w.snappy[:cap(w.snappy)], raw)
+	}
 	if len(w.snappy) < len(raw)-len(raw)/8 {
 		w.incompressible = 0
-		return w.snappy, compressionSnappy
+		if typ == compressionZstd {
+			w.usedZstd = true
+		}
+		return w.snappy, typ
 	}
 	w.incompressible++
 	return raw, compressionNone
@@ -317,8 +344,7 @@ func (w *Writer) Finish() (Properties, error) {
 	}
 	w.props.Largest = bytes.Clone(w.lastUserKey())
 	w.props.DataSize = w.offset
-	w.props.FormatVersion = FormatVersion
-	ft := footer{version: FormatVersion}
+	ft := footer{version: formatVersionBase}
 	if err := w.writeFilter(&ft); err != nil {
 		return Properties{}, err
 	}
@@ -335,6 +361,10 @@ func (w *Writer) Finish() (Properties, error) {
 	// index, so the index is encoded first and emitted after.
 	index, typ := w.maybeCompress(w.index.finish(), w.opts.Compression)
 	w.props.IndexSize = uint64(len(index))
+	if w.usedZstd {
+		ft.version = formatVersionZstd
+	}
+	w.props.FormatVersion = ft.version
 	// A failed write makes w.err sticky, and the flush below returns it.
 	ft.properties, _ = w.emit(encodeProperties(&w.data, &w.props), compressionNone)
 	ft.index, _ = w.emit(index, typ)

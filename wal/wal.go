@@ -60,6 +60,13 @@ const (
 	legacyFormatVersion = 1
 )
 
+// FormatVersion is the version of the log format this package writes
+// (FORMAT.md); it also reads MinFormatVersion.
+const FormatVersion = formatVersion
+
+// MinFormatVersion is the oldest log format version this package reads.
+const MinFormatVersion = legacyFormatVersion
+
 // File header: magic (8) | version u32 LE (4) | crc32c of bytes 0..12 (4).
 const (
 	fileHeaderSize = 16

@@ -1,22 +1,28 @@
-// Command bloomkv inspects a bloomkv store.
+// Command bloomkv inspects and edits a bloomkv store.
 //
-//	bloomkv verify [-json] DIR   check every checksum, key order, filter and
-//	                             the manifest against the files
-//	bloomkv stats [-json] DIR    print the store's shape and counters
-//	bloomkv get [-hex] [-raw] DIR KEY
-//	                             print the value of KEY
-//	bloomkv scan [-prefix P] [-start K] [-end K] [-limit N] [-keys-only]
-//	             [-hex] [-json] DIR
-//	                             print the keys (and values) in key order
-//	bloomkv checkpoint SRC DST   write a consistent copy of the store SRC
-//	                             into DST (new or empty)
+//	bloomkv get [-hex] [-raw] [-json] DIR KEY     print the value of KEY
+//	bloomkv put [-hex] [-json] DIR KEY VALUE      write KEY = VALUE
+//	bloomkv delete [-hex] [-json] DIR KEY         delete KEY
+//	bloomkv scan [flags] DIR                      print keys (and values) in order
+//	bloomkv count [-prefix P] [-start K] [-end K] [-hex] [-json] DIR
+//	                                              count the live keys
+//	bloomkv stats [-json] DIR                     the store's shape
+//	bloomkv lsm [-json] DIR                       segments by tier
+//	bloomkv compact [-json] DIR                   merge every segment into one
+//	bloomkv verify [-json] DIR                    check every checksum, key order and filter
+//	bloomkv checkpoint [-json] SRC DST            a consistent copy of SRC in DST
+//	bloomkv dump [-hex] [-json] segment|wal|manifest FILE
+//	                                              decode one file of a store
+//	bloomkv version [-json]                       build and on-disk format versions
 //
-// None of them changes a byte of DIR or SRC: stats, get, scan and
-// checkpoint open the store with Options.ReadOnly (the WALs are replayed
-// into memory only), verify reads the files under the same shared lock.
-// They share the store with other readers and fail (exit 2) while a
-// writer has it open. Flags may come before or after the arguments; the
-// usage text (bloomkv -h) documents the output encodings and exit codes.
+// get, scan, count, stats, lsm, verify and checkpoint change no byte of
+// the store: they open it read-only (the WALs are replayed into memory
+// only), share it with other readers and refuse it while a writer has it
+// open. put, delete and compact open it for writing, so they refuse it
+// while anyone else has it open. dump reads one file without the store's
+// lock. Every command takes -json. The usage text (bloomkv -h) documents
+// the output encodings and the exit status: 0 ok, 1 not found, 2 usage,
+// 3 cannot open or read, 4 corrupt.
 package main
 
 import (
@@ -33,7 +39,6 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/bloomkv/bloomkv"
 )
@@ -44,58 +49,91 @@ func main() {
 	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
 }
 
-// Exit codes.
+// Exit codes, documented in the usage text.
 const (
-	exitOK      = 0 // success
-	exitProblem = 1 // get: no such key; verify: damage; get, scan: a damaged block
-	exitError   = 2 // usage, or the store could not be opened or read
+	exitOK       = 0 // success
+	exitNotFound = 1 // get: no such key
+	exitUsage    = 2 // bad command line
+	exitOpen     = 3 // the store or file could not be opened, read or written (missing, not a store, locked, I/O error)
+	exitCorrupt  = 4 // damage found: verify's findings, a damaged block or record read (bloomkv.ErrCorrupt)
 )
 
 const usage = `usage: bloomkv COMMAND [flags] ARGS
 
-commands:
-  verify [-json] DIR
-        check every checksum, the key order, the filters and the manifest
-        against the files
-  stats [-json] DIR
-        print the live segments, their bytes and filter memory, and the
-        counters of this open (zero but for what opening did)
-  get [-hex] [-raw] DIR KEY
+reading (the store is opened read-only and never changed):
+  get [-hex] [-raw] [-json] DIR KEY
         print the value of KEY
   scan [-prefix P] [-start K] [-end K] [-limit N] [-keys-only] [-hex] [-json] DIR
         print the keys in [start, end) that begin with prefix, in key
         order, one "key<TAB>value" line each
-  checkpoint SRC DST
+  count [-prefix P] [-start K] [-end K] [-hex] [-json] DIR
+        print the number of live keys (as scan would list them)
+  stats [-json] DIR
+        print the store's shape: live segments, their bytes, filter memory,
+        memtables (with the WALs replayed)
+  lsm [-json] DIR
+        list the live segments by compaction tier: size, key range,
+        entries, tombstones, range tombstones, filter bits per key and
+        false-positive rate, format version
+  verify [-json] DIR
+        check every checksum, the key order, the filters and the manifest
+        against the files
+  checkpoint [-json] SRC DST
         write a consistent copy of the store SRC into DST (new or empty)
 
-None of them changes a byte of DIR or SRC: the store is opened read-only,
-shared with other readers, and refused (exit 2, "locked") while a writer
-has it open. 'bloomkv COMMAND -h' lists a command's flags.
+writing (the store is opened for writing, alone):
+  put [-hex] [-json] DIR KEY VALUE
+        write KEY = VALUE, durably (fsynced) when it returns
+  delete [-hex] [-json] DIR KEY
+        delete KEY, durably; deleting an absent key is not an error
+  compact [-json] DIR
+        merge every segment into one (DB.Compact) and print the segments
+        and bytes before and after
+
+files and build:
+  dump [-hex] [-json] segment|wal|manifest FILE
+        decode one file: a segment's properties, range tombstones and
+        entries (key, seq, kind, value); a WAL's records and their
+        operations; the manifest's counters and live segments. It takes
+        no lock and changes nothing.
+  version [-json]
+        print the module version, the Go version, and the on-disk format
+        versions this build writes and reads
+
+Reading commands share the store with other readers and are refused
+(exit 3, "locked") while a writer has it open; writing commands are
+refused while anyone has it open. 'bloomkv COMMAND -h' lists a
+command's flags.
 
 Flags may come before or after the arguments (bloomkv scan DIR -limit 3);
 "--" ends the flags, for a KEY that begins with "-".
 
 Keys and values in text output: as they are when every byte is printable
 ASCII other than space (0x21-0x7e) and the first is not '"'; otherwise
-Go-quoted (strconv.Quote: "a b", "\x00\xff", ""). With -hex, KEY, -prefix,
--start and -end are read as hex and keys and values are printed as hex;
-get -raw prints the value's bytes exactly, with no newline. scan -json
-prints one JSON object per line, {"key":"...","value":"..."}, each in
-standard base64 with padding (as encoding/json encodes []byte); -keys-only
-leaves the value out.
+Go-quoted (strconv.Quote: "a b", "\x00\xff", ""). With -hex, KEY, VALUE,
+-prefix, -start and -end are read as hex and keys and values are printed
+as hex; get -raw prints the value's bytes exactly, with no newline.
+
+-json: every command prints JSON instead of text. Keys and values are
+strings in standard base64 with padding (as encoding/json encodes []byte);
+-hex does not change that. scan and dump print one JSON object per line;
+the others print one object. get -json prints {"key":...,"found":true,
+"value":...}, or {"key":...,"found":false} with exit 1.
 
 exit status:
   0  ok
-  1  get: no such key; verify: damage found; get, scan: a damaged block
-     was read (the message names the file and offset)
-  2  usage error, or the store could not be opened or read (no such
-     directory, not a store, locked by a writer, I/O error)
+  1  get: no such key
+  2  usage error
+  3  the store or file could not be opened, read or written: no such
+     directory or file, not a store, locked by another process, I/O error
+  4  corrupt: verify found damage, or a command read a damaged block,
+     record or file (the message names the file and offset)
 `
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
-		return exitError
+		return exitUsage
 	}
 	switch args[0] {
 	case "-h", "-help", "--help", "help":
@@ -111,9 +149,23 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return scan(ctx, args[1:], stdout, stderr)
 	case "checkpoint":
 		return checkpoint(args[1:], stdout, stderr)
+	case "put":
+		return put(args[1:], stdout, stderr)
+	case "delete":
+		return del(args[1:], stdout, stderr)
+	case "count":
+		return count(ctx, args[1:], stdout, stderr)
+	case "compact":
+		return compact(args[1:], stdout, stderr)
+	case "lsm":
+		return lsm(args[1:], stdout, stderr)
+	case "dump":
+		return dump(ctx, args[1:], stdout, stderr)
+	case "version":
+		return version(args[1:], stdout, stderr)
 	}
 	fmt.Fprintf(stderr, "bloomkv: unknown command %q\n%s", args[0], usage)
-	return exitError
+	return exitUsage
 }
 
 // command is the flag set and synopsis of one command.
@@ -156,7 +208,7 @@ func (c *command) parse(args []string, n int) (pos []string, code int, ok bool) 
 	}
 	if err != nil { // the flag package printed its own message
 		c.printUsage(c.stderr)
-		return nil, exitError, false
+		return nil, exitUsage, false
 	}
 	return pos, exitOK, true
 }
@@ -212,14 +264,27 @@ func openReadOnly(dir string) (*bloomkv.DB, error) {
 	return bloomkv.Open(dir, opts)
 }
 
-// failure reports err for command name and returns its exit code: 1 for
-// damage (ErrCorrupt), 2 for the rest.
+// failure reports err for command name and returns its exit code: 4 for
+// damage (ErrCorrupt), 3 for the rest (cannot open, read or write).
 func failure(stderr io.Writer, name string, err error) int {
 	fmt.Fprintf(stderr, "bloomkv %s: %v\n", name, err)
 	if errors.Is(err, bloomkv.ErrCorrupt) {
-		return exitProblem
+		return exitCorrupt
 	}
-	return exitError
+	return exitOpen
+}
+
+// usageError reports a bad argument for command name: exit 2.
+func usageError(stderr io.Writer, name string, format string, args ...any) int {
+	fmt.Fprintf(stderr, "bloomkv %s: %s\n", name, fmt.Sprintf(format, args...))
+	return exitUsage
+}
+
+// printJSON writes v to w as one indented JSON object.
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }
 
 func verify(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -231,31 +296,32 @@ func verify(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	rep, err := bloomkv.VerifyDir(ctx, nil, pos[0])
 	if err != nil {
+		// It could not run (no store, locked, I/O): what it reports as
+		// damage is in rep.
 		fmt.Fprintf(stderr, "bloomkv verify: %v\n", err)
-		return exitError
+		return exitOpen
 	}
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(struct {
+		if err := printJSON(stdout, struct {
 			OK bool `json:"ok"`
 			*bloomkv.VerifyReport
 		}{rep.OK(), rep}); err != nil {
-			fmt.Fprintf(stderr, "bloomkv verify: %v\n", err)
-			return exitError
+			return failure(stderr, "verify", err)
 		}
 	} else {
 		fmt.Fprint(stdout, rep)
 	}
 	if !rep.OK() {
-		return exitProblem
+		return exitCorrupt
 	}
 	return exitOK
 }
 
-// stats opens the store read-only, so it changes nothing: its counters are
-// those of this open (a store keeps none across opens), and its shape is
-// that of the live segments and the WALs replayed into memtables.
+// stats opens the store read-only and prints its shape: the live
+// segments and the memtables the WALs replay into. It leaves out the
+// store's counters (Gets, block reads, flushes, compactions...): a store
+// keeps none across opens, so all they could show is what this open did,
+// which is nothing the store's user asked for.
 func stats(args []string, stdout, stderr io.Writer) int {
 	c := newCommand("stats", "[-json] DIR", stdout, stderr)
 	asJSON := c.Bool("json", false, "print the statistics as JSON, with snake_case keys")
@@ -272,9 +338,7 @@ func stats(args []string, stdout, stderr io.Writer) int {
 		return failure(stderr, "stats", err)
 	}
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		err = enc.Encode(st)
+		err = printJSON(stdout, st)
 	} else {
 		_, err = io.WriteString(stdout, st.String())
 	}
@@ -284,97 +348,24 @@ func stats(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-// statsJSON is bloomkv.Stats as stats -json prints it: snake_case keys,
-// sizes in bytes, durations in nanoseconds.
+// statsJSON is the shape part of bloomkv.Stats, as stats -json prints it:
+// snake_case keys, sizes in bytes.
 type statsJSON struct {
-	Segments                 int              `json:"segments"`
-	SegmentBytes             int64            `json:"segment_bytes"`
-	FilterBytes              int64            `json:"filter_bytes"`
-	FilterExpectedReads      float64          `json:"filter_expected_reads"`
-	Memtables                int              `json:"memtables"`
-	Gets                     uint64           `json:"gets"`
-	SegmentsProbed           uint64           `json:"segments_probed"`
-	FilterNegatives          uint64           `json:"filter_negatives"`
-	FilterFalsePositives     uint64           `json:"filter_false_positives"`
-	BlockReads               uint64           `json:"block_reads"`
-	BlockCacheHits           uint64           `json:"block_cache_hits"`
-	BytesRead                uint64           `json:"bytes_read"`
-	CompactionBlockReads     uint64           `json:"compaction_block_reads"`
-	CompactionBlockCacheHits uint64           `json:"compaction_block_cache_hits"`
-	PrefixFilterProbes       uint64           `json:"prefix_filter_probes"`
-	PrefixFilterSkips        uint64           `json:"prefix_filter_skips"`
-	Writes                   uint64           `json:"writes"`
-	WALBytes                 uint64           `json:"wal_bytes"`
-	WriteStalls              uint64           `json:"write_stalls"`
-	Flushes                  uint64           `json:"flushes"`
-	FlushBytes               uint64           `json:"flush_bytes"`
-	Compactions              uint64           `json:"compactions"`
-	CompactionBytesRead      uint64           `json:"compaction_bytes_read"`
-	CompactionBytesWritten   uint64           `json:"compaction_bytes_written"`
-	RecentCompactions        []compactionJSON `json:"recent_compactions"`
-}
-
-// compactionJSON is bloomkv.CompactionInfo in stats -json.
-type compactionJSON struct {
-	Inputs          int     `json:"inputs"`
-	InputBytes      int64   `json:"input_bytes"`
-	OutputBytes     int64   `json:"output_bytes"`
-	OutputEntries   uint64  `json:"output_entries"`
-	Tier            uint32  `json:"tier"`
-	Major           bool    `json:"major"`
-	DeleteOnly      bool    `json:"delete_only"`
-	FilterPath      string  `json:"filter_path"`
-	FilterPlanNanos int64   `json:"filter_plan_ns"`
-	EstimatedFPR    float64 `json:"estimated_fpr"`
-	MeasuredFPR     float64 `json:"measured_fpr"`
-	DurationNanos   int64   `json:"duration_ns"`
+	Segments            int     `json:"segments"`
+	SegmentBytes        int64   `json:"segment_bytes"`
+	FilterBytes         int64   `json:"filter_bytes"`
+	FilterExpectedReads float64 `json:"filter_expected_reads"`
+	Memtables           int     `json:"memtables"`
 }
 
 func newStatsJSON(s bloomkv.Stats) statsJSON {
-	j := statsJSON{
-		Segments:                 s.Segments,
-		SegmentBytes:             s.SegmentBytes,
-		FilterBytes:              s.FilterBytes,
-		FilterExpectedReads:      finite(s.FilterExpectedReads),
-		Memtables:                s.Memtables,
-		Gets:                     s.Gets,
-		SegmentsProbed:           s.SegmentsProbed,
-		FilterNegatives:          s.FilterNegatives,
-		FilterFalsePositives:     s.FilterFalsePositives,
-		BlockReads:               s.BlockReads,
-		BlockCacheHits:           s.BlockCacheHits,
-		BytesRead:                s.BytesRead,
-		CompactionBlockReads:     s.CompactionBlockReads,
-		CompactionBlockCacheHits: s.CompactionBlockCacheHits,
-		PrefixFilterProbes:       s.PrefixFilterProbes,
-		PrefixFilterSkips:        s.PrefixFilterSkips,
-		Writes:                   s.Writes,
-		WALBytes:                 s.WALBytes,
-		WriteStalls:              s.WriteStalls,
-		Flushes:                  s.Flushes,
-		FlushBytes:               s.FlushBytes,
-		Compactions:              s.Compactions,
-		CompactionBytesRead:      s.CompactionBytesRead,
-		CompactionBytesWritten:   s.CompactionBytesWritten,
-		RecentCompactions:        []compactionJSON{},
+	return statsJSON{
+		Segments:            s.Segments,
+		SegmentBytes:        s.SegmentBytes,
+		FilterBytes:         s.FilterBytes,
+		FilterExpectedReads: finite(s.FilterExpectedReads),
+		Memtables:           s.Memtables,
 	}
-	for _, c := range s.RecentCompactions {
-		j.RecentCompactions = append(j.RecentCompactions, compactionJSON{
-			Inputs:          c.Inputs,
-			InputBytes:      c.InputBytes,
-			OutputBytes:     c.OutputBytes,
-			OutputEntries:   c.OutputEntries,
-			Tier:            c.Tier,
-			Major:           c.Major,
-			DeleteOnly:      c.DeleteOnly,
-			FilterPath:      c.FilterPath,
-			FilterPlanNanos: int64(c.FilterPlan),
-			EstimatedFPR:    finite(c.EstimatedFPR),
-			MeasuredFPR:     finite(c.MeasuredFPR),
-			DurationNanos:   int64(c.Duration),
-		})
-	}
-	return j
 }
 
 // finite returns f, or 0 for NaN and ±Inf, which encoding/json refuses.
@@ -401,36 +392,6 @@ func (s statsJSON) String() string {
 		line("expected reads / miss", "%.4f block reads per Get of an absent key (filter budget)", s.FilterExpectedReads)
 	}
 	line("memtables", "%d (active and frozen, WALs replayed)", s.Memtables)
-	b.WriteString("\ncounters of this open (a read-only open reads, never writes):\n")
-	line("gets", "%d", s.Gets)
-	line("segments probed", "%d", s.SegmentsProbed)
-	line("filter negatives", "%d", s.FilterNegatives)
-	line("filter false positives", "%d", s.FilterFalsePositives)
-	line("block reads", "%d", s.BlockReads)
-	line("block cache hits", "%d", s.BlockCacheHits)
-	line("bytes read", "%s", sizeString(int64(s.BytesRead)))
-	line("prefix filter probes", "%d", s.PrefixFilterProbes)
-	line("prefix filter skips", "%d", s.PrefixFilterSkips)
-	line("writes", "%d batches", s.Writes)
-	line("wal bytes", "%s", sizeString(int64(s.WALBytes)))
-	line("write stalls", "%d", s.WriteStalls)
-	line("flushes", "%d", s.Flushes)
-	line("flush bytes", "%s", sizeString(int64(s.FlushBytes)))
-	line("compactions", "%d", s.Compactions)
-	line("compaction block reads", "%d", s.CompactionBlockReads)
-	line("compaction cache hits", "%d", s.CompactionBlockCacheHits)
-	line("compaction bytes read", "%s", sizeString(int64(s.CompactionBytesRead)))
-	line("compaction bytes written", "%s", sizeString(int64(s.CompactionBytesWritten)))
-	for i, c := range s.RecentCompactions {
-		if c.DeleteOnly {
-			line(fmt.Sprintf("compaction %d", i+1), "%d inputs, %s deleted by range tombstones, %v",
-				c.Inputs, sizeString(c.InputBytes), time.Duration(c.DurationNanos).Round(time.Millisecond))
-			continue
-		}
-		line(fmt.Sprintf("compaction %d", i+1), "%d inputs, %s -> %s, tier %d, filter %s, %v",
-			c.Inputs, sizeString(c.InputBytes), sizeString(c.OutputBytes), c.Tier, c.FilterPath,
-			time.Duration(c.DurationNanos).Round(time.Millisecond))
-	}
 	return b.String()
 }
 
@@ -468,22 +429,28 @@ func groupDigits(n int64) string {
 	return b.String()
 }
 
+// getLine is what get -json prints.
+type getLine struct {
+	Key   []byte  `json:"key"`
+	Found bool    `json:"found"`
+	Value *[]byte `json:"value,omitempty"` // absent when not found; "" for an empty value
+}
+
 func get(args []string, stdout, stderr io.Writer) int {
-	c := newCommand("get", "[-hex] [-raw] DIR KEY", stdout, stderr)
+	c := newCommand("get", "[-hex] [-raw] [-json] DIR KEY", stdout, stderr)
 	asHex := c.Bool("hex", false, "KEY is hex; print the value as hex")
 	raw := c.Bool("raw", false, "print the value's bytes exactly, with no newline")
+	asJSON := c.Bool("json", false, `print {"key":...,"found":...,"value":...}, key and value in base64`)
 	pos, code, ok := c.parse(args, 2)
 	if !ok {
 		return code
 	}
-	if *asHex && *raw {
-		fmt.Fprintln(stderr, "bloomkv get: -hex and -raw exclude each other")
-		return exitError
+	if *raw && (*asHex || *asJSON) {
+		return usageError(stderr, "get", "-raw excludes -hex and -json")
 	}
-	key, err := decodeArg("KEY", pos[1], *asHex)
-	if err != nil {
-		fmt.Fprintf(stderr, "bloomkv get: %v\n", err)
-		return exitError
+	key, code, ok := keyArg(stderr, "get", pos[1], *asHex)
+	if !ok {
+		return code
 	}
 	db, err := openReadOnly(pos[0])
 	if err != nil {
@@ -491,29 +458,53 @@ func get(args []string, stdout, stderr io.Writer) int {
 	}
 	v, err := db.Get(key)
 	err = errors.Join(err, db.Close())
+	found := err == nil
 	switch {
 	case errors.Is(err, bloomkv.ErrNotFound):
-		fmt.Fprintf(stderr, "bloomkv get: %s: not found\n", formatBytes(key, *asHex))
-		return exitProblem
+		if !*asJSON {
+			fmt.Fprintf(stderr, "bloomkv get: %s: not found\n", formatBytes(key, *asHex))
+			return exitNotFound
+		}
 	case err != nil:
 		return failure(stderr, "get", err)
 	}
-	if *raw {
+	switch {
+	case *asJSON:
+		line := getLine{Key: key, Found: found}
+		if found {
+			line.Value = &v
+		}
+		err = json.NewEncoder(stdout).Encode(line)
+	case *raw:
 		_, err = stdout.Write(v)
-	} else {
+	default:
 		_, err = fmt.Fprintln(stdout, formatBytes(v, *asHex))
 	}
 	if err != nil {
 		return failure(stderr, "get", err)
 	}
+	if !found {
+		return exitNotFound
+	}
 	return exitOK
+}
+
+// keyArg decodes a KEY argument (hex with -hex) and refuses an empty one,
+// which no store holds, as a usage error.
+func keyArg(stderr io.Writer, name, arg string, isHex bool) (key []byte, code int, ok bool) {
+	key, err := decodeArg("KEY", arg, isHex)
+	if err != nil {
+		return nil, usageError(stderr, name, "%v", err), false
+	}
+	if len(key) == 0 {
+		return nil, usageError(stderr, name, "KEY is empty: a store holds no empty key"), false
+	}
+	return key, exitOK, true
 }
 
 func scan(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	c := newCommand("scan", "[-prefix P] [-start K] [-end K] [-limit N] [-keys-only] [-hex] [-json] DIR", stdout, stderr)
-	prefix := c.String("prefix", "", "only keys that begin with `P`")
-	start := c.String("start", "", "only keys >= `K`")
-	end := c.String("end", "", "only keys < `K`")
+	bounds := addBounds(c)
 	limit := c.Int("limit", 0, "print at most `N` keys (0: all)")
 	keysOnly := c.Bool("keys-only", false, "print keys only")
 	asHex := c.Bool("hex", false, "-prefix, -start and -end are hex; print keys and values as hex")
@@ -523,32 +514,50 @@ func scan(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	if *limit < 0 {
-		fmt.Fprintf(stderr, "bloomkv scan: -limit %d: must be 0 (all) or more\n", *limit)
-		return exitError
+		return usageError(stderr, "scan", "-limit %d: must be 0 (all) or more", *limit)
 	}
-	var o bloomkv.IterOptions
-	for _, a := range []struct {
-		name, val string
-		dst       *[]byte
-	}{{"-prefix", *prefix, &o.Prefix}, {"-start", *start, &o.LowerBound}, {"-end", *end, &o.UpperBound}} {
-		b, err := decodeArg(a.name, a.val, *asHex)
-		if err != nil {
-			fmt.Fprintf(stderr, "bloomkv scan: %v\n", err)
-			return exitError
-		}
-		if len(b) > 0 {
-			*a.dst = b
-		}
+	o, err := bounds.options(*asHex)
+	if err != nil {
+		return usageError(stderr, "scan", "%v", err)
 	}
 	db, err := openReadOnly(pos[0])
 	if err != nil {
 		return failure(stderr, "scan", err)
 	}
-	err = scanTo(ctx, db, &o, stdout, scanFormat{limit: *limit, keysOnly: *keysOnly, hex: *asHex, json: *asJSON})
+	err = scanTo(ctx, db, o, stdout, scanFormat{limit: *limit, keysOnly: *keysOnly, hex: *asHex, json: *asJSON})
 	if err = errors.Join(err, db.Close()); err != nil {
 		return failure(stderr, "scan", err)
 	}
 	return exitOK
+}
+
+// boundFlags are the -prefix, -start and -end flags of scan and count.
+type boundFlags struct{ prefix, start, end *string }
+
+func addBounds(c *command) boundFlags {
+	return boundFlags{
+		prefix: c.String("prefix", "", "only keys that begin with `P`"),
+		start:  c.String("start", "", "only keys >= `K`"),
+		end:    c.String("end", "", "only keys < `K`"),
+	}
+}
+
+// options returns the iterator options the flags ask for.
+func (f boundFlags) options(isHex bool) (*bloomkv.IterOptions, error) {
+	var o bloomkv.IterOptions
+	for _, a := range []struct {
+		name, val string
+		dst       *[]byte
+	}{{"-prefix", *f.prefix, &o.Prefix}, {"-start", *f.start, &o.LowerBound}, {"-end", *f.end, &o.UpperBound}} {
+		b, err := decodeArg(a.name, a.val, isHex)
+		if err != nil {
+			return nil, err
+		}
+		if len(b) > 0 {
+			*a.dst = b
+		}
+	}
+	return &o, nil
 }
 
 // scanFormat is what scan prints.

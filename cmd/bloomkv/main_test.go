@@ -101,11 +101,11 @@ func TestVerifyCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	name := filepath.Base(segs[0])
-	if code, out, _ := runCmd("verify", dir); code != 1 || !strings.Contains(out, name) {
+	if code, out, _ := runCmd("verify", dir); code != exitCorrupt || !strings.Contains(out, name) {
 		t.Fatalf("verify of a damaged store: exit %d\n%s", code, out)
 	}
 	code, rep := verifyJSON(t, dir)
-	if code != 1 || rep.OK || len(rep.Problems) != 1 || rep.Problems[0].File != name || rep.Problems[0].Offset != 0 {
+	if code != exitCorrupt || rep.OK || len(rep.Problems) != 1 || rep.Problems[0].File != name || rep.Problems[0].Offset != 0 {
 		t.Fatalf("verify -json of a damaged store: exit %d, %+v", code, rep)
 	}
 }
@@ -142,7 +142,7 @@ func TestCheckpointCommand(t *testing.T) {
 	if code, out, _ := runCmd("verify", dst); code != 0 {
 		t.Fatalf("verify of the copy: exit %d\n%s", code, out)
 	}
-	if code, _, _ := runCmd("checkpoint", src, dst); code != 2 {
-		t.Fatalf("checkpoint into a non-empty directory: exit %d, want 2", code)
+	if code, _, _ := runCmd("checkpoint", src, dst); code != exitOpen {
+		t.Fatalf("checkpoint into a non-empty directory: exit %d, want 3", code)
 	}
 }

@@ -30,6 +30,7 @@ type config struct {
 	MemtableSize int64
 	NoMmap       bool
 	NoCompaction bool
+	Compression  string // "snappy", "none" or "zstd" (Options.Compression)
 	DropCache    bool
 	NegSegments  int
 	// FillReportKeys is the size of the fill report (0: skipped).
@@ -59,6 +60,7 @@ func defaultConfig() config {
 		HitRatio:       0.5,
 		CacheSize:      8 << 20,
 		MemtableSize:   4 << 20,
+		Compression:    "snappy",
 		NegSegments:    200,
 		FillReportKeys: 500_000,
 		FPRKeys:        200_000,
@@ -74,7 +76,8 @@ cores), prints a report to stdout and removes the directory. Progress bars
 go to stderr when it is a terminal.
 
 Workloads, each fill on a fresh store (16-byte random keys, values of
--value-size bytes that snappy compresses to about half), one goroutine:
+-value-size bytes that snappy compresses to about half; -compression picks
+the codec), one goroutine:
   fill-seq      -keys Puts in key order
   fill-random   -keys Puts in random order; the reads below use this store
   get-hit       Gets of present keys, uniformly chosen
@@ -162,6 +165,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.Var((*sizeValue)(&cfg.CacheSize), "cache-size", "block cache `size` (bytes, or with a KiB/MiB/GiB suffix)")
 	fs.Var((*sizeValue)(&cfg.MemtableSize), "memtable-size", "memtable `size` at which it is flushed to a segment")
 	fs.BoolVar(&cfg.NoCompaction, "no-compaction", false, "turn background compaction off in the workload stores (Options.DisableAutoCompaction)")
+	fs.StringVar(&cfg.Compression, "compression", cfg.Compression, "block codec of the stores: `snappy`, none or zstd (Options.Compression)")
 	fs.BoolVar(&cfg.NoMmap, "no-mmap", false, "read segments with pread instead of mmap (Options.DisableMmap)")
 	fs.BoolVar(&cfg.DropCache, "drop-cache", false, "before every read phase, close the store, evict its files from the OS page cache and reopen it (Linux)")
 	fs.IntVar(&cfg.NegSegments, "neg-segments", cfg.NegSegments, "segments of the negative-lookup store")
@@ -215,6 +219,8 @@ func (c config) validate() error {
 	check(c.FillReportKeys >= 0 && c.FillReportKeys <= 1<<30, "-fill-report-keys %d: want 0..2^30", c.FillReportKeys)
 	check(c.FilterMemoryKeys >= 0 && c.FilterMemoryKeys <= 1<<30, "-filter-memory-keys %d: want 0..2^30", c.FilterMemoryKeys)
 	check(c.FPRKeys >= 1 && c.FPRProbes >= 1, "-fpr-keys and -fpr-probes must be positive")
+	_, err := bloomkv.ParseCompression(c.Compression)
+	check(err == nil, "-compression %q: want snappy, none or zstd", c.Compression)
 	check(c.Baseline == "" || c.Baseline == "bbolt", "-baseline %q: only bbolt is supported", c.Baseline)
 	check(c.ReportPeers == "" || c.Report != "", "-report-peers needs -report")
 	check(!c.DropCache || dropCacheSupported, "-drop-cache is supported on Linux only, not %s", runtime.GOOS)

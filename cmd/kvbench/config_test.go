@@ -14,12 +14,12 @@ func TestParseFlags(t *testing.T) {
 	if err != nil || cfg != defaultConfig() {
 		t.Fatalf("no flags: %+v, %v; want the defaults", cfg, err)
 	}
-	cfg, err = parseFlags(strings.Fields("-keys 5000 -ops 100 -cache-size 1MiB -memtable-size 128k -baseline bbolt -duration 2s -hit-ratio 0.25"), io.Discard)
+	cfg, err = parseFlags(strings.Fields("-keys 5000 -ops 100 -cache-size 1MiB -memtable-size 128k -baseline bbolt -duration 2s -hit-ratio 0.25 -compression zstd"), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if cfg.Keys != 5000 || cfg.Ops != 100 || cfg.CacheSize != 1<<20 || cfg.MemtableSize != 128<<10 ||
-		cfg.Baseline != "bbolt" || cfg.Duration != 2*time.Second || cfg.HitRatio != 0.25 {
+		cfg.Baseline != "bbolt" || cfg.Duration != 2*time.Second || cfg.HitRatio != 0.25 || cfg.Compression != "zstd" {
 		t.Errorf("parsed %+v", cfg)
 	}
 }
@@ -27,7 +27,7 @@ func TestParseFlags(t *testing.T) {
 func TestParseFlagsRejects(t *testing.T) {
 	for _, args := range []string{
 		"-keys 0", "-hit-ratio 1.5", "-baseline leveldb", "-cache-size lots", "-memtable-size 1KiB",
-		"-ops 0 -duration 0s", "-bits-per-key -1", "subcommand", "-neg-segments 0",
+		"-ops 0 -duration 0s", "-bits-per-key -1", "subcommand", "-neg-segments 0", "-compression lz4",
 	} {
 		if _, err := parseFlags(strings.Fields(args), io.Discard); err == nil {
 			t.Errorf("%q: accepted", args)
@@ -41,7 +41,7 @@ func TestHelpDocumentsEveryFlag(t *testing.T) {
 	if !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("-h returned %v, want flag.ErrHelp", err)
 	}
-	for _, want := range []string{"fill-seq", "get-miss", "disk reads avoided", "Bigtable", "-drop-cache", "-json", "-plot", "-baseline", "-hit-ratio", "scan-100", "-fill-report-keys"} {
+	for _, want := range []string{"fill-seq", "get-miss", "disk reads avoided", "Bigtable", "-drop-cache", "-json", "-plot", "-baseline", "-hit-ratio", "scan-100", "-fill-report-keys", "-compression"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("-h does not mention %q", want)
 		}
@@ -65,5 +65,23 @@ func TestBitsPerKeyFlag(t *testing.T) {
 		if err != nil || cfg.BitsPerKey != tc.want {
 			t.Errorf("%q: BitsPerKey %v, %v; want %v", tc.args, cfg.BitsPerKey, err, tc.want)
 		}
+	}
+}
+
+// TestCompressionFlag checks that -compression reaches the stores' options.
+func TestCompressionFlag(t *testing.T) {
+	for _, name := range []string{"snappy", "none", "zstd"} {
+		cfg, err := parseFlags([]string{"-compression", name}, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := openBloomkv(t.TempDir(), cfg, 10, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := s.opts.Compression.String(); got != name {
+			t.Errorf("-compression %s: store opened with %s", name, got)
+		}
+		s.close()
 	}
 }

@@ -118,8 +118,8 @@ func (b *bench) header(dataTime time.Duration) {
 		runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.GOMAXPROCS(0))
 	b.rep.printf("data set:  %s keys of %d B with %d B values (%s), seed %d, made in %s\n",
 		fmtInt(int64(d.len())), keySize, c.ValueSize, fmtBytes(float64(d.bytes())), c.Seed, dataTime.Round(time.Millisecond))
-	b.rep.printf("stores:    %s bits/key, memtable %s, block cache %s, %s, %s, %s\n",
-		fmtNum(c.BitsPerKey), fmtBytes(float64(c.MemtableSize)), fmtBytes(float64(c.CacheSize)),
+	b.rep.printf("stores:    %s bits/key, memtable %s, block cache %s, %s compression, %s, %s, %s\n",
+		fmtNum(c.BitsPerKey), fmtBytes(float64(c.MemtableSize)), fmtBytes(float64(c.CacheSize)), c.Compression,
 		onOff(c.Sync, "fsync per write", "no fsync per write"), onOff(c.NoMmap, "pread", "mmap"),
 		onOff(c.NoCompaction, "no background compaction", "background compaction"))
 	reads := fmt.Sprintf("%s per workload", c.Duration)

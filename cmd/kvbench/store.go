@@ -50,6 +50,7 @@ func openBloomkv(dir string, cfg config, bitsPerKey float64, compact bool) (*blo
 	opts.MemtableSize = int(cfg.MemtableSize)
 	opts.Sync = cfg.Sync
 	opts.DisableMmap = cfg.NoMmap
+	opts.Compression, _ = bloomkv.ParseCompression(cfg.Compression) // validated with the flags
 	opts.DisableAutoCompaction = cfg.NoCompaction || !compact
 	s := &bloomkvStore{path: dir, opts: opts}
 	return s, s.open()

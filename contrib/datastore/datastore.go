@@ -37,8 +37,8 @@
 // # Durability
 //
 // Without bloomkv.Options.Sync a write that returned survives a crash of
-// the process but not of the machine; Sync then flushes the memtable to a
-// segment, which is durable but costs a segment write (see Sync). With
+// the process but not of the machine; Sync then makes every earlier write
+// durable with one fsync of the WAL (DB.Sync), writing no segment. With
 // Options.Sync every write is durable when it returns and Sync does
 // nothing.
 package datastore

@@ -14,6 +14,7 @@ require (
 	github.com/golang/snappy v1.0.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/ipfs/go-detect-race v0.0.1 // indirect
+	github.com/klauspost/compress v1.20.4 // indirect
 	go.etcd.io/bbolt v1.5.0 // indirect
 	golang.org/x/sys v0.46.0 // indirect
 )
