@@ -17,21 +17,21 @@ import (
 
 // CompactionInfo describes one committed compaction.
 type CompactionInfo struct {
-	Inputs        int    // segments merged
-	InputBytes    int64  // their total size
-	OutputBytes   int64  // size of the merged segment (0 if everything was deleted)
-	OutputEntries uint64 // entries in the merged segment
-	Tier          uint32 // size tier of the output
-	Major         bool   // included the oldest segment, so tombstones were dropped
+	Inputs        int    `json:"inputs"`         // segments merged
+	InputBytes    int64  `json:"input_bytes"`    // their total size
+	OutputBytes   int64  `json:"output_bytes"`   // size of the merged segment (0 if everything was deleted)
+	OutputEntries uint64 `json:"output_entries"` // entries in the merged segment
+	Tier          uint32 `json:"tier"`           // size tier of the output
+	Major         bool   `json:"major"`          // included the oldest segment, so tombstones were dropped
 	// DeleteOnly says the inputs were removed without a merge: newer range
 	// tombstones deleted every key in them for every reader (Inputs and
 	// InputBytes count them; nothing was written).
-	DeleteOnly   bool
-	FilterPath   string        // "rebuild", "union" or "union+fold" (compaction.FilterPath)
-	FilterPlan   time.Duration // time spent planning (and, on the union path, building) the filter
-	EstimatedFPR float64       // the output filter's FPR estimated from its bits (0 without filters)
-	MeasuredFPR  float64       // the fraction of fprProbes random absent keys the output filter passes
-	Duration     time.Duration // wall time of the whole compaction
+	DeleteOnly   bool          `json:"delete_only"`
+	FilterPath   string        `json:"filter_path"`   // "rebuild", "union" or "union+fold" (compaction.FilterPath)
+	FilterPlan   time.Duration `json:"filter_plan"`   // time spent planning (and, on the union path, building) the filter
+	EstimatedFPR float64       `json:"estimated_fpr"` // the output filter's FPR estimated from its bits (0 without filters)
+	MeasuredFPR  float64       `json:"measured_fpr"`  // the fraction of fprProbes random absent keys the output filter passes
+	Duration     time.Duration `json:"duration"`      // wall time of the whole compaction
 }
 
 const historyLen = 16

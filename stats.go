@@ -9,75 +9,77 @@ import (
 )
 
 // Stats is a snapshot of the DB's counters and the shape of its live data.
+// Its JSON names (StatsVar, the CLI's and kvbench's -json) are the field
+// names in snake_case.
 // Counters (uint64) are cumulative since Open and only grow; the others
 // describe the moment of the call. Read counters (BlockReads,
 // BlockCacheHits, BytesRead) count what Gets and iterators cost;
 // compactions count theirs separately (CompactionBlockReads, …), so a
 // Compact or a background merge leaves the read counters alone.
 type Stats struct {
-	Gets           uint64 // Get, Has and ValueSize calls (DB and Snapshot) that reached the lookup, in calls
-	SegmentsProbed uint64 // segments whose filter Gets consulted (key in the segment's range), in segments
+	Gets           uint64 `json:"gets"`            // Get, Has and ValueSize calls (DB and Snapshot) that reached the lookup, in calls
+	SegmentsProbed uint64 `json:"segments_probed"` // segments whose filter Gets consulted (key in the segment's range), in segments
 	// FilterNegatives is the segments Gets skipped because their filter
 	// said "not here", in segments: each is a block read avoided.
-	FilterNegatives uint64
+	FilterNegatives uint64 `json:"filter_negatives"`
 	// FilterFalsePositives is the segments whose filter said "maybe" to a
 	// Get but that did not hold the key, in segments: each cost an index
 	// search and, unless cached, a block read.
-	FilterFalsePositives uint64
+	FilterFalsePositives uint64 `json:"filter_false_positives"`
 	// BlockReads is the data blocks Gets and iterators read from segment
 	// files or their mappings (block cache misses), in blocks.
-	BlockReads uint64
+	BlockReads uint64 `json:"block_reads"`
 	// BlockCacheHits is the data blocks Gets and iterators found in the
 	// block cache, in blocks.
-	BlockCacheHits uint64
+	BlockCacheHits uint64 `json:"block_cache_hits"`
 	// BytesRead is the bytes read from segment files by Gets and
 	// iterators (data blocks with their trailers, read-ahead windows),
 	// plus the metadata (footer, index, filter, properties) read once when
 	// a segment is opened — by Open, a flush or a compaction — in bytes.
-	BytesRead uint64
+	BytesRead uint64 `json:"bytes_read"`
 	// CompactionBlockReads and CompactionBlockCacheHits are BlockReads
 	// and BlockCacheHits of compaction inputs, in blocks;
 	// CompactionBytesRead (below) is their volume.
-	CompactionBlockReads     uint64
-	CompactionBlockCacheHits uint64
-	Segments                 int   // live segments now, in segments
-	SegmentBytes             int64 // their total file size now, in bytes
-	FilterBytes              int64 // memory held now by their resident filters (after budget folds), in bytes
+	CompactionBlockReads     uint64 `json:"compaction_block_reads"`
+	CompactionBlockCacheHits uint64 `json:"compaction_block_cache_hits"`
+	Segments                 int    `json:"segments"`      // live segments now, in segments
+	SegmentBytes             int64  `json:"segment_bytes"` // their total file size now, in bytes
+	FilterBytes              int64  `json:"filter_bytes"`  // memory held now by their resident filters (after budget folds), in bytes
 	// FilterExpectedReads is the predicted block reads per Get of an
 	// absent key within every segment's key range: the sum of the resident
 	// filters' theoretical FPRs, plus 1 per segment without a filter, in
 	// blocks per Get. Its
 	// measured counterpart is (BlockReads+BlockCacheHits) per Get over a
 	// run of absent-key Gets (kvbench's filter-memory section).
-	FilterExpectedReads float64
-	Memtables           int    // active plus frozen memtables now, in memtables
-	Writes              uint64 // committed batches (a Put or a Delete is one), in batches
-	WALBytes            uint64 // bytes commits appended to WALs, record headers and sync marks included, in bytes
+	FilterExpectedReads float64 `json:"filter_expected_reads"`
+	Memtables           int     `json:"memtables"` // active plus frozen memtables now, in memtables
+	Writes              uint64  `json:"writes"`    // committed batches (a Put or a Delete is one), in batches
+	WALBytes            uint64  `json:"wal_bytes"` // bytes commits appended to WALs, record headers and sync marks included, in bytes
 	// WriteStalls counts the waits of writers for room: for a flush when
 	// too many memtables are frozen, or for a compaction when the segment
 	// count passed the policy's stall threshold. One stall that is woken
 	// up several times before it ends counts each wait, in waits.
-	WriteStalls uint64
-	Flushes     uint64 // memtables written to segments, in flushes
-	Compactions uint64 // merges committed (background and Compact), in compactions
+	WriteStalls uint64 `json:"write_stalls"`
+	Flushes     uint64 `json:"flushes"`     // memtables written to segments, in flushes
+	Compactions uint64 `json:"compactions"` // merges committed (background and Compact), in compactions
 	// FlushBytes, CompactionBytesRead and CompactionBytesWritten are the
 	// segment bytes written by flushes and read (the inputs' file sizes)
 	// and written by merges, in bytes; with WALBytes they give the write
 	// amplification.
-	FlushBytes             uint64
-	CompactionBytesRead    uint64
-	CompactionBytesWritten uint64
+	FlushBytes             uint64 `json:"flush_bytes"`
+	CompactionBytesRead    uint64 `json:"compaction_bytes_read"`
+	CompactionBytesWritten uint64 `json:"compaction_bytes_written"`
 	// RecentCompactions describes the latest compactions (at most 16),
 	// oldest first: inputs, sizes, which filter path ran, its estimated FPR.
-	RecentCompactions []CompactionInfo
+	RecentCompactions []CompactionInfo `json:"recent_compactions"`
 	// PrefixFilterProbes counts segment prefix filters consulted: one per
 	// segment (in the key range, with a prefix filter) per Iterator whose
 	// IterOptions.Prefix is a whole prefix of Options.Prefix.
-	PrefixFilterProbes uint64
+	PrefixFilterProbes uint64 `json:"prefix_filter_probes"`
 	// PrefixFilterSkips counts the segments those Iterators left out
 	// because their prefix filter said "not here": each saves the
 	// segment's index search and data block reads for that Iterator.
-	PrefixFilterSkips uint64
+	PrefixFilterSkips uint64 `json:"prefix_filter_skips"`
 }
 
 // counters are the DB's live counters. Those every read adds to are
