@@ -308,9 +308,9 @@ func runCrashLoopChild(t *testing.T, dir string, syncOn bool, base int, duringOp
 	}
 	stdout, err := cmd.StdoutPipe()
 	mustDo(t, err)
-	mustDo(t, cmd.Start())
 	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
+	cmd.Stderr = &stderr // before Start, or the child's stderr is lost
+	mustDo(t, cmd.Start())
 	scheduled, killed := false, make(chan struct{})
 	kill := func(d time.Duration) {
 		if !scheduled {
