@@ -257,7 +257,13 @@ func (m *raftLogModel) reader(seed uint64, stop <-chan struct{}, errc chan<- err
 			continue
 		}
 		i := m.winLo + rng.Uint64N(m.winHi-m.winLo+1)
-		want := raftLogValue(i, m.gen[i])
+		g, live := m.gen[i]
+		if !live {
+			m.mu.RUnlock()
+			errc <- fmt.Errorf("index %d of the window %d-%d is not in the model", i, m.winLo, m.winHi)
+			return
+		}
+		want := raftLogValue(i, g)
 		v, err := m.db.Get(raftLogKey(i))
 		m.readerGets++
 		m.mu.RUnlock()
@@ -309,7 +315,7 @@ func TestRaftLogModel(t *testing.T) {
 				o.CompactionFanIn = 2
 				cfg.opts(o)
 				dir := t.TempDir()
-				m := &raftLogModel{t: t, rng: rand.New(rand.NewPCG(seed, 1)), first: 1, last: 0, gen: map[uint64]uint64{}}
+				m := &raftLogModel{t: t, rng: rand.New(rand.NewPCG(seed, 1)), first: 1, last: 0, winLo: 1, winHi: 0, gen: map[uint64]uint64{}}
 				const epochs = 3
 				for epoch := range epochs {
 					m.db = mustOpen(t, dir, o)
