@@ -302,15 +302,17 @@ func noneInFlight() [crashLoopWriters]int {
 func runCrashLoopChild(t *testing.T, dir string, syncOn bool, base int, duringOpen bool, delay time.Duration) childReport {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashLoopChild$")
-	cmd.Env = append(os.Environ(), crashLoopEnv+"="+dir, "BLOOMKV_CRASHLOOP_BASE="+strconv.Itoa(base))
+	cmd.Env = append(os.Environ(), crashLoopEnv+"="+dir, "BLOOMKV_CRASHLOOP_BASE="+strconv.Itoa(base),
+		// The writer runs on as many Ps as this test does (-cpu 1,4,16).
+		"GOMAXPROCS="+strconv.Itoa(runtime.GOMAXPROCS(0)))
 	if syncOn {
 		cmd.Env = append(cmd.Env, "BLOOMKV_CRASHLOOP_SYNC=1")
 	}
 	stdout, err := cmd.StdoutPipe()
 	mustDo(t, err)
-	mustDo(t, cmd.Start())
 	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
+	cmd.Stderr = &stderr // before Start, or the child's stderr is lost
+	mustDo(t, cmd.Start())
 	scheduled, killed := false, make(chan struct{})
 	kill := func(d time.Duration) {
 		if !scheduled {

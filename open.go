@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/bloomkv/bloomkv/compaction"
 	"github.com/bloomkv/bloomkv/internal/base"
@@ -182,7 +183,9 @@ func (db *DB) openManifestReadOnly(entries []string) (*manifest.Manifest, error)
 	if !slices.Contains(entries, base.ManifestName) {
 		return nil, fmt.Errorf("%w: %s has no %s", ErrNotStore, db.dir, base.ManifestName)
 	}
-	m, err := manifest.OpenReadOnly(db.fs, db.path(base.ManifestName))
+	m, err := waitManifestLock(func() (*manifest.Manifest, error) {
+		return manifest.OpenReadOnly(db.fs, db.path(base.ManifestName))
+	})
 	switch {
 	case errors.Is(err, manifest.ErrLocked):
 		return nil, manifestLocked(db.dir)
@@ -215,11 +218,42 @@ func manifestLocked(dir string) error {
 	return fmt.Errorf("%w: %s: its %s is open elsewhere", ErrLocked, dir, base.ManifestName)
 }
 
+// manifestLockWait bounds how long an opener that holds the directory's
+// LOCK waits for the MANIFEST's own lock (bbolt's flock on it).
+//
+// Holding LOCK, no live DB can hold the MANIFEST: a DB holds LOCK until
+// it has closed the MANIFEST. But a process that died may still: its open
+// files are closed as it exits, and LOCK's flock goes with them, while
+// the MANIFEST stays referenced by bbolt's mapping of it, and so keeps its
+// flock, until the kernel tears the dead process's address space down.
+// That happens as it exits unless another process holds a reference to
+// that address space (reading /proc/PID/mem, smaps or stat, as ps, top
+// and monitoring agents do): then it happens when that process lets go,
+// after the dead one has been reaped. A restart right after a crash met
+// that as "locked by another opener" (TestReopenWhileTornDown reproduces
+// it); it lasts as long as the reader's read, well under this bound.
+const manifestLockWait = 5 * time.Second
+
+// waitManifestLock calls open, which waits briefly for the MANIFEST's
+// lock itself, until it returns anything but manifest.ErrLocked or
+// manifestLockWait has passed.
+func waitManifestLock(open func() (*manifest.Manifest, error)) (*manifest.Manifest, error) {
+	deadline := time.Now().Add(manifestLockWait)
+	for {
+		m, err := open()
+		if !errors.Is(err, manifest.ErrLocked) || time.Now().After(deadline) {
+			return m, err
+		}
+	}
+}
+
 // openManifest opens the manifest, or creates it for a new store
 // (manifest.Create builds it under a temporary name and links it into
 // place, so a crash during creation never leaves a half-made MANIFEST).
 func (db *DB) openManifest(entries []string) (*manifest.Manifest, error) {
-	m, err := manifest.Open(db.fs, db.path(base.ManifestName))
+	m, err := waitManifestLock(func() (*manifest.Manifest, error) {
+		return manifest.Open(db.fs, db.path(base.ManifestName))
+	})
 	if err == nil {
 		return m, nil
 	}

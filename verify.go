@@ -276,7 +276,11 @@ func VerifyDir(ctx context.Context, fsys vfs.FS, dir string) (*VerifyReport, err
 		return nil, err
 	}
 	defer l.Close()
-	st, err := manifest.ReadState(fsys, filepath.Join(dir, base.ManifestName))
+	var st manifest.State
+	_, err = waitManifestLock(func() (*manifest.Manifest, error) { // see manifestLockWait
+		st, err = manifest.ReadState(fsys, filepath.Join(dir, base.ManifestName))
+		return nil, err
+	})
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return nil, fmt.Errorf("%w: %s has no %s", ErrNotStore, dir, base.ManifestName)

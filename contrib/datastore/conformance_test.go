@@ -14,22 +14,35 @@ import (
 )
 
 // configs are the store options every conformance and model test runs
-// over: the defaults, where everything stays in the memtable, and tiny
+// over: the defaults, where everything stays in the memtable; tiny
 // memtables and blocks, where the suite's writes go through many flushes
 // and background compactions, so queries merge memtables and segments and
-// cross block boundaries in both directions.
+// cross block boundaries in both directions; and small ones read with
+// pread instead of mapped (DisableMmap), the other path segment reads
+// take.
 var configs = []struct {
 	name string
 	opts func() *bloomkv.Options
+	// flushes: the suite must have flushed (it ran on segments too).
+	flushes bool
 }{
-	{"default", func() *bloomkv.Options { return nil }},
-	{"tiny", tinyOptions},
+	{"default", func() *bloomkv.Options { return nil }, false},
+	{"tiny", tinyOptions, true},
+	{"pread", preadOptions, true},
 }
 
 func tinyOptions() *bloomkv.Options {
 	o := bloomkv.DefaultOptions()
 	o.MemtableSize = 4 << 10
 	o.BlockSize = 256
+	return o
+}
+
+func preadOptions() *bloomkv.Options {
+	o := bloomkv.DefaultOptions()
+	o.MemtableSize = 8 << 10
+	o.BlockSize = 256
+	o.DisableMmap = true
 	return o
 }
 
@@ -53,8 +66,8 @@ func TestSuite(t *testing.T) {
 			d := open(t, t.TempDir(), c.opts())
 			defer d.Close()
 			runSuite(t, d, false)
-			if c.name == "tiny" && d.DB().Stats().Flushes == 0 {
-				t.Error("the tiny configuration never flushed: the suite ran on the memtable only")
+			if c.flushes && d.DB().Stats().Flushes == 0 {
+				t.Errorf("the %s configuration never flushed: the suite ran on the memtable only", c.name)
 			}
 		})
 	}
@@ -64,7 +77,7 @@ var suiteTiny = flag.Bool("suite.tiny", false, "run TestSuiteCombinations over t
 
 // TestSuiteCombinations runs the suite's test of every combination of
 // prefix, filter, order, offset and limit (2,000-odd queries), over the
-// default options; -suite.tiny adds tiny memtables, where its thousands of
+// default options; -suite.tiny adds the small memtables, where its thousands of
 // flushes and compactions take minutes. dstest leaves it out under the
 // race detector, and so does this test; TestModel covers the same ground
 // there.
@@ -73,7 +86,7 @@ func TestSuiteCombinations(t *testing.T) {
 		t.Skip("short or race")
 	}
 	for _, c := range configs {
-		if c.name == "tiny" && !*suiteTiny {
+		if c.flushes && !*suiteTiny {
 			continue
 		}
 		t.Run(c.name, func(t *testing.T) {

@@ -248,11 +248,20 @@ func bloomkvStores(noSync bool) func(string) (raft.LogStore, raft.StableStore, f
 	}
 }
 
+// raftIndexes returns the last index of r's log and of its last snapshot.
+func raftIndexes(r *raft.Raft) (last, snapshot uint64) {
+	st := r.Stats()
+	last, _ = strconv.ParseUint(st["last_log_index"], 10, 64)
+	snapshot, _ = strconv.ParseUint(st["last_snapshot_index"], 10, 64)
+	return last, snapshot
+}
+
 // TestCluster runs three raft nodes, each on its own fsynced Store: it
 // applies commands (10,000; 2,000 with -short), shuts the leader down,
 // applies more on the new leader (2,000; 500), restarts the old leader
 // from its bloomkv directory and snapshots, and requires all three FSMs to
-// equal what was applied. Snapshots every 512 entries keep 128 trailing
+// equal what was applied, and each stopped node's store to hold every
+// entry after its snapshot. Snapshots every 512 entries keep 128 trailing
 // logs, so log prefixes are deleted (DeleteRange) along the way.
 func TestCluster(t *testing.T) {
 	first, second := 10_000, 2_000
@@ -300,19 +309,14 @@ func TestCluster(t *testing.T) {
 	// has everything up to the leader's last index in its log or in its
 	// snapshot (a node that caught up from a snapshot may hold no entry
 	// past it).
-	ld := c.leader()
-	lastIdx := ld.raft.LastIndex()
-	compacted := false
+	lastIdx := c.leader().raft.LastIndex()
 	for _, nd := range c.nodes {
 		s := nd.store.(*Store)
 		deadline := time.Now().Add(10 * time.Second)
-		var storeLast, raftLast, snapLast uint64
 		for {
-			st := nd.raft.Stats()
-			raftLast, _ = strconv.ParseUint(st["last_log_index"], 10, 64)
-			snapLast, _ = strconv.ParseUint(st["last_snapshot_index"], 10, 64)
-			var err error
-			if storeLast, err = s.LastIndex(); err != nil {
+			raftLast, snapLast := raftIndexes(nd.raft)
+			storeLast, err := s.LastIndex()
+			if err != nil {
 				t.Fatal(err)
 			}
 			if storeLast == raftLast && max(raftLast, snapLast) >= lastIdx {
@@ -323,9 +327,37 @@ func TestCluster(t *testing.T) {
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
+	}
+
+	// Then every node's raft stops (its store stays open) before the stores
+	// are read entry by entry. A running node keeps snapshotting (every
+	// 250-500 ms once 512 entries follow its snapshot) and then compacts
+	// its log's prefix up to 128 entries before its end: a check that
+	// walked a running node's log from the first index it read met entries
+	// raft had deleted under it, reported as "log 11671 of 9722-12004
+	// (snapshot at 9721): log not found" (first, last and snapshot read
+	// before the walk). With the walk slowed to 2 ms an entry, it failed so
+	// on two cores every time, raft having compacted up to 11876 (12004
+	// less 128) meanwhile.
+	for _, nd := range c.nodes {
+		if err := nd.raft.Shutdown().Error(); err != nil {
+			t.Fatalf("shutdown %s: %v", nd.id, err)
+		}
+	}
+	compacted := false
+	for _, nd := range c.nodes {
+		s := nd.store.(*Store)
+		raftLast, snapLast := raftIndexes(nd.raft)
 		firstIdx, err := s.FirstIndex()
 		if err != nil {
 			t.Fatal(err)
+		}
+		storeLast, err := s.LastIndex()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if storeLast != raftLast {
+			t.Fatalf("%s: stopped with its store ending at %d, raft's log at %d", nd.id, storeLast, raftLast)
 		}
 		compacted = compacted || firstIdx > 1
 		t.Logf("%s's log: %d-%d, snapshot at %d", nd.id, firstIdx, storeLast, snapLast)
