@@ -27,17 +27,23 @@ const (
 	ZstdCompression
 )
 
-// String returns "snappy", "none" or "zstd".
+// String returns "snappy", "none" or "zstd": the segment codec's name.
 func (c Compression) String() string {
-	switch c {
-	case SnappyCompression:
-		return "snappy"
-	case NoCompression:
-		return "none"
-	case ZstdCompression:
-		return "zstd"
+	if c > ZstdCompression {
+		return fmt.Sprintf("Compression(%d)", uint8(c))
 	}
-	return fmt.Sprintf("Compression(%d)", uint8(c))
+	return c.codec().String()
+}
+
+// codec is the segment codec c names.
+func (c Compression) codec() segment.Compression {
+	switch c {
+	case NoCompression:
+		return segment.NoCompression
+	case ZstdCompression:
+		return segment.ZstdCompression
+	}
+	return segment.SnappyCompression
 }
 
 // ParseCompression returns the codec named "snappy", "none" or "zstd" (as
@@ -70,11 +76,5 @@ func (o *Options) segmentCompression() segment.Compression {
 	if o.DisableCompression {
 		return segment.NoCompression
 	}
-	switch o.Compression {
-	case NoCompression:
-		return segment.NoCompression
-	case ZstdCompression:
-		return segment.ZstdCompression
-	}
-	return segment.SnappyCompression
+	return o.Compression.codec()
 }
