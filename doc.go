@@ -127,13 +127,19 @@
 // returns belongs to the caller. An Iterator's Key and Value are the
 // Iterator's: valid until its next positioning call or Close, and must
 // not be modified; copy them to keep them. A Batch may be reused (Reset)
-// as soon as Write returns.
+// as soon as Write returns. LIFETIMES.md lists every slice the store hands
+// out without copying and when it ends; built with the invariants tag
+// (go test -tags invariants), a use past the end faults at once.
 //
 // # Errors
 //
 // Match errors with errors.Is against the sentinels (ErrNotFound,
 // ErrClosed, ErrCorrupt, ErrReadOnly, ErrLocked, ErrInvalidOptions, …),
-// never by their text; most are wrapped with context. For damage,
+// never by their text; most are wrapped with context. Some sentinels are
+// cases of broader ones and match both: ErrIteratorClosed and
+// ErrSnapshotReleased match ErrClosed, ErrPrefixExtractor matches
+// ErrInvalidOptions. Closing a DB, an Iterator or a Snapshot a second time
+// returns an error matching ErrClosed. For damage,
 // errors.As with a *CorruptError gives the file (its name in the store's
 // directory, e.g. "000003.seg") and the byte offset.
 //
