@@ -375,6 +375,16 @@ type DB struct {
 	// mu (lock 3) guards the fields below and the transitions of current.
 	// logw, logNum and mem change only under mu and by the commit leader,
 	// so the leader may use them without mu.
+	//
+	// mu guards memory; the I/O still done under it, and why: a memtable
+	// rotation (rotateLocked: the old WAL's fsync, the new WAL's create,
+	// preallocation and mapping, a file number from the manifest), because
+	// the swap of WAL and memtable must be atomic for readers and
+	// checkpoints and is not yet split into work outside and a swap inside;
+	// and the filter refit of SetFilterBudget, which folds filters in
+	// memory. Manifest commits (logAndApply), segment writes, and the
+	// closing, unmapping and removal of obsolete segments (the closer) run
+	// outside it.
 	mu            sync.Mutex
 	cond          *sync.Cond // signalled when a flush or compaction finishes
 	closed        bool
