@@ -709,3 +709,29 @@ func BenchmarkDeleteRangeBatch(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDeleteRangeCalls: n separate DeleteRange calls, each
+// overlapping ~50 others, on a store of n keys (default options).
+//
+//	go test -run '^$' -bench DeleteRangeCalls -benchtime 1x .
+func BenchmarkDeleteRangeCalls(b *testing.B) {
+	const n = 100_000
+	for range b.N {
+		b.StopTimer()
+		db := mustOpen(b, b.TempDir(), nil)
+		for i := range n {
+			mustDo(b, db.Put(fmt.Appendf(nil, "r%07d", i), []byte("v")))
+		}
+		mustDo(b, db.Flush())
+		before := db.Stats()
+		b.StartTimer()
+		for i := range n {
+			mustDo(b, db.DeleteRange(overlappingRange(i)))
+		}
+		b.StopTimer()
+		st := db.Stats()
+		b.ReportMetric(float64(st.Flushes-before.Flushes), "flushes")
+		b.ReportMetric(float64(st.WriteStalls-before.WriteStalls), "stalls")
+		mustDo(b, db.Close())
+	}
+}

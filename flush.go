@@ -134,7 +134,8 @@ func (db *DB) flushFrozen(f *frozen) (*segHandle, error) {
 // range tombstones some reader can still see (none that its own range
 // tombstones cover within a snapshot stripe).
 func (db *DB) writeMemtable(mem *memtable.Memtable, snapshots []uint64) (*segHandle, error) {
+	rangeDels := mem.RangeDels() // merges the memtable's lists: once
 	it := compaction.NewDedup(mem.NewIter(), snapshots, false)
-	it.SetRangeDels(mem.RangeDels())
-	return db.writeSegment(it, compaction.KeepRangeDels(mem.RangeDels(), snapshots, false), nil, 0, nil)
+	it.SetRangeDels(rangeDels)
+	return db.writeSegment(it, compaction.KeepRangeDels(rangeDels, snapshots, false), nil, 0, nil)
 }

@@ -24,8 +24,8 @@ type shapeEdit struct {
 	// db.imm in the same step, so no reader sees the writes twice or not
 	// at all.
 	flushed *frozen
-	// mem, with logNum, is recovery's first memtable and WAL, installed
-	// with the recovered segments.
+	// mem is the memtable recovery starts with (empty after Open, the
+	// replayed one read-only), installed with the recovered segments.
 	mem *memtable.Memtable
 }
 

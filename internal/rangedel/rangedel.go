@@ -43,14 +43,18 @@ type List struct {
 	// whole keys only where they tie. A Get asks every list it meets, and
 	// with 1,000 fragments the search over the keys themselves was ~30% of
 	// an absent-key Get's time.
-	ends []uint64
+	ends  []uint64
+	bytes int // see Bytes
 }
 
-// indexed fills l.ends once l.frags is final, and returns l.
+// indexed fills l.ends and l.bytes once l.frags is final, and returns l.
 func (l *List) indexed() *List {
 	l.ends = make([]uint64, len(l.frags))
+	l.bytes = 0
 	for i := range l.frags {
-		l.ends[i] = base.KeyPrefix(l.frags[i].End)
+		f := &l.frags[i]
+		l.ends[i] = base.KeyPrefix(f.End)
+		l.bytes += fragmentOverhead + len(f.Start) + len(f.End) + 8*len(f.Seqs)
 	}
 	return l
 }
@@ -514,13 +518,14 @@ const fragmentOverhead = 80
 
 // Bytes approximates the memory the list holds: its fragments, their keys
 // (counted per fragment, though touching fragments share them) and their
-// sequence numbers. A memtable charges it to its size.
+// sequence numbers. A memtable charges it to its size. It is counted once,
+// when the list is built, so a memtable that sums its lists at every
+// batch does not walk their fragments again.
 func (l *List) Bytes() int {
-	n := 0
-	for _, f := range l.Fragments() {
-		n += fragmentOverhead + len(f.Start) + len(f.End) + 8*len(f.Seqs)
+	if l == nil {
+		return 0
 	}
-	return n
+	return l.bytes
 }
 
 // Reach walks from the fragment At last returned through the fragments

@@ -101,6 +101,13 @@ func checkInvariants(t *testing.T, l *List) {
 	if n != l.Len() {
 		t.Fatalf("Len %d, fragments hold %d", l.Len(), n)
 	}
+	bytes := 0
+	for _, f := range l.Fragments() {
+		bytes += fragmentOverhead + len(f.Start) + len(f.End) + 8*len(f.Seqs)
+	}
+	if bytes != l.Bytes() {
+		t.Fatalf("Bytes %d, fragments hold %d", l.Bytes(), bytes)
+	}
 }
 
 func TestCoversSpan(t *testing.T) {
