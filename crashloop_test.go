@@ -94,6 +94,20 @@ func loopOp(g, n int) (effect map[string][]byte, single bool) {
 	return map[string][]byte{p: loopValue(p, n), m: loopValue(m, n)}, false
 }
 
+// childReporter returns what a child process of a kill test reports with:
+// one line to stdout per call, flushed at once (the parent reads the lines
+// of a process it kills), safe from several goroutines.
+func childReporter() func(format string, args ...any) {
+	var mu sync.Mutex
+	out := bufio.NewWriter(os.Stdout)
+	return func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		fmt.Fprintf(out, format+"\n", args...)
+		out.Flush()
+	}
+}
+
 // TestCrashLoopChild is the writer process of TestCrashLoop.
 func TestCrashLoopChild(t *testing.T) {
 	dir := os.Getenv(crashLoopEnv)
@@ -106,14 +120,7 @@ func TestCrashLoopChild(t *testing.T) {
 	o.CompactionConcurrency = 2
 	o.Sync = os.Getenv("BLOOMKV_CRASHLOOP_SYNC") == "1"
 	base, _ := strconv.Atoi(os.Getenv("BLOOMKV_CRASHLOOP_BASE"))
-	var mu sync.Mutex
-	out := bufio.NewWriter(os.Stdout)
-	say := func(format string, args ...any) {
-		mu.Lock()
-		fmt.Fprintf(out, format+"\n", args...)
-		out.Flush()
-		mu.Unlock()
-	}
+	say := childReporter()
 	say("open")
 	db, err := Open(dir, o)
 	if err != nil {

@@ -274,14 +274,7 @@ func TestTxnBankChild(t *testing.T) {
 	o.CompactionFanIn = 2
 	o.Sync = os.Getenv("BLOOMKV_TXNBANK_SYNC") == "1"
 	base, _ := strconv.Atoi(os.Getenv("BLOOMKV_TXNBANK_BASE"))
-	var mu sync.Mutex
-	out := bufio.NewWriter(os.Stdout)
-	say := func(format string, args ...any) {
-		mu.Lock()
-		fmt.Fprintf(out, format+"\n", args...)
-		out.Flush()
-		mu.Unlock()
-	}
+	say := childReporter()
 	db, err := Open(dir, o)
 	if err == nil {
 		err = bankSetup(db)
