@@ -111,12 +111,27 @@ func Decode(rec []byte, file string, offset int64, fn func(seq uint64, op Op)) e
 	return nil
 }
 
-// readBytes reads a uvarint length and that many bytes, bounded by p.
+// readBytes reads a uvarint length and that many bytes, bounded by p. A
+// length in other than its shortest form (0x80 0x00 for 0) is refused:
+// AppendOp never writes one, and accepting it would give one batch two
+// encodings, so a record's bytes would no longer identify its contents.
 func readBytes(p []byte) (b, rest []byte, err error) {
 	n, w := binary.Uvarint(p)
 	if w <= 0 || n > uint64(len(p)-w) {
 		return nil, nil, fmt.Errorf("length %d beyond record", n)
 	}
+	if w != uvarintLen(n) {
+		return nil, nil, fmt.Errorf("length %d in %d bytes, not its shortest form", n, w)
+	}
 	end := w + int(n)
 	return p[w:end:end], p[end:], nil
+}
+
+// uvarintLen is the number of bytes binary.AppendUvarint writes for n.
+func uvarintLen(n uint64) int {
+	w := 1
+	for ; n >= 0x80; n >>= 7 {
+		w++
+	}
+	return w
 }
