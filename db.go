@@ -416,46 +416,77 @@ type DB struct {
 
 // Get returns the value of key, or an error matching ErrNotFound if it has
 // none. The returned slice is the caller's.
-func (db *DB) Get(key []byte) ([]byte, error) {
-	v, _, err := db.get(key, latestSeq, true)
-	return v, err
+func (db *DB) Get(key []byte) ([]byte, error) { return db.getAt(key, latestSeq) }
+
+// GetFunc calls fn with key's value without copying it, and returns fn's
+// error; if key has no value it returns an error matching ErrNotFound and
+// does not call fn. value aliases the store's memory (a memtable, or a
+// segment's file mapping that a compaction may unmap once fn returns): it
+// is valid only until fn returns, and fn must not modify it or keep it.
+// For callers that use a value in place (decode it, hash it, append it to
+// a buffer of their own), GetFunc saves Get's allocation and copy. An
+// invariants build (LIFETIMES.md) faults on a use of value after fn
+// returns.
+func (db *DB) GetFunc(key []byte, fn func(value []byte) error) error {
+	return db.getFuncAt(key, latestSeq, fn)
 }
 
 // Has reports whether key has a value. It finds the value as Get does but
 // does not copy it: cheaper than Get for large values.
-func (db *DB) Has(key []byte) (bool, error) {
-	_, _, err := db.get(key, latestSeq, false)
+func (db *DB) Has(key []byte) (bool, error) { return db.hasAt(key, latestSeq) }
+
+// ValueSize returns the length of key's value, or an error matching
+// ErrNotFound if it has none, without copying the value.
+func (db *DB) ValueSize(key []byte) (int, error) { return db.valueSizeAt(key, latestSeq) }
+
+// getAt, getFuncAt, hasAt and valueSizeAt are Get, GetFunc, Has and
+// ValueSize as of sequence number seq, for DB and Snapshot.
+func (db *DB) getAt(key []byte, seq uint64) ([]byte, error) {
+	var value []byte
+	err := db.get(key, seq, func(v []byte) { value = bytes.Clone(v) })
+	return value, err
+}
+
+func (db *DB) getFuncAt(key []byte, seq uint64, fn func(value []byte) error) error {
+	var fnErr error
+	if err := db.get(key, seq, func(v []byte) { fnErr = fn(v) }); err != nil {
+		return err
+	}
+	return fnErr
+}
+
+func (db *DB) hasAt(key []byte, seq uint64) (bool, error) {
+	err := db.get(key, seq, nil)
 	if errors.Is(err, ErrNotFound) {
 		return false, nil
 	}
 	return err == nil, err
 }
 
-// ValueSize returns the length of key's value, or an error matching
-// ErrNotFound if it has none, without copying the value.
-func (db *DB) ValueSize(key []byte) (int, error) {
-	_, n, err := db.get(key, latestSeq, false)
+func (db *DB) valueSizeAt(key []byte, seq uint64) (int, error) {
+	n := 0
+	err := db.get(key, seq, func(v []byte) { n = len(v) })
 	return n, err
 }
 
 // get finds the newest value of key with a sequence number <= snapSeq
-// (latestSeq: the newest committed) and returns its length and, if
-// copyValue, a copy of it for the caller.
+// (latestSeq: the newest committed) and, if use is not nil, calls use
+// with it.
 //
 // The value found aliases memtable or segment memory (a segment's file
 // mapping, which is unmapped once the last read state that holds the
-// segment is released), so it is copied here, while the read state is
-// held: after get returns, a compaction may already have unmapped it. In
-// an invariants build the value found is guarded by a lease that expires
-// with the read state, so a copy made after the release faults at once.
-func (db *DB) get(key []byte, snapSeq uint64, copyValue bool) (value []byte, size int, err error) {
+// segment is released), so use runs here, while the read state is held:
+// after get returns, a compaction may already have unmapped it. In an
+// invariants build the value use sees is guarded by a lease that expires
+// with the read state, so a use of it after the release faults at once.
+func (db *DB) get(key []byte, snapSeq uint64, use func(value []byte)) error {
 	if err := checkEntry(key, nil); err != nil {
-		return nil, 0, err
+		return err
 	}
 	pin := stripe.Pick()
 	rs, seq := db.view(pin)
 	if rs == nil {
-		return nil, 0, ErrClosed
+		return ErrClosed
 	}
 	defer rs.unpin(pin)
 	var lease invariants.Lease
@@ -466,13 +497,12 @@ func (db *DB) get(key []byte, snapSeq uint64, copyValue bool) (value []byte, siz
 	db.stats.gets.Add(pin, 1)
 	v, err := db.find(rs, key, seq, pin)
 	if err != nil {
-		return nil, 0, err
+		return err
 	}
-	v = lease.Guard(v)
-	if copyValue {
-		value = bytes.Clone(v)
+	if use != nil {
+		use(lease.Guard(v))
 	}
-	return value, len(v), nil
+	return nil
 }
 
 // find returns the newest visible value of key as of seq in rs, aliasing

@@ -6,8 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
 	"sync"
 	"testing"
+
+	"github.com/bloomkv/bloomkv/internal/invariants"
 )
 
 // lifetimeValue is version ver of key i: the key's name and version in a
@@ -26,7 +32,7 @@ func lifetimeValue(i int, ver uint64, size int) []byte {
 }
 
 // TestGetCopiesBeforeRelease pins down that the value Get, Snapshot.Get
-// and ValueSize return was taken while the segment holding it was still
+// and ValueSize return, and the value GetFunc passes, was taken while the segment holding it was still
 // mapped. Readers Get keys whose segments a writer keeps replacing (tiny
 // memtables, fan-in 2, uncompressed values read straight from the file
 // mapping), so a segment is often unmapped the moment its last reader
@@ -77,8 +83,15 @@ func TestGetCopiesBeforeRelease(t *testing.T) {
 				var err error
 				who := "Get"
 				switch n % 3 {
-				case 0, 1:
+				case 0:
 					v, err = db.Get(key(i))
+				case 1:
+					// GetFunc's value is checked in place: a use of
+					// it after the read state's release is what the
+					// invariants build must catch.
+					who = "GetFunc"
+					err = db.GetFunc(key(i), func(v []byte) error { return check(who, i, v) })
+					v = lifetimeValue(i, 0, valueSize)
 				case 2:
 					who = "Snapshot.Get"
 					var s *Snapshot
@@ -120,5 +133,96 @@ func TestGetCopiesBeforeRelease(t *testing.T) {
 	}
 	if st := db.Stats(); st.Compactions == 0 {
 		t.Fatalf("no compaction ran: the test did not replace segments under its readers (%+v)", st)
+	}
+}
+
+func TestGetFunc(t *testing.T) {
+	db := mustOpen(t, t.TempDir(), &Options{MemtableSize: 64 << 10})
+	defer db.Close()
+	for i := range 3000 { // several segments and a memtable
+		if err := db.Put(fmt.Appendf(nil, "k%05d", i), fmt.Appendf(nil, "v%05d-%s", i, bytes.Repeat([]byte{'x'}, i%200))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	snap, err := db.NewSnapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snap.Close()
+	if err := db.Put([]byte("k00007"), []byte("new")); err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range []int{0, 7, 1234, 2999} {
+		k := fmt.Appendf(nil, "k%05d", i)
+		want, err := db.Get(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []byte
+		if err := db.GetFunc(k, func(v []byte) error { got = bytes.Clone(v); return nil }); err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("GetFunc(%s) saw %q, %v; Get returns %q", k, got, err, want)
+		}
+		old, _ := snap.Get(k)
+		if err := snap.GetFunc(k, func(v []byte) error { got = bytes.Clone(v); return nil }); err != nil || !bytes.Equal(got, old) {
+			t.Fatalf("Snapshot.GetFunc(%s) saw %q, %v; Snapshot.Get returns %q", k, got, err, old)
+		}
+	}
+	called := false
+	if err := db.GetFunc([]byte("absent"), func([]byte) error { called = true; return nil }); !errors.Is(err, ErrNotFound) || called {
+		t.Fatalf("GetFunc of an absent key: %v, fn called %v", err, called)
+	}
+	errStop := errors.New("stop")
+	if err := db.GetFunc([]byte("k00001"), func([]byte) error { return errStop }); err != errStop {
+		t.Fatalf("GetFunc returned %v, not fn's error", err)
+	}
+	if err := db.GetFunc(nil, func([]byte) error { return nil }); !errors.Is(err, ErrEmptyKey) {
+		t.Fatalf("GetFunc(nil key): %v", err)
+	}
+	snap.Close()
+	if err := snap.GetFunc([]byte("k00001"), func([]byte) error { return nil }); !errors.Is(err, ErrSnapshotReleased) {
+		t.Fatalf("GetFunc on a released snapshot: %v", err)
+	}
+	db.Close()
+	if err := db.GetFunc([]byte("k00001"), func([]byte) error { return nil }); !errors.Is(err, ErrClosed) {
+		t.Fatalf("GetFunc after Close: %v", err)
+	}
+}
+
+// TestGetFuncKeptValueFaults checks the invariants build's promise for
+// GetFunc: a value kept past fn's return and read later kills the process
+// at once, rather than reading memory a compaction may have unmapped. The
+// read runs in a child process, which must die of the fault.
+func TestGetFuncKeptValueFaults(t *testing.T) {
+	if os.Getenv("BLOOMKV_GETFUNC_CHILD") != "" {
+		db := mustOpen(t, os.Getenv("BLOOMKV_GETFUNC_CHILD"), nil)
+		var kept []byte
+		if err := db.GetFunc([]byte("k"), func(v []byte) error { kept = v; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		println("read after GetFunc returned:", bytes.Clone(kept)[0]) // must fault
+		os.Exit(0)
+	}
+	if !invariants.Enabled {
+		t.Skip("needs -tags invariants")
+	}
+	if runtime.GOOS == "windows" || runtime.GOOS == "plan9" {
+		t.Skip("expired regions are poisoned, not protected, without mmap")
+	}
+	dir := t.TempDir()
+	db := mustOpen(t, dir, nil)
+	if err := db.Put([]byte("k"), []byte("value")); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestGetFuncKeptValueFaults$")
+	cmd.Env = append(os.Environ(), "BLOOMKV_GETFUNC_CHILD="+dir)
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("child read a value kept past GetFunc and exited normally:\n%s", out)
+	}
+	if !strings.Contains(string(out), "unexpected fault address") && !strings.Contains(string(out), "SIGSEGV") {
+		t.Fatalf("child failed, but not with a memory fault: %v\n%s", err, out)
 	}
 }

@@ -2,7 +2,6 @@ package bloomkv
 
 import (
 	"container/list"
-	"errors"
 	"sync/atomic"
 )
 
@@ -39,8 +38,17 @@ func (s *Snapshot) Get(key []byte) ([]byte, error) {
 	if s.released() {
 		return nil, ErrSnapshotReleased
 	}
-	v, _, err := s.db.get(key, s.seq, true)
-	return v, err
+	return s.db.getAt(key, s.seq)
+}
+
+// GetFunc calls fn with the value key had when the snapshot was taken,
+// without copying it. See DB.GetFunc: value is valid only until fn
+// returns.
+func (s *Snapshot) GetFunc(key []byte, fn func(value []byte) error) error {
+	if s.released() {
+		return ErrSnapshotReleased
+	}
+	return s.db.getFuncAt(key, s.seq, fn)
 }
 
 // Has reports whether key had a value when the snapshot was taken,
@@ -49,11 +57,7 @@ func (s *Snapshot) Has(key []byte) (bool, error) {
 	if s.released() {
 		return false, ErrSnapshotReleased
 	}
-	_, _, err := s.db.get(key, s.seq, false)
-	if errors.Is(err, ErrNotFound) {
-		return false, nil
-	}
-	return err == nil, err
+	return s.db.hasAt(key, s.seq)
 }
 
 // ValueSize returns the length of the value key had when the snapshot was
@@ -62,8 +66,7 @@ func (s *Snapshot) ValueSize(key []byte) (int, error) {
 	if s.released() {
 		return 0, ErrSnapshotReleased
 	}
-	_, n, err := s.db.get(key, s.seq, false)
-	return n, err
+	return s.db.valueSizeAt(key, s.seq)
 }
 
 // NewIterator returns an iterator over the snapshot's view; opts may be

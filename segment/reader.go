@@ -65,6 +65,7 @@ type Reader struct {
 	rangeDels     *rangedel.List               // the range-deletion block, fragmented (rangedel.go)
 	rangeDelBlock blockHandle                  // where it is; zero if the segment has none
 	index         []indexEntry
+	heads         []uint64 // keyHead of each index entry's user key, for searchIndex
 	// verified marks the mapped, uncompressed data blocks whose checksum
 	// and structure were checked once: the file is immutable, so later
 	// reads slice the mapping without hashing 4 KiB again (that CRC was
@@ -414,12 +415,14 @@ func (r *Reader) loadIndex(b []byte, n int, keyBytes uint64) error {
 	}
 	arena := make([]byte, 0, keyBytes)
 	r.index = make([]indexEntry, 0, n)
+	r.heads = make([]uint64, 0, n)
 	for ok := it.first(); ok; ok = it.next() {
 		ukey, trailer := splitInternalKey(it.key)
 		dh, _ := decodeHandle(it.val)
 		start := len(arena)
 		arena = append(arena, ukey...)
 		r.index = append(r.index, indexEntry{userKey: arena[start:len(arena):len(arena)], trailer: trailer, h: dh})
+		r.heads = append(r.heads, keyHead(ukey))
 	}
 	return it.err
 }
@@ -535,18 +538,45 @@ func (r *Reader) counters(ra *readahead) *Counters {
 
 // searchIndex returns the first data block whose separator is >= (ukey,
 // trailer): the only block that can hold the first entry >= that key.
+//
+// The search runs over heads, 8 bytes per block in one array, and reads a
+// separator's key only where its head equals ukey's. In a large segment
+// the index entries and their keys are cold in the CPU cache, and a search
+// that dereferenced a key at every step paid two cache misses per step;
+// the heads of 10^6 keys' blocks (about 30,000) fit in 240 KiB.
 func (r *Reader) searchIndex(ukey []byte, trailer uint64) int {
-	lo, hi := 0, len(r.index)
+	h := keyHead(ukey)
+	lo, hi := 0, len(r.heads)
 	for lo < hi {
 		mid := int(uint(lo+hi) >> 1)
-		e := &r.index[mid]
-		if base.Compare(e.userKey, e.trailer, ukey, trailer) < 0 {
+		var less bool
+		if m := r.heads[mid]; m != h {
+			less = m < h
+		} else {
+			e := &r.index[mid]
+			less = base.Compare(e.userKey, e.trailer, ukey, trailer) < 0
+		}
+		if less {
 			lo = mid + 1
 		} else {
 			hi = mid
 		}
 	}
 	return lo
+}
+
+// keyHead returns the first 8 bytes of a user key as a big-endian number,
+// zero-padded. keyHead(a) < keyHead(b) implies a < b: at the first byte
+// where the padded heads differ, either both keys have a byte there, or
+// the shorter key has ended where the other has a byte above zero. Equal
+// heads decide nothing ("a" and "a\x00" share one).
+func keyHead(k []byte) uint64 {
+	if len(k) >= 8 {
+		return binary.BigEndian.Uint64(k)
+	}
+	var b [8]byte
+	copy(b[:], k)
+	return binary.BigEndian.Uint64(b[:])
 }
 
 // MayContain reports whether the segment may hold the user key whose

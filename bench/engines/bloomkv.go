@@ -21,13 +21,18 @@ func openBloomkv(dir string) (Engine, error) {
 
 func (e *bloomkvEngine) Put(key, value []byte) error { return e.db.Put(key, value) }
 
-// Get returns bloomkv's own result slice, which is the caller's already.
-func (e *bloomkvEngine) Get(_, key []byte) ([]byte, bool, error) {
-	v, err := e.db.Get(key)
+// Get copies the value into dst through GetFunc, as the bbolt and Pebble
+// adapters copy theirs out of the page or block they read: no allocation
+// per lookup once dst has grown.
+func (e *bloomkvEngine) Get(dst, key []byte) ([]byte, bool, error) {
+	err := e.db.GetFunc(key, func(v []byte) error {
+		dst = append(dst[:0], v...)
+		return nil
+	})
 	if errors.Is(err, bloomkv.ErrNotFound) {
-		return nil, false, nil
+		return dst[:0], false, nil
 	}
-	return v, err == nil, err
+	return dst, err == nil, err
 }
 
 // Compact flushes the memtable and merges every segment into one.
