@@ -43,9 +43,9 @@ func fillCompressible(t *testing.T, db *DB, from, n int) {
 }
 
 // TestCompressionOption writes the same data under each setting: zstd
-// segments have format version 3 and are the smallest, snappy's (the
-// zero value) are smaller than uncompressed ones, and DisableCompression
-// is NoCompression.
+// segments are the smallest, snappy's (the zero value) are smaller than
+// uncompressed ones, and DisableCompression is NoCompression. Every
+// segment has format version 4, for its data blocks' hash indexes.
 func TestCompressionOption(t *testing.T) {
 	sizes := map[string]int64{}
 	for _, tc := range []struct {
@@ -53,12 +53,12 @@ func TestCompressionOption(t *testing.T) {
 		opts    Options
 		version uint32
 	}{
-		{"default", Options{}, 2},
-		{"snappy", Options{Compression: SnappyCompression}, 2},
-		{"none", Options{Compression: NoCompression}, 2},
-		{"DisableCompression", Options{DisableCompression: true}, 2},
-		{"DisableCompression and NoCompression", Options{DisableCompression: true, Compression: NoCompression}, 2},
-		{"zstd", Options{Compression: ZstdCompression}, 3},
+		{"default", Options{}, 4},
+		{"snappy", Options{Compression: SnappyCompression}, 4},
+		{"none", Options{Compression: NoCompression}, 4},
+		{"DisableCompression", Options{DisableCompression: true}, 4},
+		{"DisableCompression and NoCompression", Options{DisableCompression: true, Compression: NoCompression}, 4},
+		{"zstd", Options{Compression: ZstdCompression}, 4},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -124,7 +124,7 @@ func TestCompressionChange(t *testing.T) {
 	check()
 	mustDo(t, db.Compact())
 	check()
-	if versions, _ := segmentFiles(t, dir); len(versions) != 1 || versions[0] != 2 {
-		t.Fatalf("after compaction: segment versions %v, want one of version 2", versions)
+	if versions, _ := segmentFiles(t, dir); len(versions) != 1 || versions[0] != 4 {
+		t.Fatalf("after compaction: segment versions %v, want one of version 4", versions)
 	}
 }

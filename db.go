@@ -571,7 +571,7 @@ func (db *DB) getFromSegments(ts *rangeCover, pin int) ([]byte, error) {
 		if deleted > s.meta.MaxSeq {
 			return nil, ErrNotFound
 		}
-		v, vseq, kind, ok, err := s.reader.Lookup(ts.key, ts.seq)
+		v, vseq, kind, ok, err := s.reader.Lookup(ts.key, p.hash, ts.seq)
 		if err != nil {
 			return nil, fmt.Errorf("bloomkv: get: %w", err)
 		}

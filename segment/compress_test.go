@@ -62,10 +62,7 @@ func TestCompressionRoundTrip(t *testing.T) {
 			}
 			r := openSegment(t, data, ro)
 			types := blockTypes(r, data)
-			wantVersion := uint32(formatVersionBase)
-			if c == ZstdCompression {
-				wantVersion = formatVersionZstd
-			}
+			wantVersion := uint32(formatVersionHashIndex)
 			if got := r.Properties().FormatVersion; got != wantVersion || props.FormatVersion != wantVersion {
 				t.Fatalf("%v: version %d (writer said %d), want %d", c, got, props.FormatVersion, wantVersion)
 			}
@@ -288,7 +285,7 @@ func TestFuzzSeedsHaveZstd(t *testing.T) {
 	for _, d := range fuzzSegments(t) {
 		r := openSegment(t, d, ReaderOptions{})
 		types := blockTypes(r, d)
-		if r.Properties().FormatVersion == formatVersionZstd && types[compressionZstd] > 0 {
+		if r.Properties().FormatVersion >= formatVersionZstd && types[compressionZstd] > 0 {
 			zstdOnly = zstdOnly || types[compressionSnappy] == 0
 			mixed = mixed || types[compressionSnappy] > 0
 		}

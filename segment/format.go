@@ -10,18 +10,21 @@ import (
 
 // FormatVersion is the newest version of the segment format (FORMAT.md).
 // Readers accept it and every version from MinFormatVersion on: a
-// version-1 file is a version-2 file without optional blocks, and a
-// version-2 file a version-3 file without zstd blocks. The writer writes
-// the oldest version that describes its file: 3 when a block is stored
-// with zstd, 2 otherwise, so that a store that never uses zstd keeps files
-// that older builds read.
-const FormatVersion = 3
+// version-1 file is a version-2 file without optional blocks, a version-2
+// file a version-3 file without zstd blocks, and a version-3 file a
+// version-4 file without hash indexes in its data blocks. The writer
+// writes the oldest version that describes its file: 4 when a data block
+// has a hash index (every segment with an entry, today), else 3 when a
+// block is stored with zstd, else 2.
+const FormatVersion = 4
 
-// formatVersionZstd is the first version whose blocks may be zstd; the
-// writer writes formatVersionBase for a segment without any.
+// formatVersionHashIndex is the first version whose data blocks may carry
+// a hash index, formatVersionZstd the first whose blocks may be zstd; the
+// writer writes formatVersionBase for a segment with neither.
 const (
-	formatVersionZstd = 3
-	formatVersionBase = 2
+	formatVersionHashIndex = 4
+	formatVersionZstd      = 3
+	formatVersionBase      = 2
 )
 
 // MinFormatVersion is the oldest segment format version readers accept.

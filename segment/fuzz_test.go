@@ -6,6 +6,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/bloomkv/bloomkv/bloom"
 	"github.com/bloomkv/bloomkv/internal/base"
 	"github.com/bloomkv/bloomkv/internal/rangedel"
 )
@@ -136,6 +137,13 @@ func FuzzBlock(f *testing.F) {
 	w.reset()
 	f.Add(bytes.Clone(w.finish()))
 	f.Add([]byte{1, 2, 3, 0, 0, 0, 0, 1, 0, 0, 0})
+	// A data block with a hash index.
+	w = blockWriter{restartInterval: 16, hashIndex: true}
+	for _, k := range []string{"apple", "apricot", "banana", "cherry"} {
+		w.add(append([]byte(k), 0, 0, 0, 0, 0, 0, 1, 1), bytes.Repeat([]byte("v"), 40))
+		w.addHash(bloom.Hash([]byte(k)))
+	}
+	f.Add(bytes.Clone(w.finish()))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		checked := checkBlock(data) == ""
 		for _, internal := range []bool{false, true} {
@@ -166,6 +174,11 @@ func FuzzBlock(f *testing.F) {
 				it.err = nil
 				it.seekGE([]byte("apr"), maxTrailer)
 				requireCorrupt(t, it.err)
+				for _, k := range []string{"apr", "apricot", "banana"} {
+					it.err = nil
+					it.seekHash([]byte(k), bloom.Hash([]byte(k)), maxTrailer)
+					requireCorrupt(t, it.err)
+				}
 			}
 		}
 	})

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/bloomkv/bloomkv/bloom"
 	"github.com/bloomkv/bloomkv/internal/base"
 )
 
@@ -31,7 +32,7 @@ func (r *Reader) GetAppend(dst, key []byte, maxSeq uint64) (value []byte, kind b
 // version found, which a reader compares with the range tombstones that
 // cover key.
 func (r *Reader) GetVersion(dst, key []byte, maxSeq uint64) (value []byte, seq uint64, kind base.Kind, found bool, err error) {
-	value, seq, kind, found, err = r.Lookup(key, maxSeq)
+	value, seq, kind, found, err = r.Lookup(key, bloom.Hash(key), maxSeq)
 	if found {
 		value = append(dst, value...)
 	} else {

@@ -109,6 +109,9 @@ func encodeProperties(bw *blockWriter, p *Properties) []byte {
 // work per entry is small however many entries the block holds.
 func decodeProperties(block []byte, file string, off int64) (Properties, error) {
 	var p Properties
+	if hasHashIndex(block) {
+		return p, base.Corruptf(file, off, "properties block with a hash index")
+	}
 	var it blockIter
 	if err := it.init(block, false, file, off); err != nil {
 		return p, err

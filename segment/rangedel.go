@@ -59,6 +59,9 @@ func decodeRangeDels(b []byte, p *Properties, file string, off int64) (*rangedel
 	if reason := checkBlock(b); reason != "" {
 		return nil, bad("%s", reason)
 	}
+	if hasHashIndex(b) {
+		return nil, bad("hash index outside a data block")
+	}
 	var it blockIter
 	if err := it.init(b, true, file, off); err != nil {
 		return nil, err

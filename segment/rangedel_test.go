@@ -106,7 +106,7 @@ func setVersion(data []byte, v uint32) []byte {
 func TestVersion1StillOpens(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	es := randomEntries(rng, 200, 500)
-	data, _ := writeSegment(t, es, WriterOptions{BlockSize: 256, BitsPerKey: 10})
+	data, _ := writeSegment(t, es, WriterOptions{BlockSize: 256, BitsPerKey: 10, NoHashIndex: true})
 	r := openSegment(t, setVersion(data, 1), ReaderOptions{Name: "v1.seg"})
 	if r.Properties().FormatVersion != 1 || !r.RangeDels().Empty() {
 		t.Fatalf("version %d, %d range tombstones", r.Properties().FormatVersion, r.RangeDels().Len())

@@ -347,6 +347,9 @@ func (r *Reader) readIndex() error {
 	if reason := checkBlock(b); reason != "" {
 		return r.corrupt(h.offset, "index block: %s", reason)
 	}
+	if hasHashIndex(b) {
+		return r.corrupt(h.offset, "index block with a hash index")
+	}
 	n, keyBytes, err := r.checkIndex(b)
 	if err != nil {
 		return err
@@ -516,6 +519,9 @@ func (r *Reader) dataBlock(i int, mode cacheMode, ra *readahead) ([]byte, error)
 	if reason := checkBlock(b); reason != "" {
 		return nil, r.corrupt(h.offset, "data block: %s", reason)
 	}
+	if r.footer.version < formatVersionHashIndex && hasHashIndex(b) {
+		return nil, r.corrupt(h.offset, "data block with a hash index in a version-%d segment", r.footer.version)
+	}
 	switch {
 	case src == srcMapped:
 		r.verified[i].Store(true)
@@ -590,9 +596,10 @@ func (r *Reader) MayContain(h uint64) bool {
 // maxSeq: found is false if the segment holds none; for a tombstone found
 // is true and kind is base.KindDelete. value aliases the block it was
 // found in (in the cache, the mapping or a buffer of its own), which stays
-// valid while the Reader is open. It must not be modified. For callers that
-// only need to know whether key is there, or its value's length.
-func (r *Reader) Lookup(key []byte, maxSeq uint64) (value []byte, seq uint64, kind base.Kind, found bool, err error) {
+// valid while the Reader is open. It must not be modified. hash is
+// bloom.Hash(key), which the caller has for the filter already: a data
+// block's hash index is keyed by it.
+func (r *Reader) Lookup(key []byte, hash, maxSeq uint64) (value []byte, seq uint64, kind base.Kind, found bool, err error) {
 	// Versions are ordered newest first, so the first entry at or after
 	// (key, maxSeq, largest kind) is the newest version <= maxSeq, if its
 	// user key is key.
@@ -613,7 +620,11 @@ func (r *Reader) Lookup(key []byte, maxSeq uint64) (value []byte, seq uint64, ki
 	// If the block runs out, key is absent: the separator is either the
 	// block's last key or lies strictly between the user keys of this
 	// block and the next, so the next block starts with a larger user key.
-	if !it.seekGE(key, trailer) {
+	ok, used := it.seekHash(key, hash, trailer)
+	if !used {
+		ok = it.seekGE(key, trailer)
+	}
+	if !ok {
 		return nil, 0, 0, false, it.err
 	}
 	ukey, t := splitInternalKey(it.key)

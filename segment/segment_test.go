@@ -292,7 +292,7 @@ func TestProperties(t *testing.T) {
 		DataBlocks: len(r.index), DataSize: r.footer.filter.offset,
 		IndexSize: r.footer.index.length, FilterSize: r.footer.filter.length,
 		FilterLayout: uint8(g.Layout), FilterK: uint8(g.K), FilterBits: g.Bits,
-		FormatVersion: formatVersionBase, // no zstd block
+		FormatVersion: formatVersionHashIndex, // data blocks with hash indexes
 	}
 	if !equalProps(got, want) {
 		t.Fatalf("properties %+v, want %+v", got, want)

@@ -3,6 +3,7 @@ package segment
 import (
 	"bytes"
 	"context"
+	"fmt"
 
 	"github.com/bloomkv/bloomkv/bloom"
 	"github.com/bloomkv/bloomkv/internal/base"
@@ -77,7 +78,7 @@ func (r *Reader) verifyBlock(ctx context.Context, i int, it *blockIter, prev *[]
 	if err := it.init(b, true, r.opts.Name, int64(off)); err != nil {
 		return err
 	}
-	n := 0
+	n, interval := 0, -1 // interval: the restart interval of the entry
 	for ok := it.first(); ok; ok = it.next() {
 		if n%verifyCheckEvery == verifyCheckEvery-1 {
 			if err := ctx.Err(); err != nil {
@@ -87,6 +88,14 @@ func (r *Reader) verifyBlock(ctx context.Context, i int, it *blockIter, prev *[]
 		newKey, reason := r.checkEntry(i, *prev, it.key, it.shared, n == 0)
 		if reason != "" {
 			return r.corrupt(off, "entry %d: %s", n, reason)
+		}
+		if interval+1 < it.numRestarts && it.offset == it.restart(interval+1) {
+			interval++
+		}
+		if it.numBuckets > 0 && (n == 0 || newKey) {
+			if reason := checkBucket(it, interval); reason != "" {
+				return r.corrupt(off, "entry %d: %s", n, reason)
+			}
 		}
 		if err := r.countEntry(got, it.key, newKey); err != nil {
 			return err
@@ -106,6 +115,20 @@ func (r *Reader) verifyBlock(ctx context.Context, i int, it *blockIter, prev *[]
 		return r.corrupt(off, "entry %d: key above the block's separator", n-1)
 	}
 	return nil
+}
+
+// checkBucket checks that the hash index takes a lookup of the current
+// entry's user key, whose first entry in the block this is, to its restart
+// interval or an earlier one (or to the search of the whole block): a
+// bucket that said "absent", or named a later interval, would make Get
+// miss the key.
+func checkBucket(it *blockIter, interval int) string {
+	ukey, _ := splitInternalKey(it.key)
+	b := it.data[it.bucketsOff+bucketOf(bloom.Hash(ukey), it.numBuckets)]
+	if b != bucketCollision && int(b) > interval {
+		return fmt.Sprintf("hash bucket says %d, but the key's first entry is in restart interval %d", b, interval)
+	}
+	return ""
 }
 
 // checkEntry checks one key of data block i against its kind, the

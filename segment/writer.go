@@ -20,10 +20,17 @@ type WriterOptions struct {
 	// BlockSize is the target uncompressed size of a data block: a block is
 	// closed once it reaches it. Default 4096; capped at 8 MiB.
 	BlockSize int
-	// RestartInterval is the number of keys between restart points; a
-	// lookup scans at most this many keys after its binary search.
-	// Default 16.
+	// RestartInterval is the most keys between restart points; a lookup
+	// scans at most this many keys after its binary search. Default 16.
+	// A data block with a hash index also starts a restart point once an
+	// interval holds 64 bytes of entries.
 	RestartInterval int
+	// NoHashIndex leaves out the hash index a data block otherwise carries
+	// (FORMAT.md, "The hash index of a data block"), which takes a point
+	// lookup straight to its key's restart interval. The file is then of
+	// a format version builds older than the hash index read (2, or 3
+	// with zstd blocks).
+	NoHashIndex bool
 	// Compression is the codec of data and index blocks (NoCompression,
 	// the zero value, SnappyCompression or ZstdCompression). A block is
 	// stored raw when the codec does not save at least 1/8 of it.
@@ -69,7 +76,9 @@ type Writer struct {
 	// incompressible counts the blocks in a row the codec did not shrink
 	// enough (or was not tried on): see maybeCompress.
 	incompressible int
-	usedZstd       bool   // a block was stored with zstd: the file is version 3
+	usedZstd       bool   // a block was stored with zstd: the file is version 3 or later
+	usedHashIndex  bool   // a data block has a hash index: the file is version 4
+	lastHash       uint64 // bloom.Hash of the last user key added
 	scratch        []byte // index entry values, reused
 
 	lastKey  []byte // internal key of the last Add
@@ -103,7 +112,7 @@ func NewWriter(w io.Writer, opts WriterOptions) *Writer {
 		w:     w,
 		opts:  opts,
 		out:   make([]byte, 0, flushThreshold+opts.BlockSize+blockTrailerLen),
-		data:  blockWriter{restartInterval: opts.RestartInterval},
+		data:  blockWriter{restartInterval: opts.RestartInterval, hashIndex: !opts.NoHashIndex},
 		index: blockWriter{restartInterval: opts.RestartInterval},
 	}
 }
@@ -120,15 +129,20 @@ func (w *Writer) Add(key []byte, seq uint64, kind base.Kind, value []byte) error
 	if w.pending {
 		w.addIndexEntry(appendSeparator(w.ikey[:0], w.lastKey, key))
 	}
-	if w.props.Entries == 0 || !bytes.Equal(lastUser, key) {
+	distinct := w.props.Entries == 0 || !bytes.Equal(lastUser, key)
+	if distinct {
 		w.props.DistinctKeys++
+		w.lastHash = bloom.Hash(key)
 		if w.filter == nil && w.opts.BitsPerKey > 0 {
-			w.hashes = append(w.hashes, bloom.Hash(key))
+			w.hashes = append(w.hashes, w.lastHash)
 		}
 		w.addPrefix(key)
 	}
 	w.ikey = appendInternalKey(w.ikey[:0], key, base.MakeTrailer(seq, kind))
 	w.data.add(w.ikey, value)
+	if distinct || w.data.entries == 1 { // a key's first entry in this block
+		w.data.addHash(w.lastHash)
+	}
 	w.lastKey, w.ikey = w.ikey, w.lastKey
 	w.count(key, seq, kind)
 	if w.data.estimatedSize() >= w.opts.BlockSize {
@@ -217,7 +231,9 @@ func (w *Writer) SetFilter(f *bloom.Filter) {
 }
 
 func (w *Writer) flushBlock() error {
-	h, err := w.writeBlock(w.data.finish(), w.opts.Compression)
+	block := w.data.finish()
+	w.usedHashIndex = w.usedHashIndex || hasHashIndex(block)
+	h, err := w.writeBlock(block, w.opts.Compression)
 	w.data.reset()
 	w.pending, w.pendingH = true, h
 	w.props.DataBlocks++
@@ -363,6 +379,9 @@ func (w *Writer) Finish() (Properties, error) {
 	w.props.IndexSize = uint64(len(index))
 	if w.usedZstd {
 		ft.version = formatVersionZstd
+	}
+	if w.usedHashIndex {
+		ft.version = formatVersionHashIndex
 	}
 	w.props.FormatVersion = ft.version
 	// A failed write makes w.err sticky, and the flush below returns it.

@@ -200,7 +200,7 @@ func TestLSMAndCompact(t *testing.T) {
 			t.Errorf("segment %d key range [%s, %s]", i, s.Smallest, s.Largest)
 		}
 		if s.Entries != 200 || s.Tombstones != 1 || s.FilterBits == 0 || s.BitsPerKey < 9 || s.FPR <= 0 || s.FPR > 0.02 ||
-			s.FPRFromBits <= 0 || s.FPRFromBits > 0.05 || s.FormatVersion != 2 {
+			s.FPRFromBits <= 0 || s.FPRFromBits > 0.05 || s.FormatVersion != 4 {
 			t.Errorf("segment %d: %+v", i, s)
 		}
 	}
@@ -276,7 +276,7 @@ func TestDump(t *testing.T) {
 			t.Errorf("dump segment: %q = %q, %v", p.key, v, ok)
 		}
 	}
-	if code, out, _ := runCmd("dump", "segment", segFile(t, dir)); code != exitOK || !strings.Contains(out, "user:1 seq ") || !strings.Contains(out, "format 2") {
+	if code, out, _ := runCmd("dump", "segment", segFile(t, dir)); code != exitOK || !strings.Contains(out, "user:1 seq ") || !strings.Contains(out, "format 4") {
 		t.Errorf("dump segment: exit %d\n%s", code, out)
 	}
 

@@ -1,0 +1,184 @@
+package segment
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/bloomkv/bloomkv/bloom"
+	"github.com/bloomkv/bloomkv/internal/base"
+)
+
+// hashIndexStats counts, over a segment's data blocks, those with a hash
+// index and their buckets by kind, so a test can show that it exercised
+// the index (and its collisions) rather than the binary search alone.
+func hashIndexStats(t *testing.T, r *Reader) (indexed, blocks, collisions, used int) {
+	t.Helper()
+	for i := range r.index {
+		b, err := r.dataBlock(i, cacheBypass, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		blocks++
+		tr, reason := parseTrailer(b)
+		if reason != "" {
+			t.Fatalf("block %d: %s", i, reason)
+		}
+		if tr.numBuckets == 0 {
+			continue
+		}
+		indexed++
+		for _, c := range b[tr.bucketsOff : tr.bucketsOff+tr.numBuckets] {
+			switch c {
+			case bucketCollision:
+				collisions++
+			case bucketEmpty:
+			default:
+				used++
+			}
+		}
+	}
+	return
+}
+
+// TestHashIndexLookupMatchesModel checks Lookup through the hash index
+// against the model and against the same entries written without an
+// index, for present keys, absent keys between them and every snapshot
+// sequence number, over block shapes that give few or many restart
+// intervals, keys whose versions span blocks, and blocks too large to
+// carry an index.
+func TestHashIndexLookupMatchesModel(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		n, space   int
+		valueSize  int
+		blockSize  int
+		wantNoHash bool // every block has over maxHashedRestarts restarts
+	}{
+		{"small entries", 3000, 800, 4, 512, false},
+		{"100-byte values", 2000, 1500, 100, 4096, false},
+		{"many versions", 3000, 60, 10, 256, false},
+		{"big blocks", 3000, 3000, 10, 64 << 10, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(uint64(tc.n), uint64(tc.blockSize)))
+			es := randomEntries(rng, tc.n, tc.space)
+			for i := range es {
+				if es[i].kind == base.KindPut {
+					es[i].value = fmt.Appendf(nil, "%s@%d:%s", es[i].key, es[i].seq, strings.Repeat("v", tc.valueSize))
+				}
+			}
+			data, props := writeSegment(t, es, WriterOptions{BlockSize: tc.blockSize, BitsPerKey: 10})
+			plain, _ := writeSegment(t, es, WriterOptions{BlockSize: tc.blockSize, BitsPerKey: 10, NoHashIndex: true})
+			if want := uint32(formatVersionHashIndex); props.FormatVersion != want && !tc.wantNoHash {
+				t.Fatalf("format version %d, want %d", props.FormatVersion, want)
+			}
+			r := openSegment(t, data, ReaderOptions{Name: "h.seg"})
+			p := openSegment(t, plain, ReaderOptions{Name: "p.seg"})
+			indexed, blocks, collisions, used := hashIndexStats(t, r)
+			if tc.wantNoHash != (indexed == 0) || !tc.wantNoHash && (used == 0 || indexed < blocks) {
+				t.Fatalf("%d of %d blocks indexed, %d buckets used, %d collisions", indexed, blocks, used, collisions)
+			}
+			t.Logf("%d of %d blocks indexed, %d buckets used, %d collisions", indexed, blocks, used, collisions)
+			if err := r.Verify(); err != nil {
+				t.Fatal(err)
+			}
+			keys := map[string]bool{}
+			for _, e := range es {
+				keys[string(e.key)] = true
+			}
+			var probes [][]byte
+			for k := range keys {
+				probes = append(probes, []byte(k), []byte(k+"\x00"), []byte(k[:len(k)-1]))
+			}
+			for _, k := range probes {
+				for _, seq := range []uint64{1, uint64(rng.IntN(2 * tc.n)), uint64(2 * tc.n), base.MaxSeq} {
+					checkGet(t, r, es, k, seq)
+					v1, s1, k1, f1, err1 := r.Lookup(k, bloom.Hash(k), seq)
+					v2, s2, k2, f2, err2 := p.Lookup(k, bloom.Hash(k), seq)
+					if err1 != nil || err2 != nil || f1 != f2 || s1 != s2 || k1 != k2 || !bytes.Equal(v1, v2) {
+						t.Fatalf("Lookup(%q, %d): with index %v %d %v %q %v, without %v %d %v %q %v", k, seq, f1, s1, k1, v1, err1, f2, s2, k2, v2, err2)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestHashIndexCorruption: a bucket naming no restart point is refused
+// when the block is read, a bucket that sends a present key elsewhere is
+// found by Verify, and a hash index in a file whose version predates it is
+// corruption.
+func TestHashIndexCorruption(t *testing.T) {
+	rng := rand.New(rand.NewPCG(8, 9))
+	es := randomEntries(rng, 400, 400)
+	data, _ := writeSegment(t, es, WriterOptions{BlockSize: 1024})
+	r := openSegment(t, data, ReaderOptions{Name: "c.seg"})
+	h := r.index[0].h
+	block := data[h.offset : h.offset+h.length]
+	if block[len(block)-1]&0x80 == 0 {
+		t.Fatal("the first data block has no hash index")
+	}
+	tr, _ := parseTrailer(block)
+	// A bucket holding a key's interval, to point elsewhere.
+	target := -1
+	for i, b := range block[tr.bucketsOff : tr.bucketsOff+tr.numBuckets] {
+		if int(b) < tr.numRestarts-1 {
+			target = i
+			break
+		}
+	}
+	if target < 0 {
+		t.Fatal("no bucket holds an interval")
+	}
+	corrupt := func(b byte) []byte {
+		d := bytes.Clone(data)
+		d[int(h.offset)+tr.bucketsOff+target] = b
+		// Data blocks carry a checksum: recompute it, as a hostile writer
+		// would, so that what is tested is the index's own check.
+		blk := d[h.offset : h.offset+h.length+blockTrailerLen]
+		binary.LittleEndian.PutUint32(blk[h.length+1:], blockChecksum(blk[:h.length+1]))
+		return d
+	}
+	orig := block[tr.bucketsOff+target]
+
+	bad := openSegment(t, corrupt(byte(tr.numRestarts)), ReaderOptions{Name: "c.seg"})
+	if err := bad.Verify(); !errors.Is(err, base.ErrCorrupt) || !strings.Contains(err.Error(), "c.seg") {
+		t.Fatalf("bucket naming restart %d of %d: Verify = %v", tr.numRestarts, tr.numRestarts, err)
+	}
+	for _, wrong := range []byte{bucketEmpty, orig + 1} { // orig+1: a later interval than the key's
+		bad := openSegment(t, corrupt(wrong), ReaderOptions{Name: "c.seg"})
+		if err := bad.Verify(); !errors.Is(err, base.ErrCorrupt) || !strings.Contains(err.Error(), "hash bucket") {
+			t.Fatalf("bucket %d rewritten from %d to %d: Verify = %v", target, orig, wrong, err)
+		}
+	}
+	// A collision mark is always safe: the lookup searches the block.
+	if err := openSegment(t, corrupt(bucketCollision), ReaderOptions{Name: "c.seg"}).Verify(); err != nil {
+		t.Fatalf("bucket marked as a collision: %v", err)
+	}
+
+	old := openSegment(t, setVersion(data, formatVersionZstd), ReaderOptions{Name: "v3.seg"})
+	if err := old.Verify(); !errors.Is(err, base.ErrCorrupt) || !strings.Contains(err.Error(), "version-3") {
+		t.Fatalf("hash index in a version-3 file: Verify = %v", err)
+	}
+}
+
+// TestNoHashIndexVersions: without the hash index the writer still writes
+// the versions older builds read, 2, or 3 with zstd blocks.
+func TestNoHashIndexVersions(t *testing.T) {
+	es := randomEntries(rand.New(rand.NewPCG(1, 1)), 300, 300)
+	for c, want := range map[Compression]uint32{NoCompression: formatVersionBase, SnappyCompression: formatVersionBase, ZstdCompression: formatVersionZstd} {
+		data, props := writeSegment(t, es, WriterOptions{Compression: c, NoHashIndex: true})
+		if props.FormatVersion != want {
+			t.Fatalf("%v without a hash index: version %d, want %d", c, props.FormatVersion, want)
+		}
+		r := openSegment(t, data, ReaderOptions{})
+		if indexed, _, _, _ := hashIndexStats(t, r); indexed != 0 {
+			t.Fatalf("%v: %d blocks indexed", c, indexed)
+		}
+	}
+}
