@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"maps"
 	"slices"
+	"sync"
 	"testing"
 )
 
@@ -11,7 +12,7 @@ import (
 // checks every lookup (all present keys found with their values, no absent
 // key found), so an adapter that drops, invents or garbles data fails here.
 func TestSmoke(t *testing.T) {
-	cfg := Config{N: 2000, ValueSize: 100, Ops: 3000, Seed: 1, Dir: t.TempDir()}
+	cfg := Config{N: 2000, ValueSize: 100, Ops: 3000, Seed: 1, Dir: t.TempDir(), Readers: []int{1, 3}}
 	for _, spec := range Specs() {
 		t.Run(spec.Name, func(t *testing.T) {
 			res, err := Run(spec, cfg)
@@ -24,6 +25,14 @@ func TestSmoke(t *testing.T) {
 			}
 			if wantIter := spec.Name == "pebble"; wantIter != (res.GetMissIter > 0) {
 				t.Errorf("GetMissIter = %v, want > 0: %v", res.GetMissIter, wantIter)
+			}
+			if len(res.Readers) != len(cfg.Readers) {
+				t.Fatalf("%d reader cells, want %d", len(res.Readers), len(cfg.Readers))
+			}
+			for i, c := range res.Readers {
+				if c.Readers != cfg.Readers[i] || c.GetHit <= 0 || c.GetMiss <= 0 || (spec.Name == "pebble") != (c.GetMissIter > 0) {
+					t.Errorf("reader cell %d: %+v", i, c)
+				}
 			}
 			if res.DiskBytes <= 0 || res.Layout == "" {
 				t.Errorf("DiskBytes %d, Layout %q: store not described", res.DiskBytes, res.Layout)
@@ -157,5 +166,57 @@ func TestRunRejectsBadConfig(t *testing.T) {
 	}
 	if _, err := Lookup("nosuch"); err == nil {
 		t.Error(`Lookup("nosuch") = nil error`)
+	}
+}
+
+// countingEngine is a read-only model store that counts the lookups of
+// each key, from many goroutines.
+type countingEngine struct {
+	mapEngine
+	mu   sync.Mutex
+	seen map[string]int
+}
+
+func (e *countingEngine) Get(dst, key []byte) ([]byte, bool, error) {
+	e.mu.Lock()
+	e.seen[string(key)]++
+	e.mu.Unlock()
+	return e.mapEngine.Get(dst, key)
+}
+
+// TestParallelGetsShareWork checks that the concurrent phases look up
+// exactly the single-reader phase's keys, each once, however many
+// goroutines share them, and still check every answer.
+func TestParallelGetsShareWork(t *testing.T) {
+	cfg := Config{N: 500, ValueSize: 20, Ops: 1000, Seed: 3}
+	w := newWorkload(cfg)
+	m := map[string][]byte{}
+	for i, k := range w.present {
+		m[string(k)] = w.value(i)
+	}
+	for _, readers := range []int{1, 3, 7, 1500} {
+		for _, hit := range []bool{true, false} {
+			e := &countingEngine{mapEngine: mapEngine{m: m}, seen: map[string]int{}}
+			shared := func() (getFunc, func() error, error) { return e.Get, func() error { return nil }, nil }
+			if _, err := w.parallelGets(shared, readers, hit); err != nil {
+				t.Fatalf("%d readers, hit %v: %v", readers, hit, err)
+			}
+			want := map[string]int{}
+			for j := range cfg.Ops {
+				if hit {
+					want[string(w.present[w.order[j%cfg.N]])]++
+				} else {
+					want[string(w.absent[j%cfg.N])]++
+				}
+			}
+			if !maps.Equal(e.seen, want) {
+				t.Errorf("%d readers, hit %v: looked up %d distinct keys, want %d with the sequence's counts", readers, hit, len(e.seen), len(want))
+			}
+		}
+	}
+	// A wrong answer seen by any goroutine fails the phase.
+	bad := &countingEngine{mapEngine: mapEngine{m: m, corrupt: true}, seen: map[string]int{}}
+	if _, err := w.parallelGets(func() (getFunc, func() error, error) { return bad.Get, func() error { return nil }, nil }, 4, true); err == nil {
+		t.Error("corrupted values passed the concurrent get-hit phase")
 	}
 }

@@ -3,6 +3,7 @@
 //
 //	enginebench -engine pebble        # one engine, one JSON line on stdout
 //	enginebench -all                  # every engine, then a Markdown table
+//	enginebench -all -readers 1,4,16  # also the get phases from 1, 4, 16 goroutines
 //	enginebench -all -sync-scaling    # fsync'd Puts from 1, 4, 16 goroutines
 //	enginebench -all -cold            # Gets after evicting the store from the page cache
 //
@@ -43,6 +44,7 @@ func main() {
 	flag.IntVar(&cfg.Ops, "ops", cfg.Ops, "lookups per get phase")
 	flag.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of keys, values and lookup order")
 	flag.StringVar(&cfg.Dir, "dir", "", "parent directory of the stores (default: the system temp directory)")
+	readers := flag.String("readers", "", "also run the get phases with this many reader goroutines each, comma-separated (e.g. 1,4,16); empty: none")
 	writers := flag.String("sync-writers", "1,4,16", "-sync-scaling: writer goroutine counts, comma-separated")
 	flag.IntVar(&syncCfg.Ops, "sync-ops", syncCfg.Ops, "-sync-scaling: at most this many Puts per cell")
 	flag.DurationVar(&syncCfg.Duration, "sync-duration", syncCfg.Duration, "-sync-scaling: at most this long per cell")
@@ -53,6 +55,12 @@ func main() {
 	var err error
 	syncCfg.ValueSize, syncCfg.Seed, syncCfg.Dir = cfg.ValueSize, cfg.Seed, cfg.Dir
 	coldCfg.N, coldCfg.ValueSize, coldCfg.Seed, coldCfg.Dir = cfg.N, cfg.ValueSize, cfg.Seed, cfg.Dir
+	if *readers != "" {
+		if cfg.Readers, err = parseInts(*readers); err != nil {
+			fmt.Fprintln(os.Stderr, "enginebench: -readers:", err)
+			os.Exit(2)
+		}
+	}
 	if syncCfg.Writers, err = parseInts(*writers); err != nil {
 		fmt.Fprintln(os.Stderr, "enginebench: -sync-writers:", err)
 		os.Exit(2)
@@ -161,6 +169,7 @@ func configArgs(cfg engines.Config) []string {
 		"-ops", strconv.Itoa(cfg.Ops),
 		"-seed", strconv.FormatUint(cfg.Seed, 10),
 		"-dir", cfg.Dir,
+		"-readers", strings.Join(intStrings(cfg.Readers), ","),
 	}
 }
 

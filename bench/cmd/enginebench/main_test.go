@@ -28,7 +28,7 @@ func TestMain(m *testing.M) {
 // engine, then the table, with one row per engine and bloomkv's ratios 1.
 func TestRunAll(t *testing.T) {
 	t.Setenv(asMainEnv, "1")
-	cfg := engines.Config{N: 1000, ValueSize: 50, Ops: 1000, Seed: 5, Dir: t.TempDir()}
+	cfg := engines.Config{N: 1000, ValueSize: 50, Ops: 1000, Seed: 5, Dir: t.TempDir(), Readers: []int{1, 4}}
 	var out, progress bytes.Buffer
 	if err := runAll(&out, &progress, cfg); err != nil {
 		t.Fatalf("runAll: %v\nprogress:\n%s", err, progress.String())
@@ -41,6 +41,10 @@ func TestRunAll(t *testing.T) {
 	}
 	if !strings.Contains(table, "| bloomkv | local | ") || strings.Count(table, "| 1.00 |") < 3 {
 		t.Errorf("bloomkv row should be local with ratios 1.00:\n%s", table)
+	}
+	if !strings.Contains(table, "| engine | get-hit 1 | get-hit 4 | 4/1 | get-miss 1 | get-miss 4 | 4/1 |") ||
+		strings.Count(table, " (iter) |") < 3 || !strings.Contains(table, "CPUs (runtime.NumCPU") && !strings.Contains(table, "1 CPU (") {
+		t.Errorf("no concurrent-reads table with the CPU count and Pebble's iterator misses:\n%s", table)
 	}
 	if !strings.Contains(table, "N = 1000 keys") {
 		t.Errorf("table does not state the workload:\n%s", table)

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"runtime"
 	"strconv"
 	"strings"
 
@@ -31,6 +32,10 @@ func writeTable(w io.Writer, results []engines.Result) {
 	fmt.Fprintln(w)
 	writeScanTable(w, results, ref)
 	fmt.Fprintln(w)
+	if len(results) > 0 && len(results[0].Readers) > 0 {
+		writeReadersTable(w, results)
+		fmt.Fprintln(w)
+	}
 	fmt.Fprintln(w, "× = engine rate ÷ bloomkv rate (above 1: faster than bloomkv).")
 	for _, r := range results {
 		if r.GetMissIter > 0 {
@@ -79,6 +84,73 @@ func writeMemTable(w io.Writer, results []engines.Result) {
 	fmt.Fprintln(w, "peak RSS = VmHWM of the engine's process; anon = RssAnon with the store open after the reads; "+
 		"anon max = the largest RssAnon sampled after fill, Compact and the reads; file-backed = RssFile then "+
 		"(mapped files); harness anon = RssAnon before the store was opened (keys, values, order), part of every number.")
+}
+
+// writeReadersTable writes the concurrent get phases: per reader count,
+// get-hit and get-miss ops/s summed over the goroutines (for Pebble the
+// faster of its two miss paths, as in the point table), and the most
+// readers' rate over the fewest's.
+func writeReadersTable(w io.Writer, results []engines.Result) {
+	var ns []string
+	for _, c := range results[0].Readers {
+		ns = append(ns, strconv.Itoa(c.Readers))
+	}
+	first, last := ns[0], ns[len(ns)-1]
+	fmt.Fprintf(w, "Concurrent reads on %s (runtime.NumCPU; GOMAXPROCS %d): each phase's %d lookups shared out among the readers "+
+		"(goroutine g takes lookups g, g+n, g+2n, ... of the single-reader sequence), ops/s summed over all of them. "+
+		"With more readers than CPUs the goroutines take turns on the cores: such cells measure contention, not scaling.\n\n",
+		cpus(runtime.NumCPU()), runtime.GOMAXPROCS(0), results[0].Ops)
+	head, rule := "| engine |", "|---|"
+	for _, n := range ns {
+		head += " get-hit " + n + " |"
+		rule += "--:|"
+	}
+	head += " " + last + "/" + first + " |"
+	rule += "--:|"
+	for _, n := range ns {
+		head += " get-miss " + n + " |"
+		rule += "--:|"
+	}
+	head += " " + last + "/" + first + " |"
+	rule += "--:|"
+	fmt.Fprintln(w, head)
+	fmt.Fprintln(w, rule)
+	var iterNotes []string
+	for _, r := range results {
+		if len(r.Readers) != len(ns) {
+			continue // a child run with other reader counts: cannot share the columns
+		}
+		row := "| " + r.Engine + " |"
+		for _, c := range r.Readers {
+			row += " " + opsCell(c.GetHit) + " |"
+		}
+		row += " " + ratio(r.Readers[len(ns)-1].GetHit, r.Readers[0].GetHit) + " |"
+		var misses []float64
+		for _, c := range r.Readers {
+			miss, path := c.BestGetMiss()
+			cell := opsCell(miss)
+			if c.GetMissIter > 0 {
+				cell += " (" + path + ")"
+				iterNotes = append(iterNotes, fmt.Sprintf("%s %d readers: Get %s, iterator %s", r.Engine, c.Readers, opsCell(c.GetMiss), opsCell(c.GetMissIter)))
+			}
+			row += " " + cell + " |"
+			misses = append(misses, miss)
+		}
+		row += " " + ratio(misses[len(misses)-1], misses[0]) + " |"
+		fmt.Fprintln(w, row)
+	}
+	if len(iterNotes) > 0 {
+		fmt.Fprintf(w, "\nget-miss through one UseL6Filters iterator per goroutine where the store has that path (%s); the table shows the faster.\n",
+			strings.Join(iterNotes, "; "))
+	}
+}
+
+// cpus says how many CPUs, in words.
+func cpus(n int) string {
+	if n == 1 {
+		return "1 CPU"
+	}
+	return strconv.Itoa(n) + " CPUs"
 }
 
 // mib formats bytes as MiB, "-" for 0 (not measured).
