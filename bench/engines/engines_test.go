@@ -3,9 +3,12 @@ package engines
 import (
 	"bytes"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
+	"time"
 )
 
 // TestSmoke runs the whole workload on every engine with a small N. Run
@@ -218,5 +221,47 @@ func TestParallelGetsShareWork(t *testing.T) {
 	bad := &countingEngine{mapEngine: mapEngine{m: m, corrupt: true}, seen: map[string]int{}}
 	if _, err := w.parallelGets(func() (getFunc, func() error, error) { return bad.Get, func() error { return nil }, nil }, 4, true); err == nil {
 		t.Error("corrupted values passed the concurrent get-hit phase")
+	}
+}
+
+// TestFillLatencySmoke runs the fill-latency workload on every engine
+// with a small N (6 MB, so that bloomkv flushes at least once) and a
+// threshold every Put exceeds: the histogram must
+// hold every Put, the slow-Put list must be capped, and the stores with a
+// public flush must report a flush time.
+func TestFillLatencySmoke(t *testing.T) {
+	for _, spec := range Specs() {
+		t.Run(spec.Name, func(t *testing.T) {
+			cfg := FillLatencyConfig{N: 3000, ValueSize: 2000, Seed: 1, Dir: t.TempDir(), Threshold: 1, FlushBytes: 64 << 10}
+			if spec.Name == "bloomkv" {
+				cfg.Trace = filepath.Join(t.TempDir(), "trace.out")
+			}
+			res, err := RunFillLatency(spec, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := HistogramOf(res.Histogram, time.Duration(res.Max))
+			if h.Count() != uint64(cfg.N) || res.OpsPerSec <= 0 {
+				t.Errorf("histogram holds %d Puts, want %d; %v ops/s", h.Count(), cfg.N, res.OpsPerSec)
+			}
+			if !(0 < res.P50 && res.P50 <= res.P99 && res.P99 <= res.P999 && res.P999 <= res.Max) {
+				t.Errorf("percentiles out of order: %d %d %d %d", res.P50, res.P99, res.P999, res.Max)
+			}
+			if res.SlowCount != cfg.N || len(res.SlowPuts) != maxSlowPuts || res.ThresholdMicros != 1e-3 {
+				t.Errorf("threshold 1 ns: %d slow Puts, %d listed, threshold %v µs", res.SlowCount, len(res.SlowPuts), res.ThresholdMicros)
+			}
+			_, flusher := map[string]bool{"bloomkv": true, "pebble": true}[spec.Name]
+			if flusher != (res.FlushMicros > 0) {
+				t.Errorf("flush time %v µs; want one: %v", res.FlushMicros, flusher)
+			}
+			if spec.Name == "bloomkv" {
+				if res.Flushes == 0 {
+					t.Errorf("bloomkv counters not read: %+v", res)
+				}
+				if fi, err := os.Stat(cfg.Trace); err != nil || fi.Size() == 0 {
+					t.Errorf("no trace snapshot written: %v", err)
+				}
+			}
+		})
 	}
 }

@@ -176,3 +176,9 @@ func (e *pebbleEngine) NewIterGetter() (func(dst, key []byte) ([]byte, bool, err
 	own := &pebbleEngine{db: e.db, it: it}
 	return own.GetIter, own.closeIter, nil
 }
+
+// Flush writes the memtable to an L0 table (DB.Flush).
+func (e *pebbleEngine) Flush() error { return e.db.Flush() }
+
+// Flushes is Metrics().Flush.Count.
+func (e *pebbleEngine) Flushes() uint64 { return uint64(e.db.Metrics().Flush.Count) }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -114,6 +115,40 @@ func TestRunAllSync(t *testing.T) {
 		}
 	}
 	if !strings.Contains(table, "| 1 writer ops/s | 2 writer ops/s | 2/1 |") {
+		t.Errorf("header:\n%s", table)
+	}
+	if entries, _ := os.ReadDir(cfg.Dir); len(entries) != 0 {
+		t.Errorf("%d store directories left behind", len(entries))
+	}
+}
+
+// TestRunAllFillLatency runs -all -fill-latency end to end with a small
+// fill: one row per store, and every store's slow Puts counted against
+// bloomkv's measured flush time.
+func TestRunAllFillLatency(t *testing.T) {
+	t.Setenv(asMainEnv, "1")
+	cfg := engines.FillLatencyConfig{N: 2000, ValueSize: 50, Seed: 5, Dir: t.TempDir()}
+	var out, progress bytes.Buffer
+	if err := runAllFillLatency(&out, &progress, cfg); err != nil {
+		t.Fatalf("runAllFillLatency: %v\nprogress:\n%s", err, progress.String())
+	}
+	table := out.String()
+	for _, spec := range engines.Specs() {
+		if !strings.Contains(table, "| "+spec.Name+" | ") {
+			t.Errorf("no row for %s in\n%s", spec.Name, table)
+		}
+	}
+	var flushUs []string
+	for line := range strings.Lines(progress.String()) {
+		if i := strings.Index(line, `"threshold_us":`); i >= 0 {
+			v, _, _ := strings.Cut(line[i+len(`"threshold_us":`):], ",")
+			flushUs = append(flushUs, v)
+		}
+	}
+	if len(flushUs) != len(engines.Specs()) || len(slices.Compact(slices.Clone(flushUs))) != 1 {
+		t.Errorf("every store should share bloomkv's threshold, got %q\n%s", flushUs, progress.String())
+	}
+	if !strings.Contains(table, "| p50 µs | p99 µs | p99.9 µs | max ms | Puts > ") || !strings.Contains(table, "CPUs (runtime.NumCPU)") && !strings.Contains(table, "1 CPU (") {
 		t.Errorf("header:\n%s", table)
 	}
 	if entries, _ := os.ReadDir(cfg.Dir); len(entries) != 0 {
