@@ -4,7 +4,7 @@
 //	enginebench -engine pebble        # one engine, one JSON line on stdout
 //	enginebench -all                  # every engine, then a Markdown table
 //	enginebench -all -readers 1,4,16  # also the get phases from 1, 4, 16 goroutines
-//	enginebench -all -sync-scaling    # fsync'd Puts from 1, 4, 16 goroutines
+//	enginebench -all -sync-scaling    # fsync'd Puts from 1, 4, 16, 64 goroutines
 //	enginebench -all -cold            # Gets after evicting the store from the page cache
 //	enginebench -all -fill-latency    # every Put's latency during a fill, against a memtable flush's time
 //
@@ -39,7 +39,7 @@ func main() {
 	coldCfg := engines.DefaultColdConfig()
 	engine := flag.String("engine", "", "run this engine only and print its result as JSON")
 	all := flag.Bool("all", false, "run every engine, each in its own process, and print a Markdown table")
-	syncScaling := flag.Bool("sync-scaling", false, "run the sync-write scaling workload instead: fsync'd Puts from 1, 4, 16 goroutines")
+	syncScaling := flag.Bool("sync-scaling", false, "run the sync-write scaling workload instead: fsync'd Puts from 1, 4, 16, 64 goroutines (-sync-writers)")
 	fillLatency := flag.Bool("fill-latency", false, "run the fill-latency workload instead: every Put's latency during a fill of -n keys, no fsync, and the store's timed memtable flush")
 	fillCfg := engines.FillLatencyConfig{}
 	flag.DurationVar(&fillCfg.Threshold, "fill-threshold", 0, "-fill-latency: list Puts slower than this (default: bloomkv's measured flush time with -all, the store's own with -engine)")
@@ -51,7 +51,7 @@ func main() {
 	flag.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of keys, values and lookup order")
 	flag.StringVar(&cfg.Dir, "dir", "", "parent directory of the stores (default: the system temp directory)")
 	readers := flag.String("readers", "", "also run the get phases with this many reader goroutines each, comma-separated (e.g. 1,4,16); empty: none")
-	writers := flag.String("sync-writers", "1,4,16", "-sync-scaling: writer goroutine counts, comma-separated")
+	writers := flag.String("sync-writers", strings.Join(intStrings(syncCfg.Writers), ","), "-sync-scaling: writer goroutine counts, comma-separated")
 	flag.IntVar(&syncCfg.Ops, "sync-ops", syncCfg.Ops, "-sync-scaling: at most this many Puts per cell")
 	flag.DurationVar(&syncCfg.Duration, "sync-duration", syncCfg.Duration, "-sync-scaling: at most this long per cell")
 	flag.IntVar(&coldCfg.Ops, "cold-ops", coldCfg.Ops, "-cold: Gets per phase")

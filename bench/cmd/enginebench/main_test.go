@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -113,6 +114,9 @@ func TestRunAllSync(t *testing.T) {
 		if !strings.Contains(table, "| "+spec.Name+" | ") {
 			t.Errorf("no row for %s in\n%s", spec.Name, table)
 		}
+	}
+	if !strings.Contains(table, cpus(runtime.NumCPU())+" (runtime.NumCPU)") {
+		t.Errorf("the table does not give the CPU count:\n%s", table)
 	}
 	if !strings.Contains(table, "| 1 writer ops/s | 2 writer ops/s | 2/1 |") {
 		t.Errorf("header:\n%s", table)

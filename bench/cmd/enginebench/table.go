@@ -203,7 +203,8 @@ func writeSyncTable(w io.Writer, results []engines.SyncResult) {
 	}
 	r0 := results[0]
 	fmt.Fprintf(w, "Durable Puts (fsync per acknowledged write), 16-byte random keys, %d-byte values, "+
-		"at most %d Puts or %gs per cell, a fresh store per cell, seed %d\n\n", r0.ValueSize, r0.MaxOps, r0.MaxSecs, r0.Seed)
+		"at most %d Puts or %gs per cell, a fresh store per cell, seed %d; %s (runtime.NumCPU), GOMAXPROCS %d: "+
+		"writers beyond the CPU count also queue for the cores\n\n", r0.ValueSize, r0.MaxOps, r0.MaxSecs, r0.Seed, cpus(r0.CPUs), r0.GOMAXPROCS)
 	var ws []int
 	for _, c := range r0.Cells {
 		ws = append(ws, c.Writers)
