@@ -261,6 +261,9 @@ func TestFillLatencySmoke(t *testing.T) {
 				if fi, err := os.Stat(cfg.Trace); err != nil || fi.Size() == 0 {
 					t.Errorf("no trace snapshot written: %v", err)
 				}
+				if _, ok := threadRunqueueWait(); ok && res.SlowPuts[0].SpanMicros <= 0 {
+					t.Errorf("traced fill without run-queue samples: %+v", res.SlowPuts[0])
+				}
 			}
 		})
 	}

@@ -1,11 +1,14 @@
 package engines
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"runtime/trace"
 	"slices"
+	"strconv"
 	"time"
 )
 
@@ -40,8 +43,10 @@ type FillLatencyConfig struct {
 	// and entryOverhead bytes per entry); 0 means flushDataBytes.
 	FlushBytes int
 	// Trace, if set, is a file to write a runtime/trace flight-recorder
-	// snapshot to, taken right after the slowest Put above Threshold
-	// (rewritten each time a slower one comes): the seconds before it.
+	// snapshot to, taken right after the Put above Threshold with the
+	// most latency not spent waiting in the OS's run queue (rewritten
+	// each time such a Put comes): the seconds before it. A trace.Log
+	// ("enginebench slow put", its latency in ns) marks its end.
 	Trace string
 }
 
@@ -73,7 +78,20 @@ type SlowPut struct {
 	Stalls      uint64 `json:"stalls,omitempty"`
 	Flushes     uint64 `json:"flushes,omitempty"`
 	Compactions uint64 `json:"compactions,omitempty"`
+	// With Trace only (Linux; the filling goroutine is then locked to its
+	// OS thread, and bloomkv, Pebble and goleveldb run a lone writer's
+	// commit on it): RunqueueWaitMicros is the time that thread spent
+	// runnable but without a CPU (schedstat) over the SpanMicros from the
+	// last sample (taken every schedSampleEvery Puts) to this Put's end.
+	// When it is close to the Put's latency, the OS did not run the
+	// writer (CPU starvation): not the store's doing.
+	RunqueueWaitMicros float64 `json:"runqueue_wait_us,omitempty"`
+	SpanMicros         float64 `json:"span_us,omitempty"`
 }
+
+// schedSampleEvery is how many Puts pass between run-queue wait samples
+// in a traced fill.
+const schedSampleEvery = 1024
 
 // FillLatencyResult is one store's fill-latency run, one JSON line in
 // enginebench -fill-latency.
@@ -225,8 +243,21 @@ func fillTimed(spec Spec, w *workload, cfg FillLatencyConfig, threshold time.Dur
 	last := s0
 	h := new(Histogram)
 	var traced time.Duration
+	var (
+		sampled     bool
+		wait0       time.Duration
+		waitAt      time.Time
+		schedSample = func() { wait0, sampled = threadRunqueueWait(); waitAt = time.Now() }
+	)
+	if fr != nil {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+	}
 	start := time.Now()
 	for i, k := range w.present {
+		if fr != nil && i%schedSampleEvery == 0 {
+			schedSample()
+		}
 		t := time.Now()
 		if err := e.Put(k, w.value(i)); err != nil {
 			return fmt.Errorf("put %d: %w", i, err)
@@ -237,6 +268,14 @@ func fillTimed(spec Spec, w *workload, cfg FillLatencyConfig, threshold time.Dur
 			continue
 		}
 		res.SlowCount++
+		// unexplained is the part of d the OS's run queue does not
+		// account for (all of d without a sample).
+		unexplained := d
+		if fr != nil {
+			if wait1, ok := threadRunqueueWait(); ok && sampled {
+				unexplained -= wait1 - wait0
+			}
+		}
 		if len(res.SlowPuts) < maxSlowPuts {
 			sp := SlowPut{Index: i, AtMs: float64(t.Sub(start).Microseconds()) / 1e3, Micros: float64(d.Nanoseconds()) / 1e3}
 			if hasStats {
@@ -245,13 +284,23 @@ func fillTimed(spec Spec, w *workload, cfg FillLatencyConfig, threshold time.Dur
 				sp.Stalls, sp.Flushes, sp.Compactions = now[0]-last[0], now[1]-last[1], now[2]-last[2]
 				last = now
 			}
+			if wait1, ok := threadRunqueueWait(); ok && sampled {
+				sp.RunqueueWaitMicros = float64((wait1 - wait0).Nanoseconds()) / 1e3
+				sp.SpanMicros = float64(time.Since(waitAt).Nanoseconds()) / 1e3
+			}
 			res.SlowPuts = append(res.SlowPuts, sp)
 		}
-		if fr != nil && d > traced {
-			traced = d
+		if fr != nil && unexplained > traced {
+			traced = unexplained
+			// Marks the end of the slow Put in the trace; its message
+			// gives the latency, so the Put's span can be found.
+			trace.Log(context.Background(), "enginebench slow put", strconv.FormatInt(int64(d), 10))
 			if err := snapshot(fr, cfg.Trace); err != nil {
 				return err
 			}
+		}
+		if fr != nil {
+			schedSample() // the next slow Put's span starts after this one's bookkeeping
 		}
 	}
 	elapsed := time.Since(start)

@@ -43,7 +43,7 @@ func main() {
 	fillLatency := flag.Bool("fill-latency", false, "run the fill-latency workload instead: every Put's latency during a fill of -n keys, no fsync, and the store's timed memtable flush")
 	fillCfg := engines.FillLatencyConfig{}
 	flag.DurationVar(&fillCfg.Threshold, "fill-threshold", 0, "-fill-latency: list Puts slower than this (default: bloomkv's measured flush time with -all, the store's own with -engine)")
-	flag.StringVar(&fillCfg.Trace, "fill-trace", "", "-fill-latency with -engine: write a runtime/trace flight-recorder snapshot of the seconds before the slowest Put above the threshold to `FILE`")
+	flag.StringVar(&fillCfg.Trace, "fill-trace", "", "-fill-latency with -engine: write a runtime/trace flight-recorder snapshot of the seconds before the slow Put with the most latency not spent waiting for a CPU to `FILE`, and per slow Put the writer thread's run-queue wait (Linux)")
 	cold := flag.Bool("cold", false, "run the cold-read workload instead: Gets after evicting the store from the page cache")
 	flag.IntVar(&cfg.N, "n", cfg.N, "keys to write (default and -cold)")
 	flag.IntVar(&cfg.ValueSize, "value-size", cfg.ValueSize, "bytes per value")

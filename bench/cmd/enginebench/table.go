@@ -341,6 +341,9 @@ func writeFillLatencyTable(w io.Writer, results []engines.FillLatencyResult) {
 			if p.Stalls+p.Flushes+p.Compactions > 0 {
 				part += fmt.Sprintf(" (since the previous: %d stalls, %d flushes, %d compactions)", p.Stalls, p.Flushes, p.Compactions)
 			}
+			if p.SpanMicros > 0 {
+				part += fmt.Sprintf(" [the writer's thread waited for a CPU %.1f ms of the last %.1f ms]", p.RunqueueWaitMicros/1e3, p.SpanMicros/1e3)
+			}
 			parts = append(parts, part)
 		}
 		fmt.Fprintln(w, strings.Join(parts, "; "))
