@@ -55,3 +55,15 @@ func (e *bloomkvEngine) Scan(start []byte, n int) (int, int64, error) {
 	keys, bytes := scanCursor(it, start, n)
 	return keys, bytes, it.Close()
 }
+
+// Flush writes the memtable to a segment (DB.Flush).
+func (e *bloomkvEngine) Flush() error { return e.db.Flush() }
+
+// Flushes is Stats().Flushes.
+func (e *bloomkvEngine) Flushes() uint64 { return e.db.Stats().Flushes }
+
+// WriteStats returns Stats' WriteStalls, Flushes and Compactions.
+func (e *bloomkvEngine) WriteStats() (stalls, flushes, compactions uint64) {
+	s := e.db.Stats()
+	return s.WriteStalls, s.Flushes, s.Compactions
+}

@@ -3,15 +3,19 @@ package engines
 import (
 	"bytes"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
+	"time"
 )
 
 // TestSmoke runs the whole workload on every engine with a small N. Run
 // checks every lookup (all present keys found with their values, no absent
 // key found), so an adapter that drops, invents or garbles data fails here.
 func TestSmoke(t *testing.T) {
-	cfg := Config{N: 2000, ValueSize: 100, Ops: 3000, Seed: 1, Dir: t.TempDir()}
+	cfg := Config{N: 2000, ValueSize: 100, Ops: 3000, Seed: 1, Dir: t.TempDir(), Readers: []int{1, 3}}
 	for _, spec := range Specs() {
 		t.Run(spec.Name, func(t *testing.T) {
 			res, err := Run(spec, cfg)
@@ -24,6 +28,14 @@ func TestSmoke(t *testing.T) {
 			}
 			if wantIter := spec.Name == "pebble"; wantIter != (res.GetMissIter > 0) {
 				t.Errorf("GetMissIter = %v, want > 0: %v", res.GetMissIter, wantIter)
+			}
+			if len(res.Readers) != len(cfg.Readers) {
+				t.Fatalf("%d reader cells, want %d", len(res.Readers), len(cfg.Readers))
+			}
+			for i, c := range res.Readers {
+				if c.Readers != cfg.Readers[i] || c.GetHit <= 0 || c.GetMiss <= 0 || (spec.Name == "pebble") != (c.GetMissIter > 0) {
+					t.Errorf("reader cell %d: %+v", i, c)
+				}
 			}
 			if res.DiskBytes <= 0 || res.Layout == "" {
 				t.Errorf("DiskBytes %d, Layout %q: store not described", res.DiskBytes, res.Layout)
@@ -157,5 +169,102 @@ func TestRunRejectsBadConfig(t *testing.T) {
 	}
 	if _, err := Lookup("nosuch"); err == nil {
 		t.Error(`Lookup("nosuch") = nil error`)
+	}
+}
+
+// countingEngine is a read-only model store that counts the lookups of
+// each key, from many goroutines.
+type countingEngine struct {
+	mapEngine
+	mu   sync.Mutex
+	seen map[string]int
+}
+
+func (e *countingEngine) Get(dst, key []byte) ([]byte, bool, error) {
+	e.mu.Lock()
+	e.seen[string(key)]++
+	e.mu.Unlock()
+	return e.mapEngine.Get(dst, key)
+}
+
+// TestParallelGetsShareWork checks that the concurrent phases look up
+// exactly the single-reader phase's keys, each once, however many
+// goroutines share them, and still check every answer.
+func TestParallelGetsShareWork(t *testing.T) {
+	cfg := Config{N: 500, ValueSize: 20, Ops: 1000, Seed: 3}
+	w := newWorkload(cfg)
+	m := map[string][]byte{}
+	for i, k := range w.present {
+		m[string(k)] = w.value(i)
+	}
+	for _, readers := range []int{1, 3, 7, 1500} {
+		for _, hit := range []bool{true, false} {
+			e := &countingEngine{mapEngine: mapEngine{m: m}, seen: map[string]int{}}
+			shared := func() (getFunc, func() error, error) { return e.Get, func() error { return nil }, nil }
+			if _, err := w.parallelGets(shared, readers, hit); err != nil {
+				t.Fatalf("%d readers, hit %v: %v", readers, hit, err)
+			}
+			want := map[string]int{}
+			for j := range cfg.Ops {
+				if hit {
+					want[string(w.present[w.order[j%cfg.N]])]++
+				} else {
+					want[string(w.absent[j%cfg.N])]++
+				}
+			}
+			if !maps.Equal(e.seen, want) {
+				t.Errorf("%d readers, hit %v: looked up %d distinct keys, want %d with the sequence's counts", readers, hit, len(e.seen), len(want))
+			}
+		}
+	}
+	// A wrong answer seen by any goroutine fails the phase.
+	bad := &countingEngine{mapEngine: mapEngine{m: m, corrupt: true}, seen: map[string]int{}}
+	if _, err := w.parallelGets(func() (getFunc, func() error, error) { return bad.Get, func() error { return nil }, nil }, 4, true); err == nil {
+		t.Error("corrupted values passed the concurrent get-hit phase")
+	}
+}
+
+// TestFillLatencySmoke runs the fill-latency workload on every engine
+// with a small N (6 MB, so that bloomkv flushes at least once) and a
+// threshold every Put exceeds: the histogram must
+// hold every Put, the slow-Put list must be capped, and the stores with a
+// public flush must report a flush time.
+func TestFillLatencySmoke(t *testing.T) {
+	for _, spec := range Specs() {
+		t.Run(spec.Name, func(t *testing.T) {
+			cfg := FillLatencyConfig{N: 3000, ValueSize: 2000, Seed: 1, Dir: t.TempDir(), Threshold: 1, FlushBytes: 64 << 10}
+			if spec.Name == "bloomkv" {
+				cfg.Trace = filepath.Join(t.TempDir(), "trace.out")
+			}
+			res, err := RunFillLatency(spec, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := HistogramOf(res.Histogram, time.Duration(res.Max))
+			if h.Count() != uint64(cfg.N) || res.OpsPerSec <= 0 {
+				t.Errorf("histogram holds %d Puts, want %d; %v ops/s", h.Count(), cfg.N, res.OpsPerSec)
+			}
+			if !(0 < res.P50 && res.P50 <= res.P99 && res.P99 <= res.P999 && res.P999 <= res.Max) {
+				t.Errorf("percentiles out of order: %d %d %d %d", res.P50, res.P99, res.P999, res.Max)
+			}
+			if res.SlowCount != cfg.N || len(res.SlowPuts) != maxSlowPuts || res.ThresholdMicros != 1e-3 {
+				t.Errorf("threshold 1 ns: %d slow Puts, %d listed, threshold %v µs", res.SlowCount, len(res.SlowPuts), res.ThresholdMicros)
+			}
+			_, flusher := map[string]bool{"bloomkv": true, "pebble": true}[spec.Name]
+			if flusher != (res.FlushMicros > 0) {
+				t.Errorf("flush time %v µs; want one: %v", res.FlushMicros, flusher)
+			}
+			if spec.Name == "bloomkv" {
+				if res.Flushes == 0 {
+					t.Errorf("bloomkv counters not read: %+v", res)
+				}
+				if fi, err := os.Stat(cfg.Trace); err != nil || fi.Size() == 0 {
+					t.Errorf("no trace snapshot written: %v", err)
+				}
+				if _, ok := threadRunqueueWait(); ok && res.SlowPuts[0].SpanMicros <= 0 {
+					t.Errorf("traced fill without run-queue samples: %+v", res.SlowPuts[0])
+				}
+			}
+		})
 	}
 }

@@ -164,3 +164,21 @@ func (e *pebbleEngine) Scan(start []byte, n int) (int, int64, error) {
 	}
 	return keys, bytes, it.Close()
 }
+
+// NewIterGetter returns GetIter's lookup on an iterator of its own, for
+// one goroutine of a concurrent phase (a pebble.Iterator is not safe for
+// concurrent use).
+func (e *pebbleEngine) NewIterGetter() (func(dst, key []byte) ([]byte, bool, error), func() error, error) {
+	it, err := e.db.NewIter(&pebble.IterOptions{UseL6Filters: true})
+	if err != nil {
+		return nil, nil, err
+	}
+	own := &pebbleEngine{db: e.db, it: it}
+	return own.GetIter, own.closeIter, nil
+}
+
+// Flush writes the memtable to an L0 table (DB.Flush).
+func (e *pebbleEngine) Flush() error { return e.db.Flush() }
+
+// Flushes is Metrics().Flush.Count.
+func (e *pebbleEngine) Flushes() uint64 { return uint64(e.db.Metrics().Flush.Count) }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -157,9 +158,10 @@ type SyncConfig struct {
 	Dir       string // parent of the stores; "" means os.TempDir()
 }
 
-// DefaultSyncConfig: 1, 4 and 16 writers, 20,000 Puts or 5 s per cell.
+// DefaultSyncConfig: 1, 4, 16 and 64 writers, 20,000 Puts or 5 s per
+// cell.
 func DefaultSyncConfig() SyncConfig {
-	return SyncConfig{Writers: []int{1, 4, 16}, Ops: 20_000, Duration: 5 * time.Second, ValueSize: 100, Seed: filters.Seed}
+	return SyncConfig{Writers: []int{1, 4, 16, 64}, Ops: 20_000, Duration: 5 * time.Second, ValueSize: 100, Seed: filters.Seed}
 }
 
 // SyncCell is one store × writer count.
@@ -179,15 +181,20 @@ type SyncCell struct {
 // SyncResult is one store's sync-write scaling, one JSON line in
 // enginebench -sync-scaling.
 type SyncResult struct {
-	Workload  string     `json:"workload"` // "sync-scaling"
-	Engine    string     `json:"engine"`
-	Version   string     `json:"version,omitempty"` // filled in by the caller
-	Settings  string     `json:"settings"`
-	ValueSize int        `json:"value_size"`
-	MaxOps    int        `json:"max_ops"`
-	MaxSecs   float64    `json:"max_seconds"`
-	Seed      uint64     `json:"seed"`
-	Cells     []SyncCell `json:"cells"`
+	Workload  string  `json:"workload"` // "sync-scaling"
+	Engine    string  `json:"engine"`
+	Version   string  `json:"version,omitempty"` // filled in by the caller
+	Settings  string  `json:"settings"`
+	ValueSize int     `json:"value_size"`
+	MaxOps    int     `json:"max_ops"`
+	MaxSecs   float64 `json:"max_seconds"`
+	Seed      uint64  `json:"seed"`
+	// CPUs is runtime.NumCPU of the process, GOMAXPROCS its GOMAXPROCS:
+	// with more writers than CPUs, writers queue for the cores as well as
+	// for the fsync.
+	CPUs       int        `json:"cpus"`
+	GOMAXPROCS int        `json:"gomaxprocs"`
+	Cells      []SyncCell `json:"cells"`
 	// Scaling is OpsPerSec of the most writers ÷ that of the fewest.
 	Scaling float64 `json:"scaling"`
 }
@@ -196,7 +203,7 @@ type SyncResult struct {
 // directory per writer count (removed afterwards).
 func RunSync(spec SyncSpec, cfg SyncConfig) (SyncResult, error) {
 	res := SyncResult{Workload: "sync-scaling", Engine: spec.Name, Settings: spec.Settings, ValueSize: cfg.ValueSize,
-		MaxOps: cfg.Ops, MaxSecs: cfg.Duration.Seconds(), Seed: cfg.Seed}
+		MaxOps: cfg.Ops, MaxSecs: cfg.Duration.Seconds(), Seed: cfg.Seed, CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0)}
 	if cfg.Ops < 1 || cfg.ValueSize < 1 || len(cfg.Writers) == 0 || cfg.Duration <= 0 {
 		return res, errors.New("engines: sync workload needs Ops, ValueSize, Writers and Duration")
 	}

@@ -23,6 +23,10 @@ type Config struct {
 	Ops       int    // lookups per get phase
 	Seed      uint64 // seeds keys, values and lookup order
 	Dir       string // parent of the store's directory; "" means os.TempDir()
+	// Readers are the goroutine counts of the concurrent get phases: for
+	// each, Ops lookups shared out among that many goroutines. Empty: no
+	// concurrent phases.
+	Readers []int
 }
 
 // DefaultConfig matches the project's reference benchmarks: 10^6 random
@@ -45,6 +49,8 @@ type Result struct {
 	GetMiss float64 `json:"get_miss_ops_per_sec"`
 	// GetMissIter is the IterGetter path's get-miss rate, 0 if none.
 	GetMissIter float64 `json:"get_miss_iter_ops_per_sec,omitempty"`
+	// Readers are the concurrent get phases, one per Config.Readers.
+	Readers []ReaderCell `json:"readers,omitempty"`
 
 	// ScanFull is keys per second over a scan of the whole store in
 	// order (the best of scanFullRuns), ScanFullMB the same scan's key and
@@ -110,8 +116,8 @@ const iterCheckKeys = 1000
 // wrong value, or an absent key reported present, is an error. The store's
 // directory is removed afterwards.
 func Run(spec Spec, cfg Config) (res Result, err error) {
-	if cfg.N < 1 || cfg.ValueSize < 1 || cfg.Ops < 1 {
-		return res, errors.New("engines: N, ValueSize and Ops must be positive")
+	if cfg.N < 1 || cfg.ValueSize < 1 || cfg.Ops < 1 || slices.ContainsFunc(cfg.Readers, func(n int) bool { return n < 1 }) {
+		return res, errors.New("engines: N, ValueSize, Ops and Readers must be positive")
 	}
 	w := newWorkload(cfg)
 	dir, err := os.MkdirTemp(cfg.Dir, "enginebench-"+spec.Name+"-")
@@ -230,6 +236,13 @@ func (w *workload) read(spec Spec, dir string, res *Result) (err error) {
 	}
 	if res.GetMiss, err = w.getMisses(e.Get, w.cfg.Ops); err != nil {
 		return err
+	}
+	for _, n := range w.cfg.Readers {
+		cell, err := w.readerCell(e, n)
+		if err != nil {
+			return fmt.Errorf("%d readers: %w", n, err)
+		}
+		res.Readers = append(res.Readers, cell)
 	}
 	if sc, ok := e.(Scanner); ok {
 		if err := w.scans(sc, res); err != nil {

@@ -40,12 +40,15 @@ type config struct {
 	FilterMemoryKeys int
 	FPRKeys          int
 	FPRProbes        int
-	Baseline         string
-	JSON             string
-	Plot             string
-	Report           string // -report DIR: an HTML page with plots
-	ReportPeers      string // -report-peers FILE: enginebench JSON lines for the page
-	Quiet            bool
+	// Readers are the goroutine counts of the concurrent-reads section
+	// (empty: skipped).
+	Readers     []int
+	Baseline    string
+	JSON        string
+	Plot        string
+	Report      string // -report DIR: an HTML page with plots
+	ReportPeers string // -report-peers FILE: enginebench JSON lines for the page
+	Quiet       bool
 }
 
 // defaultConfig is what `kvbench` without flags runs: 1–1.5 minutes on a
@@ -91,6 +94,10 @@ compactions ("settle") before anything reads it. Read workloads run for
 -duration each, or exactly -ops operations.
 
 Sections after the workloads:
+  concurrent reads     with -readers N,...: get-hit and get-miss on the
+                       fill-random store from N goroutines at once, each
+                       its own random keys, for -duration (or -ops/N Gets
+                       each); ops/s summed over the goroutines
   disk reads avoided   get-miss on the fill-random store and on a twin
                        store with the same data but no filters
                        (Options.DisableFilters), side by side
@@ -173,6 +180,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&cfg.FilterMemoryKeys, "filter-memory-keys", 0, "keys of a fresh store for the filter-memory curve (0: the fill-random store; 10000000 for the long run)")
 	fs.IntVar(&cfg.FPRKeys, "fpr-keys", cfg.FPRKeys, "keys per filter in the FPR sweep")
 	fs.IntVar(&cfg.FPRProbes, "fpr-probes", cfg.FPRProbes, "absent keys probed per filter in the FPR sweep")
+	readers := fs.String("readers", "", "also run get-hit and get-miss from this many goroutines at once, a comma-separated `list` (e.g. 1,4,16); empty: skipped")
 	fs.StringVar(&cfg.Baseline, "baseline", "", "also run the workloads on `STORE` (only bbolt)")
 	fs.StringVar(&cfg.JSON, "json", "", "write one JSON object per workload and FPR row to `FILE` (JSON Lines); \"-\" writes them to stdout instead of the text report")
 	fs.StringVar(&cfg.Plot, "plot", "", "write the FPR sweep as a plot to `FILE` (.svg, .png or .pdf)")
@@ -181,6 +189,10 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&cfg.Quiet, "quiet", false, "no progress bars (they are off anyway when stderr is not a terminal)")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
+	}
+	var err error
+	if cfg.Readers, err = parseCounts(*readers); err != nil {
+		return config{}, fmt.Errorf("-readers: %w", err)
 	}
 	if fs.NArg() > 0 {
 		fs.Usage()

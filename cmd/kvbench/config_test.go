@@ -4,6 +4,8 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -11,15 +13,16 @@ import (
 
 func TestParseFlags(t *testing.T) {
 	cfg, err := parseFlags(nil, io.Discard)
-	if err != nil || cfg != defaultConfig() {
+	if err != nil || !reflect.DeepEqual(cfg, defaultConfig()) {
 		t.Fatalf("no flags: %+v, %v; want the defaults", cfg, err)
 	}
-	cfg, err = parseFlags(strings.Fields("-keys 5000 -ops 100 -cache-size 1MiB -memtable-size 128k -baseline bbolt -duration 2s -hit-ratio 0.25 -compression zstd"), io.Discard)
+	cfg, err = parseFlags(strings.Fields("-keys 5000 -ops 100 -cache-size 1MiB -memtable-size 128k -baseline bbolt -duration 2s -hit-ratio 0.25 -compression zstd -readers 1,4,16"), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if cfg.Keys != 5000 || cfg.Ops != 100 || cfg.CacheSize != 1<<20 || cfg.MemtableSize != 128<<10 ||
-		cfg.Baseline != "bbolt" || cfg.Duration != 2*time.Second || cfg.HitRatio != 0.25 || cfg.Compression != "zstd" {
+		cfg.Baseline != "bbolt" || cfg.Duration != 2*time.Second || cfg.HitRatio != 0.25 || cfg.Compression != "zstd" ||
+		!slices.Equal(cfg.Readers, []int{1, 4, 16}) {
 		t.Errorf("parsed %+v", cfg)
 	}
 }
@@ -28,6 +31,7 @@ func TestParseFlagsRejects(t *testing.T) {
 	for _, args := range []string{
 		"-keys 0", "-hit-ratio 1.5", "-baseline leveldb", "-cache-size lots", "-memtable-size 1KiB",
 		"-ops 0 -duration 0s", "-bits-per-key -1", "subcommand", "-neg-segments 0", "-compression lz4",
+		"-readers 0", "-readers 1,x", "-readers 4,",
 	} {
 		if _, err := parseFlags(strings.Fields(args), io.Discard); err == nil {
 			t.Errorf("%q: accepted", args)

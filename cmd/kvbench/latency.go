@@ -112,3 +112,13 @@ func (h *histogram) summary() latencySummary {
 	}
 	return s
 }
+
+// merge adds o's samples to h.
+func (h *histogram) merge(o *histogram) {
+	for b, c := range o.counts {
+		h.counts[b] += c
+	}
+	h.n += o.n
+	h.sum += o.sum
+	h.max = max(h.max, o.max)
+}

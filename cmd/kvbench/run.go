@@ -62,7 +62,7 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) (err error) 
 	start := time.Now()
 	b.data = newDataset(cfg.Keys, cfg.ValueSize, cfg.Seed)
 	b.header(time.Since(start))
-	phases := []func(context.Context) error{b.workloads, b.filterComparison, b.negativeLookups, b.prefixLookups, b.filterMemory, b.fillReport, b.fprSweep, b.baseline}
+	phases := []func(context.Context) error{b.workloads, b.concurrentReads, b.filterComparison, b.negativeLookups, b.prefixLookups, b.filterMemory, b.fillReport, b.fprSweep, b.baseline}
 	for _, phase := range phases {
 		if err := phase(ctx); err != nil {
 			return err

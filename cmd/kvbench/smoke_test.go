@@ -35,6 +35,7 @@ func TestRunSmoke(t *testing.T) {
 	cfg := tinyConfig(t)
 	cfg.JSON = filepath.Join(t.TempDir(), "out.jsonl")
 	cfg.Plot = filepath.Join(t.TempDir(), "fpr.svg")
+	cfg.Readers = []int{1, 3}
 	var stdout, stderr bytes.Buffer
 	start := time.Now()
 	if err := run(context.Background(), cfg, &stdout, &stderr); err != nil {
@@ -48,6 +49,7 @@ func TestRunSmoke(t *testing.T) {
 		"== Disk reads avoided", "gain with filters", "== Fill report", "W-amp", "== Negative lookups", "negative-lookup", "== Prefix lookups", "searched (asked - skipped)",
 		"== Bloom filter FPR against theory", "== Baseline: bbolt", "total time",
 		"== Filter memory", "greedy fold", "as built by the fill",
+		"== Concurrent reads", "get-hit (3 readers)", "get-miss (1 reader)", "(runtime.NumCPU)",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q", want)
@@ -79,6 +81,23 @@ func TestRunSmoke(t *testing.T) {
 	} {
 		if seen[want] != 1 {
 			t.Errorf("%d JSON records %q, want 1", seen[want], want)
+		}
+	}
+	// Concurrent reads: every reader's share of -ops done, and each Get
+	// counted by the store once.
+	for _, r := range records {
+		if r["section"] != concurrentSection {
+			continue
+		}
+		readers := map[string]float64{"1 reader": 1, "3 readers": 3}[str(r["variant"])]
+		want := readers * float64((cfg.Ops+int64(readers)-1)/int64(readers))
+		if ops, gets := r["ops"].(float64), r["db"].(map[string]any)["gets"].(float64); readers == 0 || ops != want || gets != want {
+			t.Errorf("concurrent-reads record %v %v: %v ops, %v Gets, want %v", r["workload"], r["variant"], ops, gets, want)
+		}
+	}
+	for _, want := range []string{"get-hit 1 reader", "get-miss 1 reader", "get-hit 3 readers", "get-miss 3 readers"} {
+		if seen["workload "+concurrentSection+" bloomkv "+want] != 1 {
+			t.Errorf("no concurrent-reads record %q", want)
 		}
 	}
 	if n := seen["fpr fpr-sweep   "]; n != 2*(fprMaxBits-fprMinBits+1) {

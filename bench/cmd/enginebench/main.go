@@ -3,8 +3,10 @@
 //
 //	enginebench -engine pebble        # one engine, one JSON line on stdout
 //	enginebench -all                  # every engine, then a Markdown table
-//	enginebench -all -sync-scaling    # fsync'd Puts from 1, 4, 16 goroutines
+//	enginebench -all -readers 1,4,16  # also the get phases from 1, 4, 16 goroutines
+//	enginebench -all -sync-scaling    # fsync'd Puts from 1, 4, 16, 64 goroutines
 //	enginebench -all -cold            # Gets after evicting the store from the page cache
+//	enginebench -all -fill-latency    # every Put's latency during a fill, against a memtable flush's time
 //
 // With -all the command re-executes its own binary once per engine, one
 // after the other, so that no engine runs in a process whose heap, caches
@@ -26,6 +28,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/bloomkv/bloomkv/bench/engines"
 )
@@ -36,14 +39,19 @@ func main() {
 	coldCfg := engines.DefaultColdConfig()
 	engine := flag.String("engine", "", "run this engine only and print its result as JSON")
 	all := flag.Bool("all", false, "run every engine, each in its own process, and print a Markdown table")
-	syncScaling := flag.Bool("sync-scaling", false, "run the sync-write scaling workload instead: fsync'd Puts from 1, 4, 16 goroutines")
+	syncScaling := flag.Bool("sync-scaling", false, "run the sync-write scaling workload instead: fsync'd Puts from 1, 4, 16, 64 goroutines (-sync-writers)")
+	fillLatency := flag.Bool("fill-latency", false, "run the fill-latency workload instead: every Put's latency during a fill of -n keys, no fsync, and the store's timed memtable flush")
+	fillCfg := engines.FillLatencyConfig{}
+	flag.DurationVar(&fillCfg.Threshold, "fill-threshold", 0, "-fill-latency: list Puts slower than this (default: bloomkv's measured flush time with -all, the store's own with -engine)")
+	flag.StringVar(&fillCfg.Trace, "fill-trace", "", "-fill-latency with -engine: write a runtime/trace flight-recorder snapshot of the seconds before the slow Put with the most latency not spent waiting for a CPU to `FILE`, and per slow Put the writer thread's run-queue wait (Linux)")
 	cold := flag.Bool("cold", false, "run the cold-read workload instead: Gets after evicting the store from the page cache")
 	flag.IntVar(&cfg.N, "n", cfg.N, "keys to write (default and -cold)")
 	flag.IntVar(&cfg.ValueSize, "value-size", cfg.ValueSize, "bytes per value")
 	flag.IntVar(&cfg.Ops, "ops", cfg.Ops, "lookups per get phase")
 	flag.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of keys, values and lookup order")
 	flag.StringVar(&cfg.Dir, "dir", "", "parent directory of the stores (default: the system temp directory)")
-	writers := flag.String("sync-writers", "1,4,16", "-sync-scaling: writer goroutine counts, comma-separated")
+	readers := flag.String("readers", "", "also run the get phases with this many reader goroutines each, comma-separated (e.g. 1,4,16); empty: none")
+	writers := flag.String("sync-writers", strings.Join(intStrings(syncCfg.Writers), ","), "-sync-scaling: writer goroutine counts, comma-separated")
 	flag.IntVar(&syncCfg.Ops, "sync-ops", syncCfg.Ops, "-sync-scaling: at most this many Puts per cell")
 	flag.DurationVar(&syncCfg.Duration, "sync-duration", syncCfg.Duration, "-sync-scaling: at most this long per cell")
 	flag.IntVar(&coldCfg.Ops, "cold-ops", coldCfg.Ops, "-cold: Gets per phase")
@@ -51,17 +59,28 @@ func main() {
 	flag.Parse()
 
 	var err error
+	fillCfg.N, fillCfg.ValueSize, fillCfg.Seed, fillCfg.Dir = cfg.N, cfg.ValueSize, cfg.Seed, cfg.Dir
 	syncCfg.ValueSize, syncCfg.Seed, syncCfg.Dir = cfg.ValueSize, cfg.Seed, cfg.Dir
 	coldCfg.N, coldCfg.ValueSize, coldCfg.Seed, coldCfg.Dir = cfg.N, cfg.ValueSize, cfg.Seed, cfg.Dir
+	if *readers != "" {
+		if cfg.Readers, err = parseInts(*readers); err != nil {
+			fmt.Fprintln(os.Stderr, "enginebench: -readers:", err)
+			os.Exit(2)
+		}
+	}
 	if syncCfg.Writers, err = parseInts(*writers); err != nil {
 		fmt.Fprintln(os.Stderr, "enginebench: -sync-writers:", err)
 		os.Exit(2)
 	}
 	switch {
-	case *all == (*engine != "") || (*syncScaling && *cold):
-		fmt.Fprintln(os.Stderr, "enginebench: give exactly one of -engine NAME and -all, and at most one of -sync-scaling and -cold")
+	case *all == (*engine != "") || btoi(*syncScaling)+btoi(*cold)+btoi(*fillLatency) > 1:
+		fmt.Fprintln(os.Stderr, "enginebench: give exactly one of -engine NAME and -all, and at most one of -sync-scaling, -cold and -fill-latency")
 		flag.Usage()
 		os.Exit(2)
+	case *all && *fillLatency:
+		err = runAllFillLatency(os.Stdout, os.Stderr, fillCfg)
+	case *fillLatency:
+		err = runOneFillLatency(os.Stdout, *engine, fillCfg)
 	case *all && *syncScaling:
 		err = runAllSync(os.Stdout, os.Stderr, syncCfg)
 	case *all && *cold:
@@ -83,6 +102,13 @@ func main() {
 		fmt.Fprintln(os.Stderr, "enginebench:", err)
 		os.Exit(1)
 	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // parseInts parses "1,4,16".
@@ -161,6 +187,7 @@ func configArgs(cfg engines.Config) []string {
 		"-ops", strconv.Itoa(cfg.Ops),
 		"-seed", strconv.FormatUint(cfg.Seed, 10),
 		"-dir", cfg.Dir,
+		"-readers", strings.Join(intStrings(cfg.Readers), ","),
 	}
 }
 
@@ -206,6 +233,47 @@ func syncArgs(cfg engines.SyncConfig) []string {
 		"-seed", strconv.FormatUint(cfg.Seed, 10),
 		"-dir", cfg.Dir,
 	}
+}
+
+// runOneFillLatency runs the fill-latency workload on the store called
+// name and writes its FillLatencyResult as one JSON line.
+func runOneFillLatency(w io.Writer, name string, cfg engines.FillLatencyConfig) error {
+	spec, err := engines.Lookup(name)
+	if err != nil {
+		return err
+	}
+	res, err := engines.RunFillLatency(spec, cfg)
+	if err != nil {
+		return err
+	}
+	res.Version = moduleVersion(spec.Module)
+	return json.NewEncoder(w).Encode(res)
+}
+
+// runAllFillLatency runs the fill-latency workload on every store, each in
+// a child process, bloomkv first: unless cfg.Threshold is set, bloomkv's
+// measured flush time becomes every other store's threshold, so that all
+// rows count Puts slower than the same time.
+func runAllFillLatency(w, progress io.Writer, cfg engines.FillLatencyConfig) error {
+	args := func(name string) []string {
+		return []string{"-fill-latency", "-engine", name,
+			"-n", strconv.Itoa(cfg.N),
+			"-value-size", strconv.Itoa(cfg.ValueSize),
+			"-seed", strconv.FormatUint(cfg.Seed, 10),
+			"-fill-threshold", cfg.Threshold.String(),
+			"-dir", cfg.Dir}
+	}
+	var rest []string
+	for _, s := range engines.Specs()[1:] {
+		rest = append(rest, s.Name)
+	}
+	results, err := runChildren[engines.FillLatencyResult]([]string{engines.Specs()[0].Name}, progress, args)
+	if cfg.Threshold == 0 && len(results) > 0 {
+		cfg.Threshold = time.Duration(results[0].ThresholdMicros * 1e3)
+	}
+	more, err2 := runChildren[engines.FillLatencyResult](rest, progress, args)
+	writeFillLatencyTable(w, append(results, more...))
+	return errors.Join(err, err2)
 }
 
 // runOneCold runs the cold-read workload on the store called name and

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -28,7 +30,7 @@ func TestMain(m *testing.M) {
 // engine, then the table, with one row per engine and bloomkv's ratios 1.
 func TestRunAll(t *testing.T) {
 	t.Setenv(asMainEnv, "1")
-	cfg := engines.Config{N: 1000, ValueSize: 50, Ops: 1000, Seed: 5, Dir: t.TempDir()}
+	cfg := engines.Config{N: 1000, ValueSize: 50, Ops: 1000, Seed: 5, Dir: t.TempDir(), Readers: []int{1, 4}}
 	var out, progress bytes.Buffer
 	if err := runAll(&out, &progress, cfg); err != nil {
 		t.Fatalf("runAll: %v\nprogress:\n%s", err, progress.String())
@@ -41,6 +43,10 @@ func TestRunAll(t *testing.T) {
 	}
 	if !strings.Contains(table, "| bloomkv | local | ") || strings.Count(table, "| 1.00 |") < 3 {
 		t.Errorf("bloomkv row should be local with ratios 1.00:\n%s", table)
+	}
+	if !strings.Contains(table, "| engine | get-hit 1 | get-hit 4 | 4/1 | get-miss 1 | get-miss 4 | 4/1 |") ||
+		strings.Count(table, " (iter) |")+strings.Count(table, " (get) |") < 3 || !strings.Contains(table, "CPUs (runtime.NumCPU") && !strings.Contains(table, "1 CPU (") {
+		t.Errorf("no concurrent-reads table with the CPU count and Pebble's iterator misses:\n%s", table)
 	}
 	if !strings.Contains(table, "N = 1000 keys") {
 		t.Errorf("table does not state the workload:\n%s", table)
@@ -109,7 +115,44 @@ func TestRunAllSync(t *testing.T) {
 			t.Errorf("no row for %s in\n%s", spec.Name, table)
 		}
 	}
+	if !strings.Contains(table, cpus(runtime.NumCPU())+" (runtime.NumCPU)") {
+		t.Errorf("the table does not give the CPU count:\n%s", table)
+	}
 	if !strings.Contains(table, "| 1 writer ops/s | 2 writer ops/s | 2/1 |") {
+		t.Errorf("header:\n%s", table)
+	}
+	if entries, _ := os.ReadDir(cfg.Dir); len(entries) != 0 {
+		t.Errorf("%d store directories left behind", len(entries))
+	}
+}
+
+// TestRunAllFillLatency runs -all -fill-latency end to end with a small
+// fill: one row per store, and every store's slow Puts counted against
+// bloomkv's measured flush time.
+func TestRunAllFillLatency(t *testing.T) {
+	t.Setenv(asMainEnv, "1")
+	cfg := engines.FillLatencyConfig{N: 2000, ValueSize: 50, Seed: 5, Dir: t.TempDir()}
+	var out, progress bytes.Buffer
+	if err := runAllFillLatency(&out, &progress, cfg); err != nil {
+		t.Fatalf("runAllFillLatency: %v\nprogress:\n%s", err, progress.String())
+	}
+	table := out.String()
+	for _, spec := range engines.Specs() {
+		if !strings.Contains(table, "| "+spec.Name+" | ") {
+			t.Errorf("no row for %s in\n%s", spec.Name, table)
+		}
+	}
+	var flushUs []string
+	for line := range strings.Lines(progress.String()) {
+		if i := strings.Index(line, `"threshold_us":`); i >= 0 {
+			v, _, _ := strings.Cut(line[i+len(`"threshold_us":`):], ",")
+			flushUs = append(flushUs, v)
+		}
+	}
+	if len(flushUs) != len(engines.Specs()) || len(slices.Compact(slices.Clone(flushUs))) != 1 {
+		t.Errorf("every store should share bloomkv's threshold, got %q\n%s", flushUs, progress.String())
+	}
+	if !strings.Contains(table, "| p50 µs | p99 µs | p99.9 µs | max ms | Puts > ") || !strings.Contains(table, "CPUs (runtime.NumCPU)") && !strings.Contains(table, "1 CPU (") {
 		t.Errorf("header:\n%s", table)
 	}
 	if entries, _ := os.ReadDir(cfg.Dir); len(entries) != 0 {

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"runtime"
 	"strconv"
 	"strings"
 
@@ -31,6 +32,10 @@ func writeTable(w io.Writer, results []engines.Result) {
 	fmt.Fprintln(w)
 	writeScanTable(w, results, ref)
 	fmt.Fprintln(w)
+	if len(results) > 0 && len(results[0].Readers) > 0 {
+		writeReadersTable(w, results)
+		fmt.Fprintln(w)
+	}
 	fmt.Fprintln(w, "× = engine rate ÷ bloomkv rate (above 1: faster than bloomkv).")
 	for _, r := range results {
 		if r.GetMissIter > 0 {
@@ -79,6 +84,73 @@ func writeMemTable(w io.Writer, results []engines.Result) {
 	fmt.Fprintln(w, "peak RSS = VmHWM of the engine's process; anon = RssAnon with the store open after the reads; "+
 		"anon max = the largest RssAnon sampled after fill, Compact and the reads; file-backed = RssFile then "+
 		"(mapped files); harness anon = RssAnon before the store was opened (keys, values, order), part of every number.")
+}
+
+// writeReadersTable writes the concurrent get phases: per reader count,
+// get-hit and get-miss ops/s summed over the goroutines (for Pebble the
+// faster of its two miss paths, as in the point table), and the most
+// readers' rate over the fewest's.
+func writeReadersTable(w io.Writer, results []engines.Result) {
+	var ns []string
+	for _, c := range results[0].Readers {
+		ns = append(ns, strconv.Itoa(c.Readers))
+	}
+	first, last := ns[0], ns[len(ns)-1]
+	fmt.Fprintf(w, "Concurrent reads on %s (runtime.NumCPU; GOMAXPROCS %d): each phase's %d lookups shared out among the readers "+
+		"(goroutine g takes lookups g, g+n, g+2n, ... of the single-reader sequence), ops/s summed over all of them. "+
+		"With more readers than CPUs the goroutines take turns on the cores: such cells measure contention, not scaling.\n\n",
+		cpus(runtime.NumCPU()), runtime.GOMAXPROCS(0), results[0].Ops)
+	head, rule := "| engine |", "|---|"
+	for _, n := range ns {
+		head += " get-hit " + n + " |"
+		rule += "--:|"
+	}
+	head += " " + last + "/" + first + " |"
+	rule += "--:|"
+	for _, n := range ns {
+		head += " get-miss " + n + " |"
+		rule += "--:|"
+	}
+	head += " " + last + "/" + first + " |"
+	rule += "--:|"
+	fmt.Fprintln(w, head)
+	fmt.Fprintln(w, rule)
+	var iterNotes []string
+	for _, r := range results {
+		if len(r.Readers) != len(ns) {
+			continue // a child run with other reader counts: cannot share the columns
+		}
+		row := "| " + r.Engine + " |"
+		for _, c := range r.Readers {
+			row += " " + opsCell(c.GetHit) + " |"
+		}
+		row += " " + ratio(r.Readers[len(ns)-1].GetHit, r.Readers[0].GetHit) + " |"
+		var misses []float64
+		for _, c := range r.Readers {
+			miss, path := c.BestGetMiss()
+			cell := opsCell(miss)
+			if c.GetMissIter > 0 {
+				cell += " (" + path + ")"
+				iterNotes = append(iterNotes, fmt.Sprintf("%s %d readers: Get %s, iterator %s", r.Engine, c.Readers, opsCell(c.GetMiss), opsCell(c.GetMissIter)))
+			}
+			row += " " + cell + " |"
+			misses = append(misses, miss)
+		}
+		row += " " + ratio(misses[len(misses)-1], misses[0]) + " |"
+		fmt.Fprintln(w, row)
+	}
+	if len(iterNotes) > 0 {
+		fmt.Fprintf(w, "\nget-miss through one UseL6Filters iterator per goroutine where the store has that path (%s); the table shows the faster.\n",
+			strings.Join(iterNotes, "; "))
+	}
+}
+
+// cpus says how many CPUs, in words.
+func cpus(n int) string {
+	if n == 1 {
+		return "1 CPU"
+	}
+	return strconv.Itoa(n) + " CPUs"
 }
 
 // mib formats bytes as MiB, "-" for 0 (not measured).
@@ -131,7 +203,8 @@ func writeSyncTable(w io.Writer, results []engines.SyncResult) {
 	}
 	r0 := results[0]
 	fmt.Fprintf(w, "Durable Puts (fsync per acknowledged write), 16-byte random keys, %d-byte values, "+
-		"at most %d Puts or %gs per cell, a fresh store per cell, seed %d\n\n", r0.ValueSize, r0.MaxOps, r0.MaxSecs, r0.Seed)
+		"at most %d Puts or %gs per cell, a fresh store per cell, seed %d; %s (runtime.NumCPU), GOMAXPROCS %d: "+
+		"writers beyond the CPU count also queue for the cores\n\n", r0.ValueSize, r0.MaxOps, r0.MaxSecs, r0.Seed, cpus(r0.CPUs), r0.GOMAXPROCS)
 	var ws []int
 	for _, c := range r0.Cells {
 		ws = append(ws, c.Writers)
@@ -223,5 +296,56 @@ func writeColdTable(w io.Writer, results []engines.ColdResult) {
 	for _, r := range results {
 		fmt.Fprintf(w, "* %s: %s; %s; disk %.1f MiB; device read_ahead_kb %d\n", r.Engine, r.Settings, r.Layout,
 			float64(r.DiskBytes)/(1<<20), r.ReadAheadKB)
+	}
+}
+
+// writeFillLatencyTable writes the fill-latency results: Put latency
+// percentiles, the Puts slower than the threshold (bloomkv's flush time),
+// each store's own flush time where it has a flush, and bloomkv's stall
+// counters; then bloomkv's slow Puts one by one.
+func writeFillLatencyTable(w io.Writer, results []engines.FillLatencyResult) {
+	if len(results) == 0 {
+		return
+	}
+	r0 := results[0]
+	fmt.Fprintf(w, "Put latency during a fill: N = %d random 16-byte keys, %d-byte values, one Put per call, no fsync, "+
+		"a fresh store with default options (as in -all), seed %d; %s (runtime.NumCPU), GOMAXPROCS %d\n\n",
+		r0.N, r0.ValueSize, r0.Seed, cpus(runtime.NumCPU()), runtime.GOMAXPROCS(0))
+	thr := fmt.Sprintf("%.1f ms", r0.ThresholdMicros/1e3)
+	fmt.Fprintf(w, "| engine | version | Puts/s | p50 µs | p99 µs | p99.9 µs | max ms | Puts > %s | flush ms | stalls / flushes / compactions |\n", thr)
+	fmt.Fprintln(w, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|")
+	for _, r := range results {
+		flush, counters := "-", "-"
+		if r.FlushMicros > 0 {
+			flush = fmt.Sprintf("%.1f (%d entries)", r.FlushMicros/1e3, r.FlushEntries)
+		}
+		if r.Stalls+r.Flushes+r.Compactions > 0 {
+			counters = fmt.Sprintf("%d / %d / %d", r.Stalls, r.Flushes, r.Compactions)
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %.1f | %.1f | %.1f | %.1f | %d | %s | %s |\n", r.Engine, r.Version, opsCell(r.OpsPerSec),
+			float64(r.P50)/1e3, float64(r.P99)/1e3, float64(r.P999)/1e3, float64(r.Max)/1e6, r.SlowCount, flush, counters)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "Puts > %s: Puts slower than the threshold (bloomkv's flush time unless -fill-threshold was given), counted exactly. "+
+		"flush ms: the median of 5 timed Flush calls, each of a memtable filled to about 85%% of the default 4 MiB (entries of key + value + 80 bytes of skiplist node; fewer if the store flushed by itself first), on a fresh store (stores with a public flush). "+
+		"Percentiles from a log-linear histogram of every Put (within 0.8%%, rounded up); max exact. "+
+		"stalls / flushes / compactions: bloomkv's Stats counters over the fill.\n", thr)
+	for _, r := range results {
+		if len(r.SlowPuts) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "\n%s's Puts slower than %.1f ms (%d, the first %d listed): ", r.Engine, r.ThresholdMicros/1e3, r.SlowCount, len(r.SlowPuts))
+		var parts []string
+		for _, p := range r.SlowPuts {
+			part := fmt.Sprintf("#%d at %.0f ms: %.1f ms", p.Index, p.AtMs, p.Micros/1e3)
+			if p.Stalls+p.Flushes+p.Compactions > 0 {
+				part += fmt.Sprintf(" (since the previous: %d stalls, %d flushes, %d compactions)", p.Stalls, p.Flushes, p.Compactions)
+			}
+			if p.SpanMicros > 0 {
+				part += fmt.Sprintf(" [the writer's thread waited for a CPU %.1f ms of the last %.1f ms]", p.RunqueueWaitMicros/1e3, p.SpanMicros/1e3)
+			}
+			parts = append(parts, part)
+		}
+		fmt.Fprintln(w, strings.Join(parts, "; "))
 	}
 }
