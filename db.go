@@ -319,6 +319,12 @@ func (o *Options) validated() (Options, error) {
 // txns.mu (the transactions' conflict record, txn_conflict.go) sits
 // between 1 and 3: the commit leader takes it holding none of 2 to 4, and
 // NewTransaction takes mu inside it.
+//
+// The sync role (commitQueue.syncRole) sits between 1 and 2: one
+// goroutine at a time fsyncs the WAL and publishes the groups written.
+// The leader may wait for it (a rotation, DB.Sync, Close, a transaction's
+// commit); its holder never waits for leadership, and takes commit.pmu,
+// then txns.mu, and db.mu only without pmu (to fail the DB).
 type DB struct {
 	dir    string
 	opts   Options
@@ -678,9 +684,14 @@ func (db *DB) Close() error {
 	db.cond.Broadcast()
 	db.mu.Unlock()
 
-	db.commit.exclusive(db, func() {}) // wait out the current leader
-	db.bgWG.Wait()                     // and the background flush and compactions
-	db.compactMu.Lock()                // and a Compact in progress
+	db.commit.exclusive(db, func() {
+		// Wait out the current leader, and the fsyncs of the groups
+		// written before: the sync role is dropped only once none waits.
+		db.commit.acquireSync()
+		db.commit.releaseSync()
+	})
+	db.bgWG.Wait()      // and the background flush and compactions
+	db.compactMu.Lock() // and a Compact in progress
 	defer db.compactMu.Unlock()
 	db.mu.Lock()
 	defer db.mu.Unlock()
