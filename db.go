@@ -382,15 +382,18 @@ type DB struct {
 	// logw, logNum and mem change only under mu and by the commit leader,
 	// so the leader may use them without mu.
 	//
-	// mu guards memory; the I/O still done under it, and why: a memtable
-	// rotation (rotateLocked: the old WAL's fsync, the new WAL's create,
-	// preallocation and mapping, a file number from the manifest), because
-	// the swap of WAL and memtable must be atomic for readers and
-	// checkpoints and is not yet split into work outside and a swap inside;
-	// and the filter refit of SetFilterBudget, which folds filters in
-	// memory. Manifest commits (logAndApply), segment writes, and the
-	// closing, unmapping and removal of obsolete segments (the closer) run
-	// outside it.
+	// mu guards memory. A memtable rotation (rotate) does its file work —
+	// the old WAL's fsync, the new WAL's file number, creation,
+	// preallocation and mapping, the old WAL's close — as the commit
+	// leader without mu, and takes mu only to swap the memtable and WAL;
+	// WAL writes and fsyncs, manifest commits (logAndApply), segment
+	// writes, and the closing, unmapping and removal of obsolete segments
+	// (the closer) all run outside it. What still holds it across a
+	// system call, and why: Checkpoint opens the WAL files under it (an
+	// open(2) each), so that the WALs and segments it captures are one
+	// moment's; Close seals the WAL and closes the files under it, when no
+	// other operation may run. The filter refit of SetFilterBudget runs
+	// under it too, in memory.
 	mu            sync.Mutex
 	cond          *sync.Cond // signalled when a flush or compaction finishes
 	closed        bool
