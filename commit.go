@@ -153,22 +153,41 @@ func (q *commitQueue) exclusive(db *DB, fn func()) {
 	q.handOff()
 }
 
-// lead writes one group: everything queued. The caller holds leadership;
-// lead passes it on before it returns.
+// lead writes groups, each everything queued, until none is queued or a
+// group needs an fsync; the caller holds leadership, and lead passes it
+// on or steps down before it returns. A leader whose group needs an fsync
+// stops leading, so that it is free to take the sync role when it is
+// passed to it (to its group's first writer: a leader is always that).
+// While groups need none, one leader writes them all, with no hand-off
+// (a wakeup) between groups.
 func (q *commitQueue) lead(db *DB) {
-	g := groupPool.Get().(*commitGroup)
-	q.mu.Lock()
-	g.reqs = append(g.reqs[:0], q.pending...)
-	clear(q.pending)
-	q.pending = q.pending[:0]
-	q.mu.Unlock()
-	err := db.commitGroup(g)
-	// Queued for publication before leadership passes on, so that groups
-	// enter the queue in the order of their sequence numbers.
-	mustSync := q.enqueue(db, g, err)
-	q.handOff()
-	if mustSync {
-		q.syncRole(db)
+	for {
+		g := groupPool.Get().(*commitGroup)
+		q.mu.Lock()
+		g.reqs = append(g.reqs[:0], q.pending...)
+		clear(q.pending)
+		q.pending = q.pending[:0]
+		q.mu.Unlock()
+		err := db.commitGroup(g)
+		sync := err == nil && g.sync
+		// Queued for publication before leadership passes on, so that
+		// groups enter the queue in the order of their sequence numbers.
+		mustSync := q.enqueue(db, g, err)
+		if sync {
+			q.handOff()
+			if mustSync {
+				q.syncRole(db)
+			}
+			return
+		}
+		q.mu.Lock()
+		if len(q.pending) == 0 {
+			q.leading = false
+			q.idle.Broadcast()
+			q.mu.Unlock()
+			return
+		}
+		q.mu.Unlock()
 	}
 }
 
@@ -240,7 +259,7 @@ func ackGroup(g *commitGroup, err error) {
 		r.done <- msgAck
 	}
 	clear(g.reqs)
-	g.reqs, g.logw, g.ws = g.reqs[:0], nil, nil
+	*g = commitGroup{reqs: g.reqs[:0]}
 	groupPool.Put(g)
 }
 
@@ -259,7 +278,8 @@ func (q *commitQueue) syncRole(db *DB) {
 	logw := q.queue[0].logw
 	q.pmu.Unlock()
 	err := logw.Sync()
-	done, err := q.synced(db, err)
+	var buf [8]*commitGroup
+	done, err := q.synced(db, err, buf[:0])
 	q.pmu.Lock()
 	var next *commitReq
 	if len(q.queue) > 0 {
@@ -277,18 +297,17 @@ func (q *commitQueue) syncRole(db *DB) {
 }
 
 // synced takes the result of an fsync by the sync role's holder: it
-// publishes the groups now covered and returns them, with the error to
+// publishes the groups now covered and returns them appended to done, with the error to
 // acknowledge them with, for the caller to acknowledge outside q.pmu. A
 // failed fsync fails every group waiting (the first waited for it, the
 // others follow it) and makes the DB read-only.
-func (q *commitQueue) synced(db *DB, err error) ([]*commitGroup, error) {
+func (q *commitQueue) synced(db *DB, err error, done []*commitGroup) ([]*commitGroup, error) {
 	if err != nil {
 		db.fail(fmt.Errorf("WAL sync: %w", err))
 		err = fmt.Errorf("%w: %w", ErrReadOnly, err)
 	}
 	q.pmu.Lock()
 	defer q.pmu.Unlock()
-	var done []*commitGroup
 	if err != nil {
 		if q.failed == nil {
 			q.failed = err
@@ -338,7 +357,7 @@ func (q *commitQueue) acquireSync() {
 // publishes and acknowledges the groups it covered, and keeps the role.
 func (q *commitQueue) syncHeld(db *DB, logw *wal.Writer) error {
 	err := logw.Sync()
-	done, err := q.synced(db, err)
+	done, err := q.synced(db, err, nil)
 	for _, g := range done {
 		ackGroup(g, err)
 	}
