@@ -44,10 +44,12 @@ const rangeDelRotateShare = 16
 // one (Options.Sync or a WriteSync in it) is published when a completed
 // fsync covers its bytes. One goroutine at a time holds the sync role: it
 // fsyncs the WAL outside every lock while the next group is written, then
-// publishes every group the fsync covered and passes the role to a writer
-// of the first group still waiting for one. So the fsync of group k never
-// waits for the copy of group k+1, and k+1's fsync starts as soon as k's
-// ends; a writer is never acknowledged before its own bytes are durable.
+// publishes every group the fsync covered, and fsyncs again at once if
+// groups wait (a few times at most, maxSyncTurn) before it passes the role
+// to a writer of the first group still waiting. So the fsync of group k
+// never waits for the copy of group k+1, and k+1's fsync starts as soon as
+// k's ends; a writer is never acknowledged before its own bytes are
+// durable.
 //
 // Sequence numbers become visible in order: a group is published only
 // after every group before it, and the entries of an unpublished group,
@@ -263,36 +265,54 @@ func ackGroup(g *commitGroup, err error) {
 	groupPool.Put(g)
 }
 
-// syncRole exercises the sync role, which the caller holds: one fsync of
+// maxSyncTurn bounds the fsyncs one holder of the sync role issues in a
+// row. Passing the role on wakes a sleeping writer, and on a busy machine
+// the device waits for that wakeup; a holder that finds more groups
+// waiting when its fsync ends therefore starts the next fsync itself, as
+// Pebble's LogWriter flush loop does. But the holder is a writer whose
+// own write was acknowledged by its first fsync, and whose call returns
+// only when it lets go of the role: the bound keeps its latency within a
+// few fsyncs.
+const maxSyncTurn = 4
+
+// syncRole exercises the sync role, which the caller holds: an fsync of
 // the WAL of the first group waiting, the publication of what it covered,
-// and the role passed on to a writer of the first group still waiting (or
-// dropped if none is) before the writers are woken, so that the next
-// fsync starts at once.
+// again while groups wait (up to maxSyncTurn fsyncs), and then the role
+// passed on to a writer of the first group still waiting (or dropped if
+// none is) before the writers are woken, so that the next fsync starts at
+// once.
 func (q *commitQueue) syncRole(db *DB) {
-	q.pmu.Lock()
-	if len(q.queue) == 0 {
-		q.releaseLocked()
+	for turn := 1; ; turn++ {
+		q.pmu.Lock()
+		if len(q.queue) == 0 {
+			q.releaseLocked()
+			q.pmu.Unlock()
+			return
+		}
+		logw := q.queue[0].logw
 		q.pmu.Unlock()
-		return
-	}
-	logw := q.queue[0].logw
-	q.pmu.Unlock()
-	err := logw.Sync()
-	var buf [8]*commitGroup
-	done, err := q.synced(db, err, buf[:0])
-	q.pmu.Lock()
-	var next *commitReq
-	if len(q.queue) > 0 {
-		next = q.queue[0].reqs[0]
-	} else {
-		q.releaseLocked()
-	}
-	q.pmu.Unlock()
-	if next != nil {
-		next.done <- msgSync
-	}
-	for _, g := range done {
-		ackGroup(g, err)
+		err := logw.Sync()
+		var buf [8]*commitGroup
+		done, err := q.synced(db, err, buf[:0])
+		q.pmu.Lock()
+		var next *commitReq
+		stop := len(q.queue) == 0 || turn >= maxSyncTurn
+		switch {
+		case len(q.queue) == 0:
+			q.releaseLocked()
+		case stop:
+			next = q.queue[0].reqs[0]
+		}
+		q.pmu.Unlock()
+		if next != nil {
+			next.done <- msgSync
+		}
+		for _, g := range done {
+			ackGroup(g, err)
+		}
+		if stop {
+			return
+		}
 	}
 }
 

@@ -76,8 +76,8 @@ func (f *gateMappedFile) MapFd() (uintptr, bool) { return vfs.MapFd(f.File) }
 // TestPipelinedCommit pins the pipeline: while group k's fsync is in
 // flight, group k+1 is written to the WAL (its bytes counted in
 // Stats.WALBytes), yet neither is acknowledged nor visible; when k's fsync
-// ends, k is acknowledged and visible, and k+1 only after an fsync of its
-// own, which starts right away.
+// ends, k is visible, and k+1 only after an fsync of its own, which starts
+// right away.
 func TestPipelinedCommit(t *testing.T) {
 	for _, mapped := range []bool{false, true} {
 		name := "write"
@@ -152,14 +152,11 @@ func TestPipelinedCommit(t *testing.T) {
 
 			fs.release <- struct{}{} // group k's fsync ends (it is blocked: entered)
 			waitEntered("group k+1") // k+1's starts at once
-			select {
-			case err := <-a:
-				mustDo(t, err)
-			case <-time.After(10 * time.Second):
-				t.Fatal("group k not acknowledged after its fsync")
-			}
+			// Group k is published now. Its writer may still be busy
+			// with k+1's fsync (the sync role's next turn), so its call
+			// need not have returned.
 			if !visible("k1") {
-				t.Fatal("group k acknowledged but not visible")
+				t.Fatal("group k not visible after its fsync")
 			}
 			time.Sleep(20 * time.Millisecond)
 			if !pending(b) || visible("k2") {
@@ -167,11 +164,13 @@ func TestPipelinedCommit(t *testing.T) {
 			}
 			fs.armed.Store(false)
 			fs.release <- struct{}{} // group k+1's
-			select {
-			case err := <-b:
-				mustDo(t, err)
-			case <-time.After(10 * time.Second):
-				t.Fatal("group k+1 not acknowledged after its fsync")
+			for _, c := range []chan error{a, b} {
+				select {
+				case err := <-c:
+					mustDo(t, err)
+				case <-time.After(10 * time.Second):
+					t.Fatal("a write not acknowledged after its fsync")
+				}
 			}
 			if !visible("k2") {
 				t.Fatal("group k+1 acknowledged but not visible")
