@@ -107,6 +107,9 @@ func (db *DB) captureCheckpoint() (*checkpoint, error) {
 	cp := &checkpoint{}
 	var err error
 	db.commit.exclusive(db, func() {
+		// Every group written is published first, so the WAL captured
+		// holds no write whose fsync may still fail.
+		db.commit.drain()
 		db.mu.Lock()
 		defer db.mu.Unlock()
 		if db.closed {

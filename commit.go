@@ -16,7 +16,7 @@ import (
 const maxFrozen = 2
 
 // A range deletion rotates a memtable whose point entries fill at least
-// 1/rangeDelRotateShare of it (makeRoomLocked), so an iterator steps over
+// 1/rangeDelRotateShare of it (makeRoom), so an iterator steps over
 // at most that much of a memtable's covered data; the smallest segment
 // this makes is as large. Only point entries count: a memtable that holds
 // mostly range tombstones has little for an iterator to step over, and
@@ -26,31 +26,85 @@ const maxFrozen = 2
 // entry (memtable.AddRangeDeletes charges their real memory).
 const rangeDelRotateShare = 16
 
-// commitQueue implements group commit. Writers queue their batches; the
-// first to find no leader becomes the leader and commits everything queued
-// in one WAL write (and one fsync with Options.Sync), then applies the
-// batches to the memtable, while later writers queue behind it for the
-// next group. The leader is the only goroutine that writes the WAL or the
-// memtable, so neither needs a lock of its own.
+// commitQueue implements pipelined group commit, in two stages.
+//
+// Writing: writers queue their batches; one of them at a time leads,
+// takes everything queued as one group, gives it sequence numbers, writes
+// it to the WAL in one write (a copy into the WAL's mapping, or one
+// write(2)), applies it to the memtable, and hands the group to the second
+// stage; then it passes leadership to the first writer queued meanwhile.
+// The leader is the only goroutine that writes the WAL or the memtable, so
+// neither needs a lock of its own.
+//
+// Syncing and publishing: written groups wait in a queue, in order, until
+// they may be published — made visible to readers (visibleSeq) and
+// acknowledged to their writers. A group that needs no fsync may be
+// published once every group before it is, its bytes being in the kernel
+// (which keeps them through a crash of the process). A group that needs
+// one (Options.Sync or a WriteSync in it) is published when a completed
+// fsync covers its bytes. One goroutine at a time holds the sync role: it
+// fsyncs the WAL outside every lock while the next group is written, then
+// publishes every group the fsync covered, and fsyncs again at once if
+// groups wait (a few times at most, maxSyncTurn) before it passes the role
+// to a writer of the first group still waiting. So the fsync of group k
+// never waits for the copy of group k+1, and k+1's fsync starts as soon as
+// k's ends; a writer is never acknowledged before its own bytes are
+// durable.
+//
+// Sequence numbers become visible in order: a group is published only
+// after every group before it, and the entries of an unpublished group,
+// though in the memtable, are above visibleSeq, which every reader
+// filters by.
 type commitQueue struct {
 	mu        sync.Mutex
 	idle      sync.Cond // signalled when the leader steps down
 	leading   bool
 	pending   []*commitReq
-	spare     []*commitReq
 	payloads  [][]byte             // leader only
 	rangeDels []rangedel.Tombstone // leader only: applyBatch's
+
+	// pmu guards the second stage. Lock order: commit leadership, then
+	// pmu, then txns.mu; pmu is never held while db.mu is taken or waited
+	// for.
+	pmu     sync.Mutex
+	pidle   sync.Cond      // signalled when the sync role is released or the queue empties
+	queue   []*commitGroup // written, not yet published, oldest first; the first needs an fsync
+	syncing bool           // a goroutine holds the sync role (or it is on its way to one)
+	failed  error          // a WAL write or fsync failed: nothing more is published
 }
+
+// commitGroup is one group of batches between writing and publication.
+type commitGroup struct {
+	reqs []*commitReq
+	logw *wal.Writer // the WAL it is in
+	end  int64       // logw's size just after it
+	last uint64      // its last sequence number
+	sync bool        // published only once an fsync covers end
+	ws   *writeSet   // its transactions' writes (txnState.admit), or nil
+	n    int         // batches written
+}
+
+var groupPool = sync.Pool{New: func() any { return new(commitGroup) }}
+
+// Messages a waiting writer receives on its commitReq's done channel.
+const (
+	msgAck  = iota // published (or failed): r.err says which
+	msgLead        // lead the next group
+	msgSync        // take the sync role
+)
 
 type commitReq struct {
 	b     *Batch
 	sync  bool      // fsync before acknowledging, whatever Options.Sync says
 	check *txnCheck // a transaction's reads, validated before b is written (txn_conflict.go); nil for a plain write
 	err   error
-	done  chan struct{}
+	// done carries one message at a time: a writer is sent msgLead only
+	// while queued, msgSync only while its group waits for an fsync, and
+	// msgAck once.
+	done chan uint8
 }
 
-var reqPool = sync.Pool{New: func() any { return &commitReq{done: make(chan struct{}, 1)} }}
+var reqPool = sync.Pool{New: func() any { return &commitReq{done: make(chan uint8, 1)} }}
 
 // submit commits b and returns when it is durable (as Options.Sync says)
 // and visible to readers.
@@ -65,20 +119,31 @@ func (q *commitQueue) submitChecked(db *DB, b *Batch, sync bool, check *txnCheck
 	r.b, r.sync, r.check, r.err = b, sync, check, nil
 	q.mu.Lock()
 	q.pending = append(q.pending, r)
-	if !q.leading {
-		q.leading = true
+	lead := !q.leading
+	q.leading = true
+	q.mu.Unlock()
+	if lead {
 		q.lead(db)
 	}
-	q.mu.Unlock()
-	<-r.done
+	for m := range r.done {
+		if m == msgAck {
+			break
+		}
+		if m == msgLead {
+			q.lead(db)
+		} else {
+			q.syncRole(db)
+		}
+	}
 	err := r.err
 	r.b, r.check, r.err = nil, nil, nil
 	reqPool.Put(r)
 	return err
 }
 
-// exclusive runs fn while no commit is in progress (as the leader), then
-// commits whatever queued meanwhile.
+// exclusive runs fn while no group is being written (as the leader), then
+// passes leadership on to whatever queued meanwhile. Groups written
+// before may still wait for their fsync.
 func (q *commitQueue) exclusive(db *DB, fn func()) {
 	q.mu.Lock()
 	for q.leading {
@@ -87,59 +152,294 @@ func (q *commitQueue) exclusive(db *DB, fn func()) {
 	q.leading = true
 	q.mu.Unlock()
 	fn()
-	q.mu.Lock()
-	q.lead(db)
-	q.mu.Unlock()
+	q.handOff()
 }
 
-// lead commits queued groups until none is left. q.mu is held on entry and
-// exit, released while a group is written.
+// lead writes groups, each everything queued, until none is queued or a
+// group needs an fsync; the caller holds leadership, and lead passes it
+// on or steps down before it returns. A leader whose group needs an fsync
+// stops leading, so that it is free to take the sync role when it is
+// passed to it (to its group's first writer: a leader is always that).
+// While groups need none, one leader writes them all, with no hand-off
+// (a wakeup) between groups.
 func (q *commitQueue) lead(db *DB) {
-	for len(q.pending) > 0 {
-		group := q.pending
-		q.pending = q.spare[:0]
-		q.mu.Unlock()
-		db.commitGroup(group)
-		clear(group)
+	for {
+		g := groupPool.Get().(*commitGroup)
 		q.mu.Lock()
-		q.spare = group[:0]
+		g.reqs = append(g.reqs[:0], q.pending...)
+		clear(q.pending)
+		q.pending = q.pending[:0]
+		q.mu.Unlock()
+		err := db.commitGroup(g)
+		sync := err == nil && g.sync
+		// Queued for publication before leadership passes on, so that
+		// groups enter the queue in the order of their sequence numbers.
+		mustSync := q.enqueue(db, g, err)
+		if sync {
+			q.handOff()
+			if mustSync {
+				q.syncRole(db)
+			}
+			return
+		}
+		q.mu.Lock()
+		if len(q.pending) == 0 {
+			q.leading = false
+			q.idle.Broadcast()
+			q.mu.Unlock()
+			return
+		}
+		q.mu.Unlock()
 	}
-	q.leading = false
-	q.idle.Broadcast()
 }
 
-// commitGroup writes one group of batches: sequence numbers, one WAL write,
-// optionally one fsync, the memtable inserts, then visibility.
-func (db *DB) commitGroup(group []*commitReq) {
-	size, rangeDels := 0, false
-	for _, r := range group {
-		size += r.b.Size()
-		rangeDels = rangeDels || r.b.rangeDels > 0
+// handOff passes leadership to the first writer queued, or steps down.
+func (q *commitQueue) handOff() {
+	q.mu.Lock()
+	if len(q.pending) == 0 {
+		q.leading = false
+		q.idle.Broadcast()
+		q.mu.Unlock()
+		return
 	}
-	db.mu.Lock()
-	err := db.makeRoomLocked(size, rangeDels)
-	logw, mem := db.logw, db.mem
-	db.mu.Unlock()
-	if err == nil {
-		err = db.writeGroup(group, logw, mem)
+	next := q.pending[0]
+	q.mu.Unlock()
+	next.done <- msgLead
+}
+
+// enqueue hands a written group (or one that failed with err) to the
+// second stage. It publishes the group at once when it needs no fsync and
+// nothing waits before it, and reports whether the caller took the sync
+// role, which it must then exercise (syncRole).
+func (q *commitQueue) enqueue(db *DB, g *commitGroup, err error) (mustSync bool) {
+	q.pmu.Lock()
+	switch {
+	case err == nil && q.failed != nil:
+		// Written after a failure: publishing it would also publish the
+		// failed groups' entries, which its sequence numbers follow.
+		err = fmt.Errorf("%w: %w", ErrReadOnly, q.failed)
+	case err == nil && g.n > 0 && (g.sync || len(q.queue) > 0):
+		q.queue = append(q.queue, g)
+		if g.sync && !q.syncing {
+			q.syncing, mustSync = true, true
+		}
+		q.pmu.Unlock()
+		return mustSync
+	case err == nil && g.n > 0:
+		q.publishLocked(db, g)
 	}
-	for _, r := range group {
-		if r.err == nil { // not already refused for a conflict (writeGroup)
+	q.pmu.Unlock()
+	ackGroup(g, err)
+	return false
+}
+
+// publishLocked makes g visible and records it for the open transactions.
+// q.pmu is held, and every group before g is published.
+func (q *commitQueue) publishLocked(db *DB, g *commitGroup) {
+	db.visibleSeq.Store(g.last)
+	// After the publication, which an open transaction's conflict check
+	// depends on (txnState.active); a no-op while none is open.
+	if g.ws != nil || db.txns.active.Load() != 0 {
+		payloads := make([][]byte, 0, len(g.reqs))
+		for _, r := range g.reqs {
+			if r.err == nil {
+				payloads = append(payloads, r.b.data)
+			}
+		}
+		db.txns.record(g.ws, payloads, g.last)
+	}
+	db.stats.writes.Add(uint64(g.n))
+}
+
+// ackGroup acknowledges g's writers (with err unless one has its own, a
+// refused transaction's ErrConflict) and recycles g.
+func ackGroup(g *commitGroup, err error) {
+	for _, r := range g.reqs {
+		if r.err == nil {
 			r.err = err
 		}
-		r.done <- struct{}{}
+		r.done <- msgAck
+	}
+	clear(g.reqs)
+	*g = commitGroup{reqs: g.reqs[:0]}
+	groupPool.Put(g)
+}
+
+// maxSyncTurn bounds the fsyncs one holder of the sync role issues in a
+// row. Passing the role on wakes a sleeping writer, and on a busy machine
+// the device waits for that wakeup; a holder that finds more groups
+// waiting when its fsync ends therefore starts the next fsync itself, as
+// Pebble's LogWriter flush loop does. But the holder is a writer whose
+// own write was acknowledged by its first fsync, and whose call returns
+// only when it lets go of the role: the bound keeps its latency within a
+// few fsyncs.
+const maxSyncTurn = 4
+
+// syncRole exercises the sync role, which the caller holds: an fsync of
+// the WAL of the first group waiting, the publication of what it covered,
+// again while groups wait (up to maxSyncTurn fsyncs), and then the role
+// passed on to a writer of the first group still waiting (or dropped if
+// none is) before the writers are woken, so that the next fsync starts at
+// once.
+func (q *commitQueue) syncRole(db *DB) {
+	for turn := 1; ; turn++ {
+		q.pmu.Lock()
+		if len(q.queue) == 0 {
+			q.releaseLocked()
+			q.pmu.Unlock()
+			return
+		}
+		logw := q.queue[0].logw
+		q.pmu.Unlock()
+		err := logw.Sync()
+		var buf [8]*commitGroup
+		done, err := q.synced(db, err, buf[:0])
+		q.pmu.Lock()
+		var next *commitReq
+		stop := len(q.queue) == 0 || turn >= maxSyncTurn
+		switch {
+		case len(q.queue) == 0:
+			q.releaseLocked()
+		case stop:
+			next = q.queue[0].reqs[0]
+		}
+		q.pmu.Unlock()
+		if next != nil {
+			next.done <- msgSync
+		}
+		for _, g := range done {
+			ackGroup(g, err)
+		}
+		if stop {
+			return
+		}
 	}
 }
 
-func (db *DB) writeGroup(group []*commitReq, logw *wal.Writer, mem *memtable.Memtable) error {
+// synced takes the result of an fsync by the sync role's holder: it
+// publishes the groups now covered and returns them appended to done, with the error to
+// acknowledge them with, for the caller to acknowledge outside q.pmu. A
+// failed fsync fails every group waiting (the first waited for it, the
+// others follow it) and makes the DB read-only.
+func (q *commitQueue) synced(db *DB, err error, done []*commitGroup) ([]*commitGroup, error) {
+	if err != nil {
+		db.fail(fmt.Errorf("WAL sync: %w", err))
+		err = fmt.Errorf("%w: %w", ErrReadOnly, err)
+	}
+	q.pmu.Lock()
+	defer q.pmu.Unlock()
+	if err != nil {
+		if q.failed == nil {
+			q.failed = err
+		}
+		done = append(done, q.queue...)
+		clear(q.queue)
+		q.queue = q.queue[:0]
+		return done, err
+	}
+	n := 0
+	for _, g := range q.queue {
+		if g.sync && g.end > g.logw.Synced() {
+			break
+		}
+		q.publishLocked(db, g)
+		n++
+	}
+	done = append(done, q.queue[:n]...)
+	q.queue = append(q.queue[:0], q.queue[n:]...)
+	clear(q.queue[len(q.queue) : len(q.queue)+n])
+	if len(q.queue) == 0 {
+		q.pidle.Broadcast()
+	}
+	return done, nil
+}
+
+// releaseLocked drops the sync role.
+func (q *commitQueue) releaseLocked() {
+	q.syncing = false
+	q.pidle.Broadcast()
+}
+
+// acquireSync takes the sync role, waiting for its holder to finish. Only
+// the commit leader calls it (rotation, DB.Sync, Close), so no group can
+// be queued meanwhile and, once the role is held, one fsync of the WAL
+// covers every group waiting.
+func (q *commitQueue) acquireSync() {
+	q.pmu.Lock()
+	for q.syncing {
+		q.pidle.Wait()
+	}
+	q.syncing = true
+	q.pmu.Unlock()
+}
+
+// syncHeld fsyncs logw as the holder of the sync role (acquireSync),
+// publishes and acknowledges the groups it covered, and keeps the role.
+func (q *commitQueue) syncHeld(db *DB, logw *wal.Writer) error {
+	err := logw.Sync()
+	done, err := q.synced(db, err, nil)
+	for _, g := range done {
+		ackGroup(g, err)
+	}
+	return err
+}
+
+// releaseSync drops the sync role taken with acquireSync, passing it on
+// if a group waits for an fsync.
+func (q *commitQueue) releaseSync() {
+	q.pmu.Lock()
+	var next *commitReq
+	if len(q.queue) > 0 {
+		next = q.queue[0].reqs[0]
+	} else {
+		q.releaseLocked()
+	}
+	q.pmu.Unlock()
+	if next != nil {
+		next.done <- msgSync
+	}
+}
+
+// drain waits until every written group is published. The commit leader
+// calls it before it admits a transaction: the conflict check needs the
+// writes of every earlier group in the history, which publication records.
+func (q *commitQueue) drain() {
+	q.pmu.Lock()
+	for len(q.queue) > 0 {
+		q.pidle.Wait()
+	}
+	q.pmu.Unlock()
+}
+
+// commitGroup writes one group of batches: sequence numbers, one WAL
+// write, the memtable inserts. Publication (and the fsync it may wait
+// for) is the second stage's (enqueue).
+func (db *DB) commitGroup(g *commitGroup) error {
+	size, rangeDels, txn := 0, false, false
+	for _, r := range g.reqs {
+		size += r.b.Size()
+		rangeDels = rangeDels || r.b.rangeDels > 0
+		txn = txn || r.check != nil
+	}
+	if txn {
+		db.commit.drain()
+	}
+	logw, mem, err := db.makeRoom(size, rangeDels)
+	if err != nil {
+		return err
+	}
+	return db.writeGroup(g, logw, mem)
+}
+
+func (db *DB) writeGroup(g *commitGroup, logw *wal.Writer, mem *memtable.Memtable) error {
 	payloads := db.commit.payloads[:0]
 	seq := db.lastSeq + 1
 	sync := db.opts.Sync
 	// Transactions are validated here, as the leader, so that no write
 	// can commit between a transaction's check and its sequence numbers;
 	// a refused one gets ErrConflict and takes no sequence number.
-	ws := db.txns.admit(group, seq)
-	for _, r := range group {
+	g.ws = db.txns.admit(g.reqs, seq)
+	for _, r := range g.reqs {
 		if r.err != nil {
 			continue
 		}
@@ -147,18 +447,15 @@ func (db *DB) writeGroup(group []*commitReq, logw *wal.Writer, mem *memtable.Mem
 		seq += uint64(r.b.count)
 		sync = sync || r.sync
 	}
+	g.n = len(payloads)
 	if len(payloads) == 0 {
 		return nil // every batch was a refused transaction
 	}
 	n, err := logw.WriteRecords(payloads...)
 	db.commit.payloads = payloads
-	if err == nil && sync {
-		// One fsync for the whole group: a writer that asked for it
-		// makes every batch before it in the WAL durable too.
-		err = logw.Sync()
-	}
 	db.stats.walBytes.Add(uint64(n))
 	if err != nil {
+		clear(payloads)
 		// The WAL may now hold part of the group: refuse all further
 		// writes rather than acknowledge anything on top of it.
 		db.fail(fmt.Errorf("WAL write: %w", err))
@@ -167,13 +464,9 @@ func (db *DB) writeGroup(group []*commitReq, logw *wal.Writer, mem *memtable.Mem
 	for _, p := range payloads {
 		db.commit.rangeDels, _, _ = applyBatch(mem, p, "", 0, 0, db.commit.rangeDels)
 	}
-	db.lastSeq = seq - 1
-	db.visibleSeq.Store(db.lastSeq)
-	// After the publication, which an open transaction's conflict check
-	// depends on (txnState.active); a no-op while none is open.
-	db.txns.record(ws, payloads, db.lastSeq)
 	clear(payloads) // do not pin the batches until the next group
-	db.stats.writes.Add(uint64(len(payloads)))
+	db.lastSeq = seq - 1
+	g.logw, g.end, g.last, g.sync = logw, logw.Size(), db.lastSeq, sync
 	return nil
 }
 
@@ -204,11 +497,12 @@ func applyBatch(mem *memtable.Memtable, rec []byte, name string, offset int64, a
 	return dels[:0], last, err
 }
 
-// makeRoomLocked makes sure the memtable can take size more bytes: it
-// freezes a full memtable and starts a new one with a new WAL. It stalls
-// (waits, never fails) while maxFrozen memtables already wait for flush,
-// or while the segment count is past the compaction policy's stall
-// threshold and a compaction is running to bring it down.
+// makeRoom makes sure the memtable can take size more bytes, and returns
+// the WAL and memtable to write to: it freezes a full memtable and starts
+// a new one with a new WAL (rotate). It stalls (waits, never fails) while
+// maxFrozen memtables already wait for flush, or while the segment count
+// is past the compaction policy's stall threshold and a compaction is
+// running to bring it down. Only the commit leader calls it.
 //
 // A group with a range deletion also rotates a memtable that holds
 // rangeDelRotateShare of MemtableSize or more: the versions the deletion
@@ -218,10 +512,12 @@ func applyBatch(mem *memtable.Memtable, rec []byte, name string, offset int64, a
 // raft log truncated behind each snapshot: finding the first index took
 // 2.4 ms among the covered entries of a 4 MiB memtable, and takes
 // microseconds after the rotation.)
-func (db *DB) makeRoomLocked(size int, rangeDels bool) error {
+func (db *DB) makeRoom(size int, rangeDels bool) (*wal.Writer, *memtable.Memtable, error) {
+	db.mu.Lock()
+	defer db.mu.Unlock()
 	for {
 		if err := db.writableLocked(); err != nil {
-			return err
+			return nil, nil, err
 		}
 		if db.compacting > 0 && len(db.segments) >= db.stallAt {
 			// Compaction fell behind: every Get would probe more and more
@@ -233,14 +529,19 @@ func (db *DB) makeRoomLocked(size int, rangeDels bool) error {
 		used := db.mem.ApproximateSize()
 		if db.mem.Empty() || used+size <= db.opts.MemtableSize &&
 			!(rangeDels && db.mem.PointBytes() >= db.opts.MemtableSize/rangeDelRotateShare) {
-			return nil
+			return db.logw, db.mem, nil
 		}
 		if len(db.imm) >= maxFrozen {
 			db.stats.writeStalls.Add(1)
 			db.cond.Wait()
 			continue
 		}
-		return db.rotateLocked()
+		db.mu.Unlock()
+		err := db.rotate()
+		db.mu.Lock()
+		if err != nil {
+			return nil, nil, err
+		}
 	}
 }
 
@@ -264,29 +565,42 @@ type frozen struct {
 	done   chan struct{} // closed when flushed (or when the flush failed)
 }
 
-// rotateLocked freezes the memtable and starts a new one with a new WAL.
-// Only the commit leader calls it (directly or through exclusive).
-func (db *DB) rotateLocked() error {
+// rotate freezes the memtable and starts a new one with a new WAL. Only
+// the commit leader calls it (from makeRoom, or Flush through exclusive),
+// without db.mu: the file work — the old WAL's fsync, the new WAL's
+// creation, preallocation and mapping, the old one's close — runs outside
+// it, and db.mu is held only to swap the memtable and WAL in one step, so
+// that readers and checkpoints see either both old or both new.
+func (db *DB) rotate() error {
 	// The old WAL is synced before the next one exists, so only the newest
 	// WAL can hold unsynced writes: Sync needs one fsync, and after a power
-	// cut every WAL but the newest was complete on disk.
-	err := db.logw.Sync()
-	var num uint64
-	if err == nil {
-		num, err = db.manifest.NewFileNum()
+	// cut every WAL but the newest was complete on disk. The sync role is
+	// held throughout, so no fsync of the old WAL is in flight when it is
+	// closed; its groups are published by this fsync.
+	q := &db.commit
+	q.acquireSync()
+	defer q.releaseSync()
+	old, oldNum := db.logw, db.logNum // the leader's: they change only here
+	if err := q.syncHeld(db, old); err != nil {
+		return err // the DB is read-only now (synced)
 	}
+	num, err := db.manifest.NewFileNum()
 	var logw *wal.Writer
 	if err == nil {
 		logw, err = db.createWAL(num, true)
 	}
 	if err != nil {
-		db.failLocked(err)
+		db.fail(err)
 		return fmt.Errorf("%w: %w", ErrReadOnly, err)
 	}
-	if err := db.logw.Close(); err != nil {
-		db.logger.Warn("closing WAL", "num", db.logNum, "err", err)
+	// Nothing uses the old WAL any more: only the leader writes it, and
+	// the sync role, held here, syncs it.
+	if err := old.Close(); err != nil {
+		db.logger.Warn("closing WAL", "num", oldNum, "err", err)
 	}
-	db.imm = append(db.imm, &frozen{mem: db.mem, maxSeq: db.lastSeq, logNum: db.logNum, done: make(chan struct{})})
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	db.imm = append(db.imm, &frozen{mem: db.mem, maxSeq: db.lastSeq, logNum: oldNum, done: make(chan struct{})})
 	db.mem = memtable.New(db.opts.MemtableSize)
 	db.logw, db.logNum = logw, num
 	db.publishLocked()
@@ -324,15 +638,15 @@ func (db *DB) createWAL(num uint64, prevSynced bool) (*wal.Writer, error) {
 
 // Sync makes every write acknowledged before the call durable: it survives
 // power loss when Sync returns. It costs one fsync of the WAL, taken while
-// no commit is in progress; writes made with Options.Sync are durable
+// no group is being written; writes made with Options.Sync are durable
 // already. A failed fsync makes the DB read-only, as a failed WAL write
 // does.
 func (db *DB) Sync() error {
 	var err error
 	db.commit.exclusive(db, func() {
-		// As the commit leader this goroutine owns the WAL: no commit or
-		// rotation runs meanwhile, and db.mu need not be held across the
-		// fsync.
+		// As the commit leader this goroutine owns the WAL: no group is
+		// written and no rotation runs meanwhile, and db.mu need not be
+		// held across the fsync.
 		db.mu.Lock()
 		logw := db.logw
 		if db.opts.ReadOnly && !db.closed {
@@ -344,10 +658,9 @@ func (db *DB) Sync() error {
 		if err != nil || logw == nil {
 			return
 		}
-		if err = logw.Sync(); err != nil {
-			db.fail(fmt.Errorf("WAL sync: %w", err))
-			err = fmt.Errorf("%w: %w", ErrReadOnly, err)
-		}
+		db.commit.acquireSync()
+		err = db.commit.syncHeld(db, logw)
+		db.commit.releaseSync()
 	})
 	return err
 }

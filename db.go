@@ -319,6 +319,12 @@ func (o *Options) validated() (Options, error) {
 // txns.mu (the transactions' conflict record, txn_conflict.go) sits
 // between 1 and 3: the commit leader takes it holding none of 2 to 4, and
 // NewTransaction takes mu inside it.
+//
+// The sync role (commitQueue.syncRole) sits between 1 and 2: one
+// goroutine at a time fsyncs the WAL and publishes the groups written.
+// The leader may wait for it (a rotation, DB.Sync, Close, a transaction's
+// commit); its holder never waits for leadership, and takes commit.pmu,
+// then txns.mu, and db.mu only without pmu (to fail the DB).
 type DB struct {
 	dir    string
 	opts   Options
@@ -376,15 +382,18 @@ type DB struct {
 	// logw, logNum and mem change only under mu and by the commit leader,
 	// so the leader may use them without mu.
 	//
-	// mu guards memory; the I/O still done under it, and why: a memtable
-	// rotation (rotateLocked: the old WAL's fsync, the new WAL's create,
-	// preallocation and mapping, a file number from the manifest), because
-	// the swap of WAL and memtable must be atomic for readers and
-	// checkpoints and is not yet split into work outside and a swap inside;
-	// and the filter refit of SetFilterBudget, which folds filters in
-	// memory. Manifest commits (logAndApply), segment writes, and the
-	// closing, unmapping and removal of obsolete segments (the closer) run
-	// outside it.
+	// mu guards memory. A memtable rotation (rotate) does its file work —
+	// the old WAL's fsync, the new WAL's file number, creation,
+	// preallocation and mapping, the old WAL's close — as the commit
+	// leader without mu, and takes mu only to swap the memtable and WAL;
+	// WAL writes and fsyncs, manifest commits (logAndApply), segment
+	// writes, and the closing, unmapping and removal of obsolete segments
+	// (the closer) all run outside it. What still holds it across a
+	// system call, and why: Checkpoint opens the WAL files under it (an
+	// open(2) each), so that the WALs and segments it captures are one
+	// moment's; Close seals the WAL and closes the files under it, when no
+	// other operation may run. The filter refit of SetFilterBudget runs
+	// under it too, in memory.
 	mu            sync.Mutex
 	cond          *sync.Cond // signalled when a flush or compaction finishes
 	closed        bool
@@ -708,9 +717,14 @@ func (db *DB) Close() error {
 	db.cond.Broadcast()
 	db.mu.Unlock()
 
-	db.commit.exclusive(db, func() {}) // wait out the current leader
-	db.bgWG.Wait()                     // and the background flush and compactions
-	db.compactMu.Lock()                // and a Compact in progress
+	db.commit.exclusive(db, func() {
+		// Wait out the current leader, and the fsyncs of the groups
+		// written before: the sync role is dropped only once none waits.
+		db.commit.acquireSync()
+		db.commit.releaseSync()
+	})
+	db.bgWG.Wait()      // and the background flush and compactions
+	db.compactMu.Lock() // and a Compact in progress
 	defer db.compactMu.Unlock()
 	db.mu.Lock()
 	defer db.mu.Unlock()

@@ -30,7 +30,10 @@ func (db *DB) Flush() error {
 			if err = db.writableLocked(); err != nil {
 				return
 			}
-			if err = db.rotateLocked(); err != nil {
+			db.mu.Unlock()
+			err = db.rotate() // as the leader: its file work outside db.mu
+			db.mu.Lock()
+			if err != nil {
 				return
 			}
 		}

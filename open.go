@@ -78,6 +78,7 @@ func newDB(dir string, o Options, lock io.Closer) *DB {
 	db.cond = sync.NewCond(&db.mu)
 	db.closer.idle.L = &db.closer.mu
 	db.commit.idle.L = &db.commit.mu
+	db.commit.pidle.L = &db.commit.pmu
 	return db
 }
 

@@ -36,7 +36,7 @@ var txnHistoryLimit = 64 << 20
 // writes they may conflict with.
 type txnState struct {
 	// active counts the open read-write transactions. The commit leader
-	// loads it after it has published a group (writeGroup) and records
+	// loads it after it has published a group (publishLocked) and records
 	// the group's keys only if it is non-zero, so plain writes pay one
 	// atomic load while no transaction is open. A transaction adds itself
 	// before it loads its read sequence. Either the leader's load sees the

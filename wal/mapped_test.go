@@ -52,7 +52,7 @@ func TestMappedGroupTornByKill(t *testing.T) {
 			t.Fatal(err)
 		}
 		if group%3 == 0 {
-			w.synced = w.size // as Sync would: the next group starts with a mark
+			w.synced.Store(w.size.Load()) // as Sync would: the next group starts with a mark
 		}
 		// Kill during op k, after the bytes picked of it.
 		for k := range ops {

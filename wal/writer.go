@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 	"sync/atomic"
 )
 
@@ -21,23 +22,35 @@ type File interface {
 // so that one huge batch does not pin its memory for the life of the log.
 const maxRetainedBuffer = 1 << 20
 
-// Writer appends records to a log file. It is not safe for concurrent use:
-// the DB's commit leader is the only caller.
+// Writer appends records to a log file. One goroutine at a time may call
+// WriteRecords, Seal and Close (the DB's commit leader), and one at a time
+// may call Sync — concurrently with a WriteRecords: the DB fsyncs one
+// group commit while the next is copied in (pipelined commit). A Sync
+// makes durable what the WriteRecords calls that returned before it began
+// wrote, and perhaps more; Synced tells how much it covered.
 //
-// After a failed Write or Sync the Writer is broken and every later call
-// returns that same error: the file may hold a partial record, and nothing
-// appended behind it could be recovered (it would look like mid-file
-// corruption), so the DB must switch to a new log instead.
+// After a failed write the Writer is broken for writing and every later
+// WriteRecords returns that same error: the file may hold a partial record,
+// and nothing appended behind it could be recovered (it would look like
+// mid-file corruption), so the DB must switch to a new log instead. Sync
+// still works then, so that the records written before the failure can
+// be made durable for the writers who wrote them. After a failed Sync the
+// Writer is broken for good: after an fsync error the kernel may already
+// have dropped the dirty pages, so a retry could falsely report success.
 type Writer struct {
 	f      File
 	name   string
-	buf    []byte // encoding buffer, reused across calls
-	size   int64
-	err    error    // sticky: set by the first failed Write/Sync, or by Close
-	boot   [16]byte // for marks; zero when the log has none
-	marks  bool     // write a mark before a write that follows a sync
-	synced int64    // bytes fsynced
-	marked int64    // the Synced of the last mark written
+	buf    []byte       // encoding buffer, reused across calls (writer only)
+	size   atomic.Int64 // bytes written; stored after the bytes are in the file
+	synced atomic.Int64 // bytes fsynced
+	boot   [16]byte     // for marks; zero when the log has none
+	marks  bool         // write a mark before a write that follows a sync
+	marked int64        // the Synced of the last mark written (writer only)
+
+	errMu  sync.Mutex // guards the sticky errors; never held across I/O
+	werr   error      // set by the first failed write: fails writes
+	serr   error      // set by the first failed Sync: fails writes and syncs
+	closed error      // set by Close: fails everything
 
 	mapped  []byte // see UseMapping
 	writeAt func([]byte, int64) (int, error)
@@ -101,14 +114,15 @@ func NewMarkedWriter(f File, name string, m Mark) (*Writer, error) {
 // A payload longer than MaxRecordSize fails with ErrRecordTooLarge before
 // anything is written, and leaves the Writer usable.
 func (w *Writer) WriteRecords(payloads ...[]byte) (int64, error) {
-	if w.err != nil {
-		return 0, w.err
+	if err := w.writeErr(); err != nil {
+		return 0, err
 	}
 	if len(payloads) == 0 {
 		return 0, nil
 	}
 	total := 0
-	mark := w.marks && w.synced > w.marked
+	synced := w.synced.Load()
+	mark := w.marks && synced > w.marked
 	if mark {
 		total += recordHeaderSize + markLen
 	}
@@ -124,8 +138,8 @@ func (w *Writer) WriteRecords(payloads ...[]byte) (int64, error) {
 		buf = make([]byte, 0, total)
 	}
 	if mark {
-		buf = appendMark(buf, Mark{BootID: w.boot, Synced: w.synced})
-		w.marked = w.synced
+		buf = appendMark(buf, Mark{BootID: w.boot, Synced: synced})
+		w.marked = synced
 	}
 	for _, p := range payloads {
 		buf = appendRecord(buf, p)
@@ -139,46 +153,90 @@ func (w *Writer) WriteRecords(payloads ...[]byte) (int64, error) {
 	return n, err
 }
 
+// writeErr returns the error that refuses a write, if any: the first
+// failure, write or sync, or else the Writer's closing.
+func (w *Writer) writeErr() error {
+	w.errMu.Lock()
+	defer w.errMu.Unlock()
+	switch {
+	case w.werr != nil:
+		return w.werr
+	case w.serr != nil:
+		return w.serr
+	}
+	return w.closed
+}
+
+// syncErr returns the error that refuses a Sync, if any.
+func (w *Writer) syncErr() error {
+	w.errMu.Lock()
+	defer w.errMu.Unlock()
+	if w.serr != nil {
+		return w.serr
+	}
+	return w.closed
+}
+
 // write issues one Write call, tracking the file size and breaking the
-// Writer on failure.
+// Writer on failure. The size is stored only once the bytes are in the
+// file, so a concurrent Sync never claims bytes still being copied.
 func (w *Writer) write(b []byte) (int64, error) {
-	if w.size+int64(len(b)) <= int64(len(w.mapped)) {
-		copyRecords(w.mapped[w.size:], b)
-		w.size += int64(len(b))
+	size := w.size.Load()
+	if size+int64(len(b)) <= int64(len(w.mapped)) {
+		copyRecords(w.mapped[size:], b)
+		w.size.Store(size + int64(len(b)))
 		return int64(len(b)), nil
 	}
 	var n int
 	var err error
 	if w.writeAt != nil {
-		n, err = w.writeAt(b, w.size)
+		n, err = w.writeAt(b, size)
 	} else {
 		n, err = w.f.Write(b)
 	}
-	w.size += int64(n)
+	w.size.Store(size + int64(n))
 	if err == nil && n < len(b) {
 		err = io.ErrShortWrite
 	}
 	if err != nil {
-		w.err = fmt.Errorf("wal: write %s: %w", w.name, err)
-		return int64(n), w.err
+		err = fmt.Errorf("wal: write %s: %w", w.name, err)
+		w.errMu.Lock()
+		w.werr = err
+		w.errMu.Unlock()
+		return int64(n), err
 	}
 	return int64(n), nil
 }
 
-// Sync makes everything written so far durable. A failed Sync breaks the
-// Writer: after an fsync error the kernel may already have dropped the
-// dirty pages, so retrying could falsely report success.
+// Sync makes durable everything written before it began (Size at its
+// start). It may run concurrently with WriteRecords (see Writer). A
+// failed Sync breaks the Writer: after an fsync error the kernel may
+// already have dropped the dirty pages, so retrying could falsely report
+// success.
 func (w *Writer) Sync() error {
-	if w.err != nil {
-		return w.err
+	if err := w.syncErr(); err != nil {
+		return err
 	}
+	size := w.size.Load()
 	if err := w.f.Sync(); err != nil {
-		w.err = fmt.Errorf("wal: sync %s: %w", w.name, err)
-		return w.err
+		err = fmt.Errorf("wal: sync %s: %w", w.name, err)
+		w.errMu.Lock()
+		if w.serr == nil {
+			w.serr = err
+		}
+		err = w.serr
+		w.errMu.Unlock()
+		return err
 	}
-	w.synced = w.size
+	if size > w.synced.Load() { // one Sync at a time: no lost update
+		w.synced.Store(size)
+	}
 	return nil
 }
+
+// Synced returns how many bytes of the file (header included) a completed
+// Sync has made durable.
+func (w *Writer) Synced() int64 { return w.synced.Load() }
 
 // Seal ends the log cleanly, before Close: it makes everything written
 // durable, then appends a mark that claims all of it synced, and makes
@@ -189,20 +247,29 @@ func (w *Writer) Sync() error {
 // may be written after Seal. A log without marks (NewWriter) is only
 // synced.
 func (w *Writer) Seal() error {
-	if err := w.Sync(); err != nil || !w.marks {
+	if err := w.Sync(); err != nil {
 		return err
 	}
-	b := appendMark(make([]byte, 0, recordHeaderSize+markLen), Mark{BootID: w.boot, Synced: w.synced})
+	if err := w.writeErr(); err != nil {
+		// A failed write may have left a partial record: a mark after it
+		// would make that tail look like damage to durable data.
+		return err
+	}
+	if !w.marks {
+		return nil
+	}
+	synced := w.synced.Load()
+	b := appendMark(make([]byte, 0, recordHeaderSize+markLen), Mark{BootID: w.boot, Synced: synced})
 	if _, err := w.write(b); err != nil {
 		return err
 	}
-	w.marked = w.synced
+	w.marked = synced
 	return w.Sync()
 }
 
 // Size returns the number of bytes written to the file so far, file header
 // included.
-func (w *Writer) Size() int64 { return w.size }
+func (w *Writer) Size() int64 { return w.size.Load() }
 
 // Close closes the file. It does not sync: call Sync first if the tail must
 // be durable. Later calls to any method fail.
@@ -212,12 +279,12 @@ func (w *Writer) Close() error {
 	}
 	f := w.f
 	w.f = nil
-	if w.err == nil {
-		w.err = fmt.Errorf("wal: %s: %w", w.name, os.ErrClosed)
-	}
+	w.errMu.Lock()
+	w.closed = fmt.Errorf("wal: %s: %w", w.name, os.ErrClosed)
+	w.errMu.Unlock()
 	var err error
 	if w.release != nil {
-		err = w.release(w.size)
+		err = w.release(w.size.Load())
 		w.mapped, w.release = nil, nil
 	}
 	if err := errors.Join(err, f.Close()); err != nil {
