@@ -50,3 +50,13 @@ func (e *bloomkvEngine) Scan(start []byte, n int) (int, int64, error) {
 	keys, bytes := scanCursor(it, start, n)
 	return keys, bytes, it.Close()
 }
+
+// ScanReverse is Scan backward, from Last with Prev.
+func (e *bloomkvEngine) ScanReverse() (int, int64, error) {
+	it, err := e.db.NewIterator(nil)
+	if err != nil {
+		return 0, 0, err
+	}
+	keys, bytes := scanCursorReverse(it)
+	return keys, bytes, it.Close()
+}
