@@ -517,18 +517,22 @@ func (it *Iterator) findPrevSeg() bool {
 			break
 		}
 		it.keyBuf = append(it.keyBuf[:0], k...)
-		found, value := false, []byte(nil)
+		found, value, aliased := false, []byte(nil), false
 		for {
 			// Backward, a key's versions come oldest first: the last
 			// visible one is its newest.
 			if seq, kind := base.SplitTrailer(trailer); seq <= it.seq {
 				found, value = kind == base.KindPut, nil
-				if found {
-					if value = s.Value(); s.LeavesBlock() {
-						it.valBuf = append(it.valBuf[:0], value...)
-						value = it.valBuf
-					}
+				if aliased = found; found {
+					value = s.Value()
 				}
+			}
+			if aliased && s.LeavesBlock() {
+				// The step below may decode the previous block over the
+				// one value aliases (a newer version of the key can be
+				// the first entry of its block).
+				it.valBuf = append(it.valBuf[:0], value...)
+				value, aliased = it.valBuf, false
 			}
 			if !s.Prev() || !s.SameUserKey() {
 				break
