@@ -60,16 +60,15 @@ type Iterator struct {
 	pin int    // the stripe rs is pinned on (readState.pin)
 	seq uint64 // the newest version visible
 	// The sources the iterator was made with, kept so that SetBounds can
-	// choose among them again: memIts[i] is rs.mems[i]'s iterator (nil if
-	// that memtable was empty), segIts[i] rs.segments[i]'s, made on first
-	// use; memDels and segDels their range tombstones as of NewIterator
-	// (what a memtable gains later is newer than seq).
-	memIts    []base.InternalIterator
+	// choose among them again: mems[i] is rs.mems[i]'s iterator and range
+	// tombstones, segIts[i] rs.segments[i]'s iterator, made on first
+	// use.
+	mems      []memSource
 	segIts    []*segment.Iter
-	memDels   [][]*rangedel.List
 	fillCache bool
 	srcs      []base.InternalIterator // the sources in use, m's
 	m         *merge.Iter
+	merge     merge.Iter // m points here: one allocation with the Iterator
 	// seg is the one source, when exactly one segment has entries in the
 	// range and no range tombstone applies: the iterator then reads it
 	// directly (no merge, no key copies, no tombstone checks). segUpper
@@ -120,24 +119,32 @@ func (db *DB) newIterator(opts *IterOptions, snapSeq uint64) (*Iterator, error) 
 	}
 	it := &Iterator{db: db, rs: rs, pin: pin, seq: min(seq, snapSeq), fillCache: opts.FillCache}
 	it.lower, it.upper = bounds(opts)
-	it.memIts = make([]base.InternalIterator, len(rs.mems))
-	it.memDels = make([][]*rangedel.List, len(rs.mems))
+	it.mems = make([]memSource, len(rs.mems))
 	for i, m := range rs.mems {
 		// What a memtable gains from now on is newer than it.seq, which
 		// the iterator would hide anyway.
-		it.memDels[i] = m.RangeDelLists()
+		it.mems[i].dels = m.RangeDelLists()
 		if m.Len() > 0 {
-			it.memIts[i] = m.NewIter()
+			it.mems[i].it = m.NewIter()
 		}
 	}
+	n := len(rs.mems) + len(rs.segments)
 	it.segIts = make([]*segment.Iter, len(rs.segments))
-	it.m = &merge.Iter{}
+	it.srcs, it.maxSeqs = make([]base.InternalIterator, 0, n), make([]uint64, 0, n)
+	it.m = &it.merge
 	prefix := opts.Prefix
 	if prefix == nil {
 		prefix = boundsPrefix(it.lower, it.upper)
 	}
 	it.build(prefix)
 	return it, nil
+}
+
+// memSource is one memtable of an Iterator: its iterator (nil if it was
+// empty when the Iterator was made) and its range tombstones then.
+type memSource struct {
+	it   base.InternalIterator
+	dels []*rangedel.List
 }
 
 // build chooses the sources and range tombstones that meet the bounds
@@ -147,11 +154,11 @@ func (it *Iterator) build(prefix []byte) {
 	db, rs := it.db, it.rs
 	it.srcs, it.maxSeqs, it.rangeDels = it.srcs[:0], it.maxSeqs[:0], it.rangeDels[:0]
 	for i, m := range rs.mems {
-		for _, l := range it.memDels[i] {
+		for _, l := range it.mems[i].dels {
 			it.addRangeDels(l)
 		}
-		if it.memIts[i] != nil {
-			it.srcs = append(it.srcs, it.memIts[i])
+		if it.mems[i].it != nil {
+			it.srcs = append(it.srcs, it.mems[i].it)
 			it.maxSeqs = append(it.maxSeqs, m.MaxSeq())
 		}
 	}
@@ -678,7 +685,8 @@ func (it *Iterator) Close() error {
 		}
 	}
 	it.rs.unpin(it.pin)
-	it.rs, it.segIts, it.memIts, it.srcs, it.m, it.seg = nil, nil, nil, nil, nil, nil
+	it.rs, it.segIts, it.mems, it.srcs, it.m, it.seg = nil, nil, nil, nil, nil, nil
+	it.merge = merge.Iter{}
 	it.err, it.valid, it.key, it.value = ErrIteratorClosed, false, nil, nil
 	return err
 }
