@@ -84,9 +84,27 @@ func (it *Iter) forward(ok bool) bool {
 		if !it.load(it.idx + 1) {
 			return false
 		}
+		it.touchNext()
 		ok = it.blk.first()
 	}
 	return true
+}
+
+// touchNext reads, in a mapped segment, the first and last bytes of the
+// data block after the current one: where its first entry and its restart
+// count lie. Blocks are pages apart, past where the hardware prefetcher
+// follows a stream, and with large values a block holds one entry, so a
+// scan would otherwise meet two cache misses per block one after the
+// other; loaded now, they overlap with the work on this block.
+func (it *Iter) touchNext() {
+	m, i := it.r.opts.Mapped, it.idx+1
+	if m == nil || i >= len(it.r.index) {
+		return
+	}
+	h := it.r.index[i].h
+	if end := h.offset + h.length; h.length > 0 && end <= uint64(len(m)) {
+		it.blk.touched ^= m[h.offset] ^ m[end-1]
+	}
 }
 
 // backward is forward's mirror image.
