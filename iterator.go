@@ -47,9 +47,16 @@ var ErrIteratorClosed error = &narrowError{"bloomkv: iterator closed", ErrClosed
 // the next positioning call or Close, and must not be modified. Copy them
 // to keep them.
 //
-// Moving forward is the fast direction. Changing direction (Next after
-// Prev, or Prev after Next) re-seeks every source, and Prev on a memtable
-// costs a search, as in LevelDB.
+// Moving forward is the fast direction. Backward, a segment decodes each
+// restart interval of a block once and steps back through the decoded
+// entries, but Prev on a memtable costs a search, as in LevelDB.
+// Changing direction (Next after Prev, or Prev after Next) re-seeks every
+// source. When only one segment has keys in the range and no range
+// deletion applies, the Iterator reads that segment without merging.
+//
+// SetBounds and SetPrefix change the range of an open Iterator, so one
+// Iterator can serve many short scans or prefix lookups; the versions it
+// shows stay those of the moment it was made.
 //
 // If the DB is closed while an Iterator is open, its next move fails with
 // ErrClosed (Error reports it); its files stay open until its own Close.
