@@ -47,20 +47,42 @@ var ErrIteratorClosed error = &narrowError{"bloomkv: iterator closed", ErrClosed
 // the next positioning call or Close, and must not be modified. Copy them
 // to keep them.
 //
-// Moving forward is the fast direction. Changing direction (Next after
-// Prev, or Prev after Next) re-seeks every source, and Prev on a memtable
-// costs a search, as in LevelDB.
+// Moving forward is the fast direction. Backward, a segment decodes each
+// restart interval of a block once and steps back through the decoded
+// entries, but Prev on a memtable costs a search, as in LevelDB.
+// Changing direction (Next after Prev, or Prev after Next) re-seeks every
+// source. When only one segment has keys in the range and no range
+// deletion applies, the Iterator reads that segment without merging.
+//
+// SetBounds and SetPrefix change the range of an open Iterator, so one
+// Iterator can serve many short scans or prefix lookups; the versions it
+// shows stay those of the moment it was made.
 //
 // If the DB is closed while an Iterator is open, its next move fails with
 // ErrClosed (Error reports it); its files stay open until its own Close.
 // An Iterator is not safe for concurrent use.
 type Iterator struct {
-	db     *DB
-	rs     *readState
-	pin    int    // the stripe rs is pinned on (readState.pin)
-	seq    uint64 // the newest version visible
-	segIts []*segment.Iter
-	m      *merge.Iter
+	db  *DB
+	rs  *readState
+	pin int    // the stripe rs is pinned on (readState.pin)
+	seq uint64 // the newest version visible
+	// The sources the iterator was made with, kept so that SetBounds can
+	// choose among them again: mems[i] is rs.mems[i]'s iterator and range
+	// tombstones, segIts[i] rs.segments[i]'s iterator, made on first
+	// use.
+	mems      []memSource
+	segIts    []*segment.Iter
+	fillCache bool
+	srcs      []base.InternalIterator // the sources in use, m's
+	m         *merge.Iter
+	merge     merge.Iter // m points here: one allocation with the Iterator
+	// seg is the one source, when exactly one segment has entries in the
+	// range and no range tombstone applies: the iterator then reads it
+	// directly (no merge, no key copies, no tombstone checks). segUpper
+	// and segLower say whether its keys reach past upper or below lower
+	// (else no key needs comparing with them).
+	seg                *segment.Iter
+	segUpper, segLower bool
 	// rangeDels are the range tombstones of the iterator's memtables and
 	// segments, one cursor per source that has any; maxSeqs[i] is the
 	// largest sequence number of the i-th merge source, which decides
@@ -71,7 +93,10 @@ type Iterator struct {
 	chain     []chainStep // skipCovered's, reused
 	lower     []byte
 	upper     []byte
-	reverse   bool // moving backward: m is before the current key, which is a copy
+	lowerBuf  []byte // SetBounds' copies, reused
+	upperBuf  []byte
+	endBuf    []byte // SetPrefix's
+	reverse   bool   // moving backward: m is before the current key, which is a copy
 	valid     bool
 	key       []byte
 	value     []byte
@@ -99,36 +124,150 @@ func (db *DB) newIterator(opts *IterOptions, snapSeq uint64) (*Iterator, error) 
 	if rs == nil {
 		return nil, ErrClosed
 	}
-	it := &Iterator{db: db, rs: rs, pin: pin, seq: min(seq, snapSeq)}
+	it := &Iterator{db: db, rs: rs, pin: pin, seq: min(seq, snapSeq), fillCache: opts.FillCache}
 	it.lower, it.upper = bounds(opts)
-	srcs := make([]base.InternalIterator, 0, len(rs.mems)+len(rs.segments))
-	for _, m := range rs.mems {
+	it.mems = make([]memSource, len(rs.mems))
+	for i, m := range rs.mems {
 		// What a memtable gains from now on is newer than it.seq, which
 		// the iterator would hide anyway.
-		for _, l := range m.RangeDelLists() {
+		it.mems[i].dels = m.RangeDelLists()
+		if m.Len() > 0 {
+			it.mems[i].it = m.NewIter()
+		}
+	}
+	n := len(rs.mems) + len(rs.segments)
+	it.segIts = make([]*segment.Iter, len(rs.segments))
+	it.srcs, it.maxSeqs = make([]base.InternalIterator, 0, n), make([]uint64, 0, n)
+	it.m = &it.merge
+	prefix := opts.Prefix
+	if prefix == nil {
+		prefix = boundsPrefix(it.lower, it.upper)
+	}
+	it.build(prefix)
+	return it, nil
+}
+
+// memSource is one memtable of an Iterator: its iterator (nil if it was
+// empty when the Iterator was made) and its range tombstones then.
+type memSource struct {
+	it   base.InternalIterator
+	dels []*rangedel.List
+}
+
+// build chooses the sources and range tombstones that meet the bounds
+// (and, for a whole prefix, pass the prefix filters), reusing the
+// iterators already made, and resets the merge over them.
+func (it *Iterator) build(prefix []byte) {
+	db, rs := it.db, it.rs
+	it.srcs, it.maxSeqs, it.rangeDels = it.srcs[:0], it.maxSeqs[:0], it.rangeDels[:0]
+	for i, m := range rs.mems {
+		for _, l := range it.mems[i].dels {
 			it.addRangeDels(l)
 		}
-		if m.Len() > 0 {
-			srcs = append(srcs, m.NewIter())
+		if it.mems[i].it != nil {
+			it.srcs = append(it.srcs, it.mems[i].it)
 			it.maxSeqs = append(it.maxSeqs, m.MaxSeq())
 		}
 	}
-	pp := db.newPrefixProbe(opts.Prefix)
-	defer pp.publish(&db.stats, pin)
-	for _, s := range rs.segments {
+	pp := db.newPrefixProbe(prefix)
+	defer pp.publish(&db.stats, it.pin)
+	var single *segHandle
+	for i, s := range rs.segments {
 		// A segment's range tombstones apply even where its prefix filter
 		// rules out its entries: they hide older versions elsewhere.
 		it.addRangeDels(s.reader.RangeDels())
 		if !s.overlaps(it.lower, it.upper) || pp.skip(s) {
 			continue
 		}
-		si := s.reader.NewIter(opts.FillCache)
-		it.segIts = append(it.segIts, si)
-		srcs = append(srcs, si)
+		si := it.segIts[i]
+		if si == nil {
+			si = s.reader.NewIter(it.fillCache)
+			it.segIts[i] = si
+		}
+		it.srcs = append(it.srcs, si)
 		it.maxSeqs = append(it.maxSeqs, s.meta.MaxSeq)
+		single = s
 	}
-	it.m = merge.New(srcs...)
-	return it, nil
+	it.m.Reset(it.srcs...)
+	it.seg = nil
+	if len(it.srcs) == 1 && len(it.rangeDels) == 0 && single != nil {
+		it.seg = it.srcs[0].(*segment.Iter)
+		it.segUpper = it.upper != nil && bytes.Compare(single.meta.Largest, it.upper) >= 0
+		it.segLower = it.lower != nil && bytes.Compare(single.meta.Smallest, it.lower) < 0
+	}
+}
+
+// boundsPrefix returns lower if [lower, upper) is exactly the range of
+// the keys that start with lower (upper is prefixEnd(lower)), else nil:
+// such bounds are a prefix scan, which the prefix filters can serve.
+func boundsPrefix(lower, upper []byte) []byte {
+	n := len(upper)
+	if n == 0 || n > len(lower) {
+		return nil
+	}
+	for _, c := range lower[n:] {
+		if c != 0xff {
+			return nil
+		}
+	}
+	if lower[n-1] == 0xff || upper[n-1] != lower[n-1]+1 || !bytes.Equal(upper[:n-1], lower[:n-1]) {
+		return nil
+	}
+	return lower
+}
+
+// SetBounds changes the iterator's range to [lower, upper) (nil for no
+// bound), as Pebble's Iterator.SetBounds does, so that one iterator can
+// serve many short scans: it keeps its memtables, segments and their block
+// iterators, and costs no allocation once warm. The bounds are copied:
+// the caller may change lower and upper afterwards. They replace those of
+// IterOptions, Prefix included. The iterator becomes unpositioned, its
+// Key and Value end, and the next use must be First, Last, Seek or
+// SeekLT (Next and Prev return false until then). The versions it shows
+// stay those of the moment it was made. If [lower, upper) is the range of
+// a whole prefix p (lower = p, upper = p with its last byte that is not
+// 0xff incremented, as SetPrefix sets), segments whose prefix filter rules
+// p out are skipped with no I/O. On a closed iterator, or one stopped by
+// an error, SetBounds does nothing.
+func (it *Iterator) SetBounds(lower, upper []byte) {
+	if it.err != nil {
+		return
+	}
+	it.lease.Expire()
+	it.valid, it.key, it.value, it.reverse = false, nil, nil, false
+	it.lower = copyBound(&it.lowerBuf, lower)
+	it.upper = copyBound(&it.upperBuf, upper)
+	it.build(boundsPrefix(it.lower, it.upper))
+}
+
+// SetPrefix narrows the iterator to the keys that start with p, as
+// SetBounds(p, the first key after them) does: with a whole prefix of
+// Options.Prefix, segments whose prefix filter rules p out are skipped.
+// A reused iterator serves a prefix lookup with SetPrefix and First.
+func (it *Iterator) SetPrefix(p []byte) {
+	end := append(it.endBuf[:0], p...)
+	for len(end) > 0 && end[len(end)-1] == 0xff {
+		end = end[:len(end)-1]
+	}
+	if it.endBuf = end; len(end) == 0 {
+		end = nil // p is all 0xff (or empty): no key is past every key with it
+	} else {
+		end[len(end)-1]++
+	}
+	it.SetBounds(p, end)
+}
+
+// copyBound copies b into *buf (its capacity reused) and returns the
+// copy; nil stays nil, an empty bound stays an empty one.
+func copyBound(buf *[]byte, b []byte) []byte {
+	if b == nil {
+		return nil
+	}
+	*buf = append((*buf)[:0], b...)
+	if *buf == nil {
+		*buf = []byte{}
+	}
+	return *buf
 }
 
 // addRangeDels adds l's tombstones to those the iterator applies, if any
@@ -235,6 +374,10 @@ func (it *Iterator) First() bool {
 	if it.lower != nil {
 		return it.seekGE(it.lower)
 	}
+	if it.seg != nil {
+		it.seg.First()
+		return it.findNextSeg()
+	}
 	it.m.First()
 	return it.findNext()
 }
@@ -245,10 +388,13 @@ func (it *Iterator) Last() bool {
 		return false
 	}
 	if it.upper != nil {
-		it.m.SeekLT(it.upper)
-	} else {
-		it.m.Last()
+		return it.seekLT(it.upper)
 	}
+	if it.seg != nil {
+		it.seg.Last()
+		return it.findPrevSeg()
+	}
+	it.m.Last()
 	return it.findPrev()
 }
 
@@ -271,19 +417,43 @@ func (it *Iterator) SeekLT(key []byte) bool {
 	if it.upper != nil && bytes.Compare(key, it.upper) > 0 {
 		key = it.upper
 	}
-	it.m.SeekLT(key)
-	return it.findPrev()
+	return it.seekLT(key)
 }
 
 func (it *Iterator) seekGE(key []byte) bool {
+	if it.seg != nil {
+		it.seg.SeekGE(key)
+		return it.findNextSeg()
+	}
 	it.m.SeekGE(key)
 	return it.findNext()
+}
+
+func (it *Iterator) seekLT(key []byte) bool {
+	if it.seg != nil {
+		it.seg.SeekLT(key)
+		return it.findPrevSeg()
+	}
+	it.m.SeekLT(key)
+	return it.findPrev()
 }
 
 // Next moves to the following key.
 func (it *Iterator) Next() bool {
 	if !it.usable() || !it.valid {
 		return false
+	}
+	if s := it.seg; s != nil {
+		if it.reverse {
+			// s is before the current key (kept in keyBuf): seek back to
+			// it, then step over its versions as in the forward case.
+			if s.SeekGE(it.keyBuf) && bytes.Equal(s.Key(), it.keyBuf) {
+				s.NextUserKey()
+			}
+		} else {
+			s.NextUserKey()
+		}
+		return it.findNextSeg()
 	}
 	if it.reverse {
 		// m is before the current key (kept in keyBuf): seek back to it,
@@ -303,7 +473,10 @@ func (it *Iterator) Prev() bool {
 	}
 	if !it.reverse {
 		it.keyBuf = append(it.keyBuf[:0], it.key...)
-		it.m.SeekLT(it.keyBuf)
+		return it.seekLT(it.keyBuf)
+	}
+	if it.seg != nil {
+		return it.findPrevSeg()
 	}
 	return it.findPrev()
 }
@@ -313,6 +486,82 @@ func (it *Iterator) skipVersions() {
 	for it.m.Valid() && bytes.Equal(it.m.Key(), it.keyBuf) {
 		it.m.Next()
 	}
+}
+
+// findNextSeg is findNext reading the one segment seg directly: with no
+// range tombstone to apply, a key is shown at its newest visible version
+// unless that is a deletion, and the segment steps over the older
+// versions by itself (NextUserKey). Key and Value alias the segment's
+// block, as its Iter's do.
+func (it *Iterator) findNextSeg() bool {
+	it.lease.Expire()
+	it.reverse = false
+	s := it.seg
+	for s.Valid() {
+		k, trailer := s.InternalKey()
+		if it.segUpper && bytes.Compare(k, it.upper) >= 0 {
+			break
+		}
+		seq, kind := base.SplitTrailer(trailer)
+		if seq > it.seq { // written after the iterator was made
+			s.Next()
+			continue
+		}
+		if kind == base.KindDelete {
+			s.NextUserKey()
+			continue
+		}
+		it.key, it.value, it.valid = it.lease.Guard(k), it.lease.Guard(s.Value()), true
+		return true
+	}
+	return it.stop()
+}
+
+// findPrevSeg is findPrev reading the one segment seg directly. The key
+// is copied (the segment rebuilds its key buffer at each step); the value
+// stays an alias of the block unless the step past it leaves the block,
+// whose memory the next block may be decoded into.
+func (it *Iterator) findPrevSeg() bool {
+	it.lease.Expire()
+	it.reverse = true
+	s := it.seg
+	for s.Valid() {
+		k, trailer := s.InternalKey()
+		if it.segLower && bytes.Compare(k, it.lower) < 0 {
+			break
+		}
+		it.keyBuf = append(it.keyBuf[:0], k...)
+		found, value, aliased := false, []byte(nil), false
+		for {
+			// Backward, a key's versions come oldest first: the last
+			// visible one is its newest.
+			if seq, kind := base.SplitTrailer(trailer); seq <= it.seq {
+				found, value = kind == base.KindPut, nil
+				if aliased = found; found {
+					value = s.Value()
+				}
+			}
+			if aliased && s.LeavesBlock() {
+				// The step below may decode the previous block over the
+				// one value aliases (a newer version of the key can be
+				// the first entry of its block).
+				it.valBuf = append(it.valBuf[:0], value...)
+				value, aliased = it.valBuf, false
+			}
+			if !s.Prev() || !s.SameUserKey() {
+				break
+			}
+			_, trailer = s.InternalKey()
+		}
+		if s.Error() != nil {
+			break
+		}
+		if found {
+			it.key, it.value, it.valid = it.lease.Guard(it.keyBuf), it.lease.Guard(value), true
+			return true
+		}
+	}
+	return it.stop()
 }
 
 // findNext moves m forward to the newest visible version of the next key
@@ -385,7 +634,11 @@ func (it *Iterator) findPrev() bool {
 // stop leaves the iterator unpositioned, keeping a source's error.
 func (it *Iterator) stop() bool {
 	it.valid, it.key, it.value = false, nil, nil
-	if err := it.m.Error(); err != nil && it.err == nil {
+	err := it.m.Error()
+	if it.seg != nil {
+		err = it.seg.Error()
+	}
+	if err != nil && it.err == nil {
 		it.err = fmt.Errorf("bloomkv: iterator: %w", err) // sources name their file
 	}
 	return false
@@ -434,10 +687,13 @@ func (it *Iterator) Close() error {
 	err := it.err
 	it.lease.Expire()
 	for _, si := range it.segIts {
-		si.Close()
+		if si != nil {
+			si.Close()
+		}
 	}
 	it.rs.unpin(it.pin)
-	it.rs, it.segIts, it.m = nil, nil, nil
+	it.rs, it.segIts, it.mems, it.srcs, it.m, it.seg = nil, nil, nil, nil, nil, nil
+	it.merge = merge.Iter{}
 	it.err, it.valid, it.key, it.value = ErrIteratorClosed, false, nil, nil
 	return err
 }

@@ -538,27 +538,46 @@ func balance(t *testing.T, db *DB, k []byte) int {
 }
 
 // BenchmarkScanFull reads every key of the benchmark DB (benchKeys keys,
-// fully compacted) in order.
+// fully compacted) in order, and backward from the last. cpu-ns/key is
+// the process's CPU time per key, steadier than the wall time on a
+// shared, loaded machine.
 func BenchmarkScanFull(b *testing.B) {
-	db := filledDB(b)
-	b.ReportAllocs()
-	b.ResetTimer()
-	keys := 0
-	for range b.N {
-		it, err := db.NewIterator(nil)
-		if err != nil {
-			b.Fatal(err)
+	for _, reverse := range []bool{false, true} {
+		name := "forward"
+		if reverse {
+			name = "reverse"
 		}
-		n := 0
-		for ok := it.First(); ok; ok = it.Next() {
-			n += len(it.Key()) + len(it.Value())
-			keys++
-		}
-		if err := it.Close(); err != nil || n == 0 {
-			b.Fatal(err, n)
-		}
+		b.Run(name, func(b *testing.B) {
+			db := filledDB(b)
+			b.ReportAllocs()
+			b.ResetTimer()
+			keys := 0
+			cpu := cpuSeconds()
+			for range b.N {
+				it, err := db.NewIterator(nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				n := 0
+				first, step := it.First, it.Next
+				if reverse {
+					first, step = it.Last, it.Prev
+				}
+				for ok := first(); ok; ok = step() {
+					n += len(it.Key()) + len(it.Value())
+					keys++
+				}
+				if err := it.Close(); err != nil || n == 0 {
+					b.Fatal(err, n)
+				}
+			}
+			if keys != b.N*benchKeys {
+				b.Fatalf("%d keys in %d scans of %d", keys, b.N, benchKeys)
+			}
+			b.ReportMetric(float64(keys)/b.Elapsed().Seconds(), "keys/s")
+			b.ReportMetric((cpuSeconds()-cpu)*1e9/float64(keys), "cpu-ns/key")
+		})
 	}
-	b.ReportMetric(float64(keys)/b.Elapsed().Seconds(), "keys/s")
 }
 
 // BenchmarkScan100 seeks to a random key and reads the next 100.

@@ -123,3 +123,21 @@ func BenchmarkIterate(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkIterateReverse is BenchmarkIterate backward, from Last with
+// Prev: the prev cache decodes each restart interval once.
+func BenchmarkIterateReverse(b *testing.B) {
+	r := benchReader(b, nil)
+	b.ReportAllocs()
+	b.SetBytes(benchEntries * (16 + benchValueLen))
+	for b.Loop() {
+		it := r.NewIter(false)
+		n := 0
+		for ok := it.Last(); ok; ok = it.Prev() {
+			n++
+		}
+		if err := it.Close(); err != nil || n != benchEntries {
+			b.Fatal(n, err)
+		}
+	}
+}

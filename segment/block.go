@@ -258,8 +258,28 @@ type blockIter struct {
 	shared      int // leading bytes of key equal to the previous entry's key
 	valid       bool
 	internal    bool // keys are internal keys: at least 8 bytes
-	maxKey      int  // longer keys are corruption (FORMAT.md, "Limits a reader enforces")
-	err         error
+	// sameUser (internal blocks) reports whether the entry the last step
+	// (next or prev) moved to has the user key of the entry it left: a
+	// scan steps over a key's older versions without comparing keys. It
+	// is false after a seek or a reset to a restart point, where there is
+	// no entry left.
+	sameUser bool
+	maxKey   int // longer keys are corruption (FORMAT.md, "Limits a reader enforces")
+	err      error
+
+	// prevCache holds the entries of one restart interval, decoded forward
+	// once by fillPrev, so that prev pops one instead of decoding the
+	// interval again from its restart point at every step (as Pebble's
+	// blockIter caches entries for Prev): a backward scan decodes each
+	// entry about twice instead of restartInterval/2 times. Keys are
+	// copied into prevKeys; values are offsets into data.
+	prevCache []prevEntry
+	prevKeys  []byte
+	// own is the key buffer of the blockIter's own: prev points key into
+	// prevKeys instead of copying, and fillPrev, which rewrites prevKeys,
+	// and init go back to own.
+	own     []byte
+	touched byte // touch's result, kept so that its loads are not dropped
 
 	// For error messages: which file and which block.
 	file    string
@@ -272,7 +292,12 @@ type blockIter struct {
 // maxInternalKeyLen bytes; the one other kind, the properties block, names
 // of up to maxPropertyNameLen.
 func (it *blockIter) init(data []byte, internal bool, file string, fileOff int64) error {
-	*it = blockIter{key: it.key[:0], data: data, internal: internal, file: file, fileOff: fileOff}
+	key := it.own[:0]
+	if cap(key) < 64 {
+		key = make([]byte, 0, 64) // room for next's word copies
+	}
+	*it = blockIter{key: key, own: key, data: data, internal: internal, file: file, fileOff: fileOff,
+		prevCache: it.prevCache[:0], prevKeys: it.prevKeys[:0]}
 	it.maxKey = maxPropertyNameLen
 	if internal {
 		it.maxKey = maxInternalKeyLen
@@ -340,9 +365,17 @@ func (it *blockIter) next() bool {
 		return false
 	}
 	p := it.data[it.offset:it.restartsOff]
-	shared, unshared, vlen, h, ok := decodeHeader(p)
-	if !ok {
-		return it.corrupt(it.offset, "entry overruns block")
+	var shared, unshared, vlen uint64
+	var h int
+	if len(p) >= 3 && p[0]|p[1]|p[2] < 0x80 && uint64(p[1])+uint64(p[2]) <= uint64(len(p)-3) {
+		// decodeHeader's fast path, inlined: this is the per-entry step
+		// of every scan.
+		shared, unshared, vlen, h = uint64(p[0]), uint64(p[1]), uint64(p[2]), 3
+	} else {
+		var ok bool
+		if shared, unshared, vlen, h, ok = decodeHeader(p); !ok {
+			return it.corrupt(it.offset, "entry overruns block")
+		}
 	}
 	if shared > uint64(len(it.key)) {
 		return it.corrupt(it.offset, "shared prefix longer than previous key")
@@ -353,7 +386,32 @@ func (it *blockIter) next() bool {
 		return it.corrupt(it.offset, fmt.Sprintf("key of %d bytes, more than the %d allowed", shared+unshared, it.maxKey))
 	}
 	keyEnd := h + int(unshared)
-	it.key = append(it.key[:shared], p[h:keyEnd]...)
+	if it.internal {
+		// The user key stays the same if the new key is as long as the
+		// old one and agrees with it up to its trailer. A writer shares
+		// the longest common prefix, so the bytes are compared only when
+		// a block shares less than it could (the first byte then
+		// differs for distinct keys); decided before the key is rebuilt
+		// over the old one.
+		ulen := uint64(len(it.key)) - base.TrailerLen
+		it.sameUser = len(it.key) >= base.TrailerLen && shared+unshared == uint64(len(it.key)) &&
+			(shared >= ulen || (p[h] == it.key[shared] && bytes.Equal(p[h:h+int(ulen-shared)], it.key[shared:ulen])))
+	}
+	if src := p[h:]; unshared <= 32 && len(src) >= 32 && cap(it.key)-int(shared) >= 32 {
+		// A short key delta (a random 16-byte key's is about 22 bytes with
+		// its trailer) is copied as four words, over the key buffer's
+		// spare capacity and from the block bytes that follow it (its
+		// value, the next entries, the restart array), without a memmove
+		// call.
+		dst := it.key[shared : int(shared)+32 : int(shared)+32]
+		binary.LittleEndian.PutUint64(dst, binary.LittleEndian.Uint64(src))
+		binary.LittleEndian.PutUint64(dst[8:], binary.LittleEndian.Uint64(src[8:]))
+		binary.LittleEndian.PutUint64(dst[16:], binary.LittleEndian.Uint64(src[16:]))
+		binary.LittleEndian.PutUint64(dst[24:], binary.LittleEndian.Uint64(src[24:]))
+		it.key = it.key[:shared+unshared]
+	} else {
+		it.key = append(it.key[:shared], p[h:keyEnd]...)
+	}
 	it.shared = int(shared)
 	if it.internal && len(it.key) < base.TrailerLen {
 		return it.corrupt(it.offset, "internal key shorter than its trailer")
@@ -390,11 +448,15 @@ func (it *blockIter) first() bool {
 	return it.next()
 }
 
+// last moves to the last entry, leaving the entries of its restart
+// interval before it in the prev cache.
 func (it *blockIter) last() bool {
-	it.seekToRestart(it.numRestarts - 1)
-	for it.next() && it.nextOffset < it.restartsOff {
+	if it.restartsOff == 0 { // an empty block
+		it.valid = false
+		return false
 	}
-	return it.valid
+	it.offset = it.restartsOff
+	return it.prev()
 }
 
 // seekGE moves to the first entry whose internal key is >= (ukey,
@@ -452,15 +514,73 @@ func (it *blockIter) seekHash(ukey []byte, h, trailer uint64) (ok, used bool) {
 	return false, true
 }
 
-// prev moves to the entry before the current one. Entries only link
-// forward, so it restarts from the last restart point before the current
-// entry and walks forward to it.
+// touch reads one byte of every cache line of p, from its end down. A
+// backward scan decodes each restart interval forward, starting lower in
+// memory each time: the hardware prefetcher, which follows a stream
+// either way, sees no stream in that and leaves each interval to cost a
+// cache miss per line, one after another (each entry's offset depends on
+// the one before). Touched from the end down first, the intervals form
+// one descending stream, which it does follow, and the loads, independent
+// of each other, overlap.
+func touch(p []byte) byte {
+	var x byte
+	for i := len(p) - 1; i >= 0; i -= 64 {
+		x ^= p[i]
+	}
+	return x
+}
+
+// maxPrevKeys bounds the key bytes the prev cache holds (a restart
+// interval's worth of keys of the largest size, and more).
+const maxPrevKeys = 1 << 20
+
+// prevEntry is one entry of the prev cache: where it lies in the block,
+// its key in prevKeys, and whether the entry after it has the same user
+// key.
+type prevEntry struct {
+	offset, nextOffset int32 // a block is smaller than 2 GiB (maxBlockLen)
+	keyStart, keyEnd   int32
+	valStart, valEnd   int32
+	shared             int32
+	sameAsNext         bool
+}
+
+// prev moves to the entry before the current one (it.offset; the block's
+// end after last). Entries only link forward, so the first prev into a
+// restart interval decodes it forward from its restart point into the
+// prev cache (fillPrev); the following ones pop the cache.
 func (it *blockIter) prev() bool {
 	target := it.offset
-	if target == 0 {
+	if target == 0 || it.err != nil {
 		it.valid = false
 		return false
 	}
+	n := len(it.prevCache)
+	if n == 0 || int(it.prevCache[n-1].nextOffset) != target {
+		if !it.fillPrev(target) {
+			return false
+		}
+		n = len(it.prevCache)
+	}
+	e := &it.prevCache[n-1]
+	// The key is not copied: key aliases its copy in prevKeys. A next or
+	// seek from here rebuilds keys over it and over the keys after it,
+	// which belong to entries already popped; the entries still cached
+	// keep theirs, below it.
+	it.key = it.prevKeys[e.keyStart:e.keyEnd]
+	it.val = it.data[e.valStart:e.valEnd:e.valEnd]
+	it.offset, it.nextOffset, it.shared = int(e.offset), int(e.nextOffset), int(e.shared)
+	it.sameUser = e.sameAsNext
+	it.valid = true
+	it.prevCache = it.prevCache[:n-1]
+	return true
+}
+
+// fillPrev decodes, from the last restart point before target, the
+// entries up to the one that ends at target into the prev cache, and the
+// entry at target too (if any) to learn whether it shares the last one's
+// user key.
+func (it *blockIter) fillPrev(target int) bool {
 	lo, hi := 0, it.numRestarts-1 // find the last restart point < target
 	for lo < hi {
 		mid := int(uint(lo+hi+1) >> 1)
@@ -470,14 +590,52 @@ func (it *blockIter) prev() bool {
 			hi = mid - 1
 		}
 	}
+	// Built in locals and stored once: a store of a slice into the heap
+	// costs a write barrier while the GC runs.
+	cache, keys := it.prevCache[:0], it.prevKeys[:0]
+	defer func() { it.prevCache, it.prevKeys = cache, keys }()
+	it.key = it.own // not into prevKeys, which this rewrites
 	it.seekToRestart(lo)
+	if start := it.nextOffset; start < target && target <= len(it.data) {
+		it.touched = touch(it.data[start:target])
+	}
 	for it.next() {
-		if it.nextOffset == target {
+		if n := len(cache); n > 0 {
+			cache[n-1].sameAsNext = it.sameUser
+		}
+		if it.offset == target {
+			if len(cache) == 0 { // a restart point at target itself
+				break
+			}
 			return true
 		}
 		if it.nextOffset > target {
+			cache = cache[:0]
 			return it.corrupt(it.offset, "entry overlaps the next one")
 		}
+		if len(keys)+len(it.key) > maxPrevKeys {
+			// Keep only the interval's tail: writers restart every 16
+			// entries, but a damaged block may not, and its keys are not
+			// to be held all at once.
+			cache, keys = cache[:0], keys[:0]
+		}
+		start := len(keys)
+		keys = append(keys, it.key...)
+		valEnd := it.nextOffset
+		cache = append(cache, prevEntry{
+			offset: int32(it.offset), nextOffset: int32(valEnd),
+			keyStart: int32(start), keyEnd: int32(len(keys)),
+			valStart: int32(valEnd - len(it.val)), valEnd: int32(valEnd),
+			shared: int32(it.shared),
+		})
+		if it.nextOffset == target && target == it.restartsOff {
+			return true // the block's last entry: nothing follows it
+		}
+	}
+	cache = cache[:0]
+	if it.err != nil {
+		it.valid = false
+		return false
 	}
 	return it.corrupt(target, "entry not reachable from its restart point")
 }

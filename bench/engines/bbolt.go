@@ -143,3 +143,17 @@ func (e *bboltEngine) Scan(start []byte, n int) (int, int64, error) {
 	})
 	return keys, bytes, err
 }
+
+// ScanReverse is Scan backward, from Last with Prev.
+func (e *bboltEngine) ScanReverse() (int, int64, error) {
+	keys, bytes := 0, int64(0)
+	err := e.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bboltBucket).Cursor()
+		for k, v := c.Last(); k != nil; k, v = c.Prev() {
+			keys++
+			bytes += int64(len(k) + len(v))
+		}
+		return nil
+	})
+	return keys, bytes, err
+}

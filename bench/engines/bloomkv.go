@@ -67,3 +67,13 @@ func (e *bloomkvEngine) WriteStats() (stalls, flushes, compactions uint64) {
 	s := e.db.Stats()
 	return s.WriteStalls, s.Flushes, s.Compactions
 }
+
+// ScanReverse is Scan backward, from Last with Prev.
+func (e *bloomkvEngine) ScanReverse() (int, int64, error) {
+	it, err := e.db.NewIterator(nil)
+	if err != nil {
+		return 0, 0, err
+	}
+	keys, bytes := scanCursorReverse(it)
+	return keys, bytes, it.Close()
+}

@@ -90,6 +90,34 @@ type Scanner interface {
 	Scan(start []byte, n int) (keys int, bytes int64, err error)
 }
 
+// ReverseScanner is implemented by the engines whose iterators also move
+// backward (bloomkv, bbolt, Pebble, goleveldb): ScanReverse reads every key
+// in descending key order from the last, touching every key and value
+// byte as Scan does, and returns how many keys and key+value bytes it
+// read.
+type ReverseScanner interface {
+	ScanReverse() (keys int, bytes int64, err error)
+}
+
+// reverseCursor is the backward half of the iterator shape bloomkv and
+// goleveldb share.
+type reverseCursor interface {
+	Last() bool
+	Prev() bool
+	Key() []byte
+	Value() []byte
+}
+
+// scanCursorReverse is ReverseScanner.ScanReverse over a cursor; the
+// caller closes it.
+func scanCursorReverse(it reverseCursor) (keys int, bytes int64) {
+	for ok := it.Last(); ok; ok = it.Prev() {
+		keys++
+		bytes += int64(len(it.Key()) + len(it.Value()))
+	}
+	return keys, bytes
+}
+
 // cursor is the iterator shape bloomkv and goleveldb share.
 type cursor interface {
 	First() bool

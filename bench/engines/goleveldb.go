@@ -136,3 +136,11 @@ func (e *goleveldbEngine) Scan(start []byte, n int) (int, int64, error) {
 	keys, bytes := scanCursor(it, start, n)
 	return keys, bytes, it.Error()
 }
+
+// ScanReverse is Scan backward, from Last with Prev.
+func (e *goleveldbEngine) ScanReverse() (int, int64, error) {
+	it := e.db.NewIterator(nil, nil)
+	defer it.Release()
+	keys, bytes := scanCursorReverse(it)
+	return keys, bytes, it.Error()
+}

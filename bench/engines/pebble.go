@@ -182,3 +182,22 @@ func (e *pebbleEngine) Flush() error { return e.db.Flush() }
 
 // Flushes is Metrics().Flush.Count.
 func (e *pebbleEngine) Flushes() uint64 { return uint64(e.db.Metrics().Flush.Count) }
+
+// ScanReverse is Scan backward, from Last with Prev.
+func (e *pebbleEngine) ScanReverse() (int, int64, error) {
+	it, err := e.db.NewIter(nil)
+	if err != nil {
+		return 0, 0, err
+	}
+	keys, bytes := 0, int64(0)
+	for ok := it.Last(); ok; ok = it.Prev() {
+		v, err := it.ValueAndErr()
+		if err != nil {
+			it.Close()
+			return keys, bytes, err
+		}
+		keys++
+		bytes += int64(len(it.Key()) + len(v))
+	}
+	return keys, bytes, it.Close()
+}

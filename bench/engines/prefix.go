@@ -38,11 +38,19 @@ type PrefixSpec struct {
 // reference), and Pebble with Comparer.Split = the first 8 bytes and its
 // bloom filter policy at BitsPerKey on every level, which then filters by
 // prefix: SeekPrefixGE on one iterator reused for every lookup (Pebble's
-// fast path), and on a new iterator per lookup (what bloomkv does).
+// fast path), and on a new iterator per lookup; bloomkv's prefix filters
+// too with one iterator reused through SetPrefix.
 func PrefixSpecs() []PrefixSpec {
 	return []PrefixSpec{
 		{"bloomkv prefix filters", func(dir string) (PrefixEngine, error) { return openBloomkvPrefix(dir, true) }},
 		{"bloomkv no prefix filters", func(dir string) (PrefixEngine, error) { return openBloomkvPrefix(dir, false) }},
+		{"bloomkv prefix filters, reused iterator", func(dir string) (PrefixEngine, error) {
+			e, err := openBloomkvPrefix(dir, true)
+			if err == nil {
+				e.(*bloomkvPrefix).reuse = true
+			}
+			return e, err
+		}},
 		{"pebble SeekPrefixGE, reused iterator", func(dir string) (PrefixEngine, error) { return openPebblePrefix(dir, true) }},
 		{"pebble SeekPrefixGE, iterator per lookup", func(dir string) (PrefixEngine, error) { return openPebblePrefix(dir, false) }},
 	}
@@ -51,8 +59,10 @@ func PrefixSpecs() []PrefixSpec {
 // bloomkvPrefix is bloomkv with DefaultOptions, plus Options.Prefix =
 // FixedPrefix(PrefixLen) if prefix is set.
 type bloomkvPrefix struct {
-	db   *bloomkv.DB
-	opts bloomkv.IterOptions
+	db    *bloomkv.DB
+	opts  bloomkv.IterOptions
+	reuse bool
+	it    *bloomkv.Iterator // the reused iterator, once made
 }
 
 func openBloomkvPrefix(dir string, prefix bool) (PrefixEngine, error) {
@@ -76,8 +86,26 @@ func (e *bloomkvPrefix) Settle() error {
 	return e.db.WaitForCompactions(context.Background())
 }
 
-// Count opens an Iterator with IterOptions.Prefix and reads it to the end.
+// Count opens an Iterator with IterOptions.Prefix and reads it to the
+// end; or, reusing one iterator (made at the first Count, after Settle:
+// it sees the store as of then), narrows it with SetPrefix and reads it
+// from First.
 func (e *bloomkvPrefix) Count(prefix []byte) (int, error) {
+	if e.reuse {
+		if e.it == nil {
+			it, err := e.db.NewIterator(nil)
+			if err != nil {
+				return 0, err
+			}
+			e.it = it
+		}
+		e.it.SetPrefix(prefix)
+		n := 0
+		for ok := e.it.First(); ok; ok = e.it.Next() {
+			n++
+		}
+		return n, e.it.Error()
+	}
 	e.opts.Prefix = prefix
 	it, err := e.db.NewIterator(&e.opts)
 	if err != nil {
@@ -95,7 +123,13 @@ func (e *bloomkvPrefix) Layout() string {
 	return fmt.Sprintf("%d segments", s.Segments)
 }
 
-func (e *bloomkvPrefix) Close() error { return e.db.Close() }
+func (e *bloomkvPrefix) Close() error {
+	var err error
+	if e.it != nil {
+		err = e.it.Close()
+	}
+	return errors.Join(err, e.db.Close())
+}
 
 // pebblePrefix is the pebbleEngine's settings with a Comparer whose Split
 // is the first PrefixLen bytes.

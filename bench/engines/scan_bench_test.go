@@ -12,6 +12,9 @@ import (
 // enginebench's store.
 var benchKeys = flag.Int("engines.bench-n", 100_000, "keys in the stores of BenchmarkScan* (-short: 2000)")
 
+// benchValue is the value size of the scan benchmarks' stores.
+var benchValue = flag.Int("engines.bench-value", 100, "value size in bytes of the stores of BenchmarkScan*")
+
 // benchStore fills a store for spec with the workload's keys, compacts it,
 // warms the page cache, reopens it and does one untimed full scan, as
 // enginebench's read phase would; the store is closed when b ends.
@@ -21,7 +24,7 @@ func benchStore(b *testing.B, spec Spec) (Scanner, *workload) {
 	if testing.Short() {
 		n = 2000
 	}
-	w := newWorkload(Config{N: n, ValueSize: 100, Ops: 1, Seed: filters.Seed})
+	w := newWorkload(Config{N: n, ValueSize: *benchValue, Ops: 1, Seed: filters.Seed})
 	dir := b.TempDir()
 	if err := w.build(spec, dir, &Result{}); err != nil {
 		b.Fatal(err)
@@ -49,25 +52,48 @@ func benchStore(b *testing.B, spec Spec) (Scanner, *workload) {
 }
 
 // BenchmarkScanFull scans every key of a compacted store in order; one op
-// is one full scan. MB/s counts key and value bytes.
+// is one full scan. MB/s counts key and value bytes; cpu-ns/key is the
+// process's CPU time per key, steadier than the wall time on a shared,
+// loaded machine.
 func BenchmarkScanFull(b *testing.B) {
 	for _, spec := range Specs() {
 		b.Run(spec.Name, func(b *testing.B) {
 			sc, w := benchStore(b, spec)
-			var total int64
-			for _, k := range w.present {
-				total += int64(len(k) + w.cfg.ValueSize)
-			}
-			b.SetBytes(total)
-			for b.Loop() {
-				keys, n, err := sc.Scan(nil, -1)
-				if err != nil || keys != w.cfg.N || n != total {
-					b.Fatalf("full scan: %d keys, %d bytes, %v; want %d, %d", keys, n, err, w.cfg.N, total)
-				}
-			}
-			b.ReportMetric(float64(b.N*w.cfg.N)/b.Elapsed().Seconds(), "keys/s")
+			benchFullScan(b, w, func() (int, int64, error) { return sc.Scan(nil, -1) })
 		})
 	}
+}
+
+// BenchmarkScanFullReverse is BenchmarkScanFull backward, from the last key
+// (the engines that implement ReverseScanner).
+func BenchmarkScanFullReverse(b *testing.B) {
+	for _, spec := range Specs() {
+		b.Run(spec.Name, func(b *testing.B) {
+			sc, w := benchStore(b, spec)
+			rs, ok := sc.(ReverseScanner)
+			if !ok {
+				b.Skipf("%s does not implement ReverseScanner", spec.Name)
+			}
+			benchFullScan(b, w, rs.ScanReverse)
+		})
+	}
+}
+
+func benchFullScan(b *testing.B, w *workload, scan func() (int, int64, error)) {
+	var total int64
+	for _, k := range w.present {
+		total += int64(len(k) + w.cfg.ValueSize)
+	}
+	b.SetBytes(total)
+	cpu := cpuSeconds()
+	for b.Loop() {
+		keys, n, err := scan()
+		if err != nil || keys != w.cfg.N || n != total {
+			b.Fatalf("full scan: %d keys, %d bytes, %v; want %d, %d", keys, n, err, w.cfg.N, total)
+		}
+	}
+	b.ReportMetric(float64(b.N*w.cfg.N)/b.Elapsed().Seconds(), "keys/s")
+	b.ReportMetric((cpuSeconds()-cpu)*1e9/float64(b.N*w.cfg.N), "cpu-ns/key")
 }
 
 // BenchmarkScan100 runs short range scans: a new iterator, a seek to a
@@ -79,6 +105,7 @@ func BenchmarkScan100(b *testing.B) {
 			sc, w := benchStore(b, spec)
 			rank := w.ranks()
 			scans, keysRead := 0, 0
+			cpu := cpuSeconds()
 			for b.Loop() {
 				i := w.order[scans%len(w.order)]
 				scans++
@@ -90,6 +117,7 @@ func BenchmarkScan100(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "scans/s")
 			b.ReportMetric(float64(keysRead)/b.Elapsed().Seconds(), "keys/s")
+			b.ReportMetric((cpuSeconds()-cpu)*1e9/float64(keysRead), "cpu-ns/key")
 		})
 	}
 }

@@ -9,6 +9,7 @@ package merge
 import (
 	"bytes"
 	"errors"
+	"slices"
 
 	"github.com/bloomkv/bloomkv/internal/base"
 )
@@ -47,6 +48,18 @@ func New(srcs ...base.InternalIterator) *Iter {
 		m.items[i].src, m.items[i].index = s, i
 	}
 	return m
+}
+
+// Reset makes m an unpositioned merge of srcs, as New would, reusing m's
+// memory: an iterator whose bounds change rebuilds its merge without
+// allocating.
+func (m *Iter) Reset(srcs ...base.InternalIterator) {
+	m.items = slices.Grow(m.items[:0], len(srcs))[:len(srcs)]
+	for i, s := range srcs {
+		m.items[i] = item{src: s, index: i}
+	}
+	m.heap = slices.Grow(m.heap[:0], len(srcs))
+	m.reverse, m.err = false, nil
 }
 
 // First positions at the smallest entry of all sources.

@@ -1,0 +1,198 @@
+package bloomkv
+
+import (
+	"bytes"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"testing"
+)
+
+// randomBounds returns SetBounds arguments: each bound absent, a random
+// key, or (rarely) empty.
+func randomBounds(rng *rand.Rand) (lower, upper []byte) {
+	bound := func() []byte {
+		switch rng.IntN(6) {
+		case 0, 1:
+			return nil
+		case 2:
+			return []byte{}
+		}
+		return fmt.Appendf(nil, "k%04d", rng.IntN(1200))
+	}
+	return bound(), bound()
+}
+
+// TestIteratorSetBoundsModel reuses one Iterator of the DB and one of a
+// Snapshot across many random bounds and prefixes (SetBounds, SetPrefix)
+// and checks random moves after each against a sorted map, over a store
+// of several segments, a memtable, point and (in one half) range
+// deletions, and snapshots that keep old versions through compactions.
+// Without range deletions, after a compaction, and with bounds or a
+// prefix that only one segment meets, the iterator reads that segment
+// directly (the single-segment path); the test checks that it did.
+func TestIteratorSetBoundsModel(t *testing.T) {
+	for _, rangeDels := range []bool{false, true} {
+		t.Run(fmt.Sprintf("rangeDels=%v", rangeDels), func(t *testing.T) {
+			testSetBoundsModel(t, rangeDels)
+		})
+	}
+}
+
+func testSetBoundsModel(t *testing.T, rangeDels bool) {
+	rng := rand.New(rand.NewPCG(*modelSeed, 11))
+	o := smallOptions()
+	o.Prefix = FixedPrefix(3)
+	db := mustOpen(t, t.TempDir(), o)
+	defer db.Close()
+	model := map[string]string{}
+	rounds, single := 24, 0
+	if testing.Short() {
+		rounds = 8
+	}
+	for round := range rounds {
+		for range 300 {
+			k := fmt.Sprintf("k%04d", rng.IntN(1000))
+			switch r := rng.IntN(40); {
+			case r == 0 && rangeDels:
+				start, end := randomRange(rng, 1000)
+				mustDo(t, db.DeleteRange([]byte(start), []byte(end)))
+				modelDeleteRange(model, start, end)
+			case r < 10:
+				mustDo(t, db.Delete([]byte(k)))
+				delete(model, k)
+			default:
+				v := fmt.Sprintf("v%d-%d", round, rng.IntN(1e6))
+				mustDo(t, db.Put([]byte(k), []byte(v)))
+				model[k] = v
+			}
+		}
+		switch rng.IntN(3) {
+		case 0:
+			mustDo(t, db.Flush())
+		case 1:
+			mustDo(t, db.Compact())
+		}
+		// A snapshot taken now, read after more writes and a compaction
+		// that must keep the versions it sees.
+		snap, err := db.NewSnapshot()
+		mustDo(t, err)
+		snapModel := maps.Clone(model)
+		for range 100 {
+			k := fmt.Sprintf("k%04d", rng.IntN(1000))
+			if rng.IntN(3) == 0 {
+				mustDo(t, db.Delete([]byte(k)))
+				delete(model, k)
+			} else {
+				v := fmt.Sprintf("w%d-%d", round, rng.IntN(1e6))
+				mustDo(t, db.Put([]byte(k), []byte(v)))
+				model[k] = v
+			}
+		}
+		if rng.IntN(2) == 0 {
+			mustDo(t, db.Compact())
+		}
+		it, err := db.NewIterator(randomIterOptions(rng))
+		mustDo(t, err)
+		sit, err := snap.NewIterator(nil)
+		mustDo(t, err)
+		for range 12 {
+			for _, c := range []struct {
+				it    *Iterator
+				model map[string]string
+			}{{it, model}, {sit, snapModel}} {
+				// SetBounds and SetPrefix get copies that are scribbled
+				// over once they return: they must have copied them.
+				opts := &IterOptions{}
+				if rng.IntN(3) == 0 {
+					opts.Prefix = fmt.Appendf(nil, "k%02d", rng.IntN(12))
+					p := bytes.Clone(opts.Prefix)
+					c.it.SetPrefix(p)
+					copy(p, "zzz")
+				} else {
+					opts.LowerBound, opts.UpperBound = randomBounds(rng)
+					lo, hi := bytes.Clone(opts.LowerBound), bytes.Clone(opts.UpperBound)
+					c.it.SetBounds(lo, hi)
+					for _, b := range [][]byte{lo, hi} {
+						for i := range b {
+							b[i] = 'z'
+						}
+					}
+				}
+				if c.it.Valid() || c.it.Next() || c.it.Prev() || c.it.Key() != nil {
+					t.Fatalf("round %d: iterator positioned after SetBounds", round)
+				}
+				if c.it.seg != nil {
+					single++
+				}
+				checkIter(t, rng, c.it, newSortedModel(c.model, opts), 60)
+			}
+		}
+		mustDo(t, it.Close())
+		mustDo(t, sit.Close())
+		mustDo(t, snap.Close())
+	}
+	if !rangeDels && single == 0 {
+		t.Fatal("the single-segment path was never taken")
+	}
+}
+
+// TestSetBoundsOnClosedIterator: SetBounds and SetPrefix leave a closed
+// iterator closed.
+func TestSetBoundsOnClosedIterator(t *testing.T) {
+	db := mustOpen(t, t.TempDir(), smallOptions())
+	defer db.Close()
+	mustDo(t, db.Put([]byte("a"), []byte("1")))
+	it, err := db.NewIterator(nil)
+	mustDo(t, err)
+	mustDo(t, it.Close())
+	it.SetBounds(nil, nil)
+	it.SetPrefix([]byte("a"))
+	if it.First() || it.Error() != ErrIteratorClosed {
+		t.Fatalf("closed iterator: First valid, err %v", it.Error())
+	}
+}
+
+// TestSetPrefixUsesPrefixFilters: an iterator reused with SetPrefix skips
+// the segments whose prefix filter rules the prefix out, as one made with
+// IterOptions.Prefix does, and reads no block for an absent prefix.
+func TestSetPrefixUsesPrefixFilters(t *testing.T) {
+	o := DefaultOptions()
+	o.Prefix = FixedPrefix(4)
+	o.DisableAutoCompaction = true
+	db := mustOpen(t, t.TempDir(), o)
+	defer db.Close()
+	for s := range 4 { // four segments, each with its own prefixes
+		for i := range 200 {
+			mustDo(t, db.Put(fmt.Appendf(nil, "p%d%02d/%03d", s, i%50, i), []byte("v")))
+		}
+		mustDo(t, db.Flush())
+	}
+	it, err := db.NewIterator(nil)
+	mustDo(t, err)
+	defer it.Close()
+	n := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		n++
+	}
+	if n != 800 {
+		t.Fatalf("full scan: %d keys, want 800", n)
+	}
+	it.SetPrefix([]byte("p213"))
+	n = 0
+	for ok := it.First(); ok; ok = it.Next() {
+		n++
+	}
+	if n != 4 || it.seg == nil {
+		t.Fatalf("prefix p213: %d keys (want 4), single segment %v", n, it.seg != nil)
+	}
+	mid := db.Stats()
+	it.SetPrefix([]byte("p12a")) // absent, inside the key range of segment 1 only
+	if it.First() {
+		t.Fatalf("absent prefix: at %q", it.Key())
+	}
+	after := db.Stats()
+	if after.PrefixFilterSkips-mid.PrefixFilterSkips != 1 || after.BlockReads != mid.BlockReads {
+		t.Fatalf("absent prefix: %d prefix filter skips, %d block reads", after.PrefixFilterSkips-mid.PrefixFilterSkips, after.BlockReads-mid.BlockReads)
+	}
+}

@@ -1,0 +1,131 @@
+package segment
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// TestIterRandomWalk moves an Iter at random (seeks, Next, Prev,
+// NextUserKey, changes of direction) over segments of every writer
+// configuration, checking each position against the model and
+// SameUserKey against the entries it moved between: the prev cache and
+// the same-key detection must agree with a plain walk of the entries.
+func TestIterRandomWalk(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	for ci, opts := range writerConfigs {
+		t.Run(fmt.Sprint(ci), func(t *testing.T) {
+			es := randomEntries(rng, 2000, 300)
+			data, _ := writeSegment(t, es, opts)
+			r := openSegment(t, data, ReaderOptions{Cache: NewCache(1 << 16)})
+			for _, fill := range []bool{false, true} {
+				it := r.NewIter(fill)
+				walk(t, rng, it, es)
+				if err := it.Close(); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func walk(t *testing.T, rng *rand.Rand, it *Iter, es []entry) {
+	t.Helper()
+	i := -1 // the model's position; -1 or len(es): not at an entry
+	for step := range 4000 {
+		var op string
+		switch from := i; rng.IntN(10) {
+		case 0:
+			op, i = "First", 0
+			it.First()
+		case 1:
+			op, i = "Last", len(es)-1
+			it.Last()
+		case 2:
+			key := es[rng.IntN(len(es))].key
+			op = fmt.Sprintf("SeekGE(%q)", key)
+			i, _ = slices.BinarySearchFunc(es, key, func(e entry, k []byte) int { return bytes.Compare(e.key, k) })
+			it.SeekGE(key)
+		case 3:
+			key := es[rng.IntN(len(es))].key
+			op = fmt.Sprintf("SeekLT(%q)", key)
+			i, _ = slices.BinarySearchFunc(es, key, func(e entry, k []byte) int { return bytes.Compare(e.key, k) })
+			i--
+			it.SeekLT(key)
+		case 4, 5, 6:
+			if i < 0 || i >= len(es) {
+				continue
+			}
+			op = "Prev"
+			i--
+			it.Prev()
+			if i >= 0 && it.SameUserKey() != bytes.Equal(es[i].key, es[from].key) {
+				t.Fatalf("step %d: Prev from %d to %d: SameUserKey %v", step, from, i, it.SameUserKey())
+			}
+		case 7, 8:
+			if i < 0 || i >= len(es) {
+				continue
+			}
+			op = "Next"
+			i++
+			it.Next()
+			if i < len(es) && it.SameUserKey() != bytes.Equal(es[i].key, es[from].key) {
+				t.Fatalf("step %d: Next from %d to %d: SameUserKey %v", step, from, i, it.SameUserKey())
+			}
+		case 9:
+			if i < 0 || i >= len(es) {
+				continue
+			}
+			op = "NextUserKey"
+			for i < len(es) && bytes.Equal(es[i].key, es[from].key) {
+				i++
+			}
+			it.NextUserKey()
+			if it.Valid() && it.SameUserKey() {
+				t.Fatalf("step %d: NextUserKey ends at another version of the same key", step)
+			}
+		}
+		if i < 0 || i >= len(es) {
+			if it.Valid() || it.Error() != nil {
+				t.Fatalf("step %d: %s: valid %v (err %v), want exhausted", step, op, it.Valid(), it.Error())
+			}
+			continue
+		}
+		checkEntry(t, it, es[i], fmt.Sprintf("step %d: %s to %d", step, op, i))
+	}
+}
+
+// TestPrevCacheBoundsDamagedBlock decodes backward a block with one
+// restart point and thousands of entries, each repeating a long key: the
+// prev cache keeps at most maxPrevKeys key bytes, yet every entry is
+// still reached.
+func TestPrevCacheBoundsDamagedBlock(t *testing.T) {
+	w := blockWriter{restartInterval: 1 << 30}
+	key := bytes.Repeat([]byte("k"), 60<<10)
+	n := 4 * maxPrevKeys / len(key)
+	for i := range n {
+		k := append(bytes.Clone(key), fmt.Sprintf("%08d", i)...)
+		w.add(k, nil)
+	}
+	data := w.finish()
+	var it blockIter
+	if err := it.init(data, true, "test", 0); err != nil {
+		t.Fatal(err)
+	}
+	got, most := 0, 0
+	for ok := it.last(); ok; ok = it.prev() {
+		if want := fmt.Sprintf("%08d", n-1-got); string(it.key[len(key):]) != want {
+			t.Fatalf("entry %d: key ends %q, want %q", got, it.key[len(key):], want)
+		}
+		got++
+		most = max(most, cap(it.prevKeys))
+	}
+	if it.err != nil || got != n {
+		t.Fatalf("%d of %d entries backward, err %v", got, n, it.err)
+	}
+	if most > 2*maxPrevKeys {
+		t.Fatalf("prev cache grew to %d key bytes, bound %d", most, maxPrevKeys)
+	}
+}
