@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 
@@ -28,6 +29,10 @@ type Counters struct {
 	BlockReads     stripe.Uint64 // data blocks read from files or the mapping (cache misses)
 	BlockCacheHits stripe.Uint64 // data blocks found in the cache
 	BytesRead      stripe.Uint64 // bytes read from files: data blocks, read-ahead windows, and the metadata Open reads
+	// ColdReads is the data blocks of mapped segments that point reads
+	// found missing from the page cache and read with pread (included
+	// in BlockReads).
+	ColdReads stripe.Uint64
 }
 
 // ReaderOptions configure a Reader.
@@ -41,6 +46,10 @@ type ReaderOptions struct {
 	// instead of read with ReadAt: an uncompressed block costs no system
 	// call, no allocation and no cache space (its checksum is verified on
 	// every read); a compressed one is decompressed and cached as usual.
+	// A point read (Lookup) of a block whose pages the page cache does
+	// not hold reads it with ReadAt instead (see coldSample; Linux): one
+	// request to the device instead of a fault per page, and an error
+	// instead of a SIGBUS if the device fails.
 	Mapped []byte
 	// Prefix and PrefixName, if set, are a prefix extractor: when the
 	// segment's prefix filter was built by the extractor of that name,
@@ -70,6 +79,12 @@ type Reader struct {
 	// reads slice the mapping without hashing 4 KiB again (that CRC was
 	// 16% of a cached Get's CPU time).
 	verified []atomic.Bool
+	// coldProbes > 0: point reads of verified blocks ask the page cache
+	// whether the block is resident before touching the mapping
+	// (probeVerified); inCache is how they ask (mincore; tests replace
+	// it).
+	coldProbes atomic.Int32
+	inCache    func(m []byte, off, n uint64) bool
 
 	iters sync.Pool // *blockIter for Get, so that a cache hit allocates nothing
 }
@@ -97,7 +112,7 @@ const (
 // reported as a *base.CorruptError naming opts.Name and the offset; I/O
 // errors are wrapped.
 func Open(f io.ReaderAt, size int64, opts ReaderOptions) (*Reader, error) {
-	r := &Reader{f: f, opts: opts}
+	r := &Reader{f: f, opts: opts, inCache: pagesResident}
 	r.iters.New = func() any { return new(blockIter) }
 	if err := r.readFooter(size); err != nil {
 		return nil, err
@@ -196,6 +211,13 @@ func (r *Reader) readBlock(h blockHandle, ra *readahead) (block []byte, src bloc
 	if err != nil {
 		return nil, src, err
 	}
+	return r.decodeStored(h, buf, src, ra)
+}
+
+// decodeStored verifies the checksum of buf, the stored bytes of the block
+// at h and its trailer (from src), and returns the block's contents,
+// decompressed if need be, and where they live.
+func (r *Reader) decodeStored(h blockHandle, buf []byte, src blockSource, ra *readahead) (block []byte, _ blockSource, err error) {
 	n := int(h.length)
 	stored, typ := buf[:n:n], buf[n]
 	if got, want := blockChecksum(buf[:n+1]), binary.LittleEndian.Uint32(buf[n+1:]); got != want {
@@ -485,12 +507,26 @@ func (r *Reader) heapCopy() (*bloom.Filter, error) {
 // dataBlock returns the contents of data block i, from the cache or the
 // file. A block read from the file is checked (checkBlock) before it is
 // used or cached, so cached blocks need no further validation.
+//
+// A point read (ra nil) of a mapped segment does not touch pages of the
+// mapping that the page cache has lost: it reads such a block with pread
+// instead (coldRead), one system call where the mapping would take a
+// fault per page.
 func (r *Reader) dataBlock(i int, mode cacheMode, ra *readahead) ([]byte, error) {
 	h := r.index[i].h
 	c := r.counters(ra)
+	point := ra == nil && r.opts.Mapped != nil
 	if r.verified != nil && r.verified[i].Load() {
+		// Count the read; its tick samples the reads that ask the page
+		// cache (see coldSample).
+		tick := uint64(1)
 		if c != nil {
-			c.BlockReads.Add(1)
+			tick = c.BlockReads.AddTick(1)
+		} else if point {
+			tick = uint64(rand.Uint32())
+		}
+		if point && (r.coldProbes.Load() > 0 || tick%coldSample == 0) && !r.blockResident(h) {
+			return r.coldRead(i, mode, c)
 		}
 		end := h.offset + h.length
 		return r.opts.Mapped[h.offset:end:end], nil
@@ -502,6 +538,13 @@ func (r *Reader) dataBlock(i int, mode cacheMode, ra *readahead) ([]byte, error)
 			}
 			return b, nil
 		}
+	}
+	if point && !r.blockResident(h) {
+		b, err := r.coldRead(i, mode, c)
+		if err == nil && c != nil {
+			c.BlockReads.Add(1)
+		}
+		return b, err
 	}
 	b, src, err := r.readBlock(h, ra)
 	if err != nil {
@@ -519,6 +562,75 @@ func (r *Reader) dataBlock(i int, mode cacheMode, ra *readahead) ([]byte, error)
 	case mode == cacheFill && src == srcBorrowed:
 		r.opts.Cache.insert(r.opts.FileNum, h.offset, bytes.Clone(b))
 	case mode == cacheFill:
+		r.opts.Cache.insert(r.opts.FileNum, h.offset, b)
+	}
+	return b, nil
+}
+
+// Point reads of a mapped segment and the page cache.
+//
+// Through the mapping (advised MADV_RANDOM) a block whose pages the page
+// cache has lost costs a major fault per page, each a synchronous device
+// read: a 4 KiB block and its trailer almost always span two pages, so
+// two round trips to the device, where pread reads both pages in one.
+// So a point read asks the page cache first (mincore, about as cheap as a
+// cache lookup next to a device read) and reads a block it does not hold
+// with pread: the same pages come into the page cache, in one request,
+// and a failing device is an error and not a SIGBUS.
+//
+// Asking costs a system call (about 1 µs in a virtual machine), which a
+// warm Get (slicing the mapping) should not pay. So only the first read
+// of a block asks unconditionally (it must verify the checksum anyway);
+// reads of blocks already verified ask one time in coldSample, and once
+// an answer is "not resident" (the segment's pages are being evicted, or
+// were), every read asks until about coldWindow answers in a row found
+// the block resident. The sample is taken by the read counter's tick
+// (stripe.Uint64.AddTick), which the read pays for anyway: a random draw
+// per read cost 10-25 ns on a loaded machine.
+const (
+	coldSample = 256
+	coldWindow = 256
+)
+
+// blockResident reports whether the page cache holds every page of the
+// block at h (and its trailer) and updates the segment's cold state.
+func (r *Reader) blockResident(h blockHandle) bool {
+	if r.inCache(r.opts.Mapped, h.offset, h.length+blockTrailerLen) {
+		if r.coldProbes.Load() > 0 {
+			r.coldProbes.Add(-1)
+		}
+		return true
+	}
+	r.coldProbes.Store(coldWindow)
+	return false
+}
+
+// coldRead reads data block i of a mapped segment with pread into a
+// buffer of its own and checks it, as a read of an unmapped segment
+// does, counting its bytes and itself as a cold read into c (the caller
+// counts the block read). An uncompressed block is then marked verified
+// and not cached: the pread brought its pages into the page cache, where
+// the next read finds them through the mapping. A compressed one is
+// cached decoded, as from the mapping.
+func (r *Reader) coldRead(i int, mode cacheMode, c *Counters) ([]byte, error) {
+	h := r.index[i].h
+	buf := make([]byte, h.length+blockTrailerLen)
+	if err := r.readAt(buf, h.offset, c); err != nil {
+		return nil, err
+	}
+	b, _, err := r.decodeStored(h, buf, srcFresh, nil)
+	if err != nil {
+		return nil, err
+	}
+	if c != nil {
+		c.ColdReads.Add(1)
+	}
+	if reason := checkBlock(b); reason != "" {
+		return nil, r.corrupt(h.offset, "data block: %s", reason)
+	}
+	if len(b) == int(h.length) && &b[0] == &buf[0] { // stored uncompressed
+		r.verified[i].Store(true)
+	} else if mode == cacheFill {
 		r.opts.Cache.insert(r.opts.FileNum, h.offset, b)
 	}
 	return b, nil

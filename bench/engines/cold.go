@@ -98,6 +98,10 @@ type ColdPhase struct {
 	ReadBytesPerGet float64 `json:"read_bytes_per_get"`
 	MajFaultsPerGet float64 `json:"maj_faults_per_get"`
 	MinFaultsPerGet float64 `json:"min_faults_per_get"`
+	// CPUMicrosPerGet is the process's CPU time (user + system, all
+	// threads) per Get: the rest of 1/OpsPerSec is mostly waiting for
+	// the device.
+	CPUMicrosPerGet float64 `json:"cpu_us_per_get"`
 	// ResidentAfterEvict is the store's pages still in the page cache
 	// right after the eviction (mincore; should be 0), CachedAfter the
 	// bytes of the store in the page cache after the loop: everything
@@ -247,6 +251,7 @@ func (w *workload) coldPhase(v ColdVariant, dir string, cfg ColdConfig, hit bool
 	ph.ReadBytesPerGet = float64(io1.ReadBytes-io0.ReadBytes) / ops
 	ph.MajFaultsPerGet = float64(io1.MajFaults-io0.MajFaults) / ops
 	ph.MinFaultsPerGet = float64(io1.MinFaults-io0.MinFaults) / ops
+	ph.CPUMicrosPerGet = float64(io1.CPUNanos-io0.CPUNanos) / 1e3 / ops
 	ph.First = first
 	ph.FirstOpsPerSec = rate(first, dFirst)
 	ph.FirstReadBytesPerGet = float64(ioFirst.ReadBytes-io0.ReadBytes) / float64(first)

@@ -4,7 +4,7 @@ package engines
 
 import "errors"
 
-type ioCounters struct{ ReadBytes, WriteBytes, MajFaults, MinFaults int64 }
+type ioCounters struct{ ReadBytes, WriteBytes, MajFaults, MinFaults, CPUNanos int64 }
 
 var errNoProcIO = errors.New("/proc/self/io read_bytes unavailable (not Linux)")
 

@@ -1,0 +1,222 @@
+package segment
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/bloomkv/bloomkv/internal/base"
+)
+
+// coldFile is a segment's bytes behind ReadAt that counts the reads made
+// after arm and can fail them, cut them short or flip a byte in them,
+// while the "mapping" the Reader is given stays intact: what a point read
+// returns then shows which of the two it read.
+type coldFile struct {
+	data []byte
+
+	mu    sync.Mutex
+	armed bool
+	reads int
+	err   error // every read fails with it
+	short bool  // every read stops half-way, at "the end of the file"
+	flip  int64 // a read covering this offset sees it flipped; -1: none
+}
+
+func (f *coldFile) ReadAt(p []byte, off int64) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.armed {
+		f.reads++
+		if f.err != nil {
+			return 0, f.err
+		}
+	}
+	if off >= int64(len(f.data)) {
+		return 0, fmt.Errorf("read at %d past the end", off)
+	}
+	n := copy(p, f.data[off:])
+	if f.armed && f.short {
+		n /= 2
+	}
+	if f.armed && f.flip >= off && f.flip < off+int64(n) {
+		p[f.flip-off] ^= 0x40
+	}
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+func (f *coldFile) set(fn func(f *coldFile)) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fn(f)
+	n := f.reads
+	f.reads = 0
+	return n
+}
+
+// coldReader opens a segment of es as if mapped (Mapped holds its bytes),
+// whose page cache residency the test decides: it answers inCache with
+// *resident and counts the questions in *asked.
+func coldReader(t *testing.T, es []entry, wo WriterOptions) (r *Reader, f *coldFile, c *Counters, resident *bool, asked *int) {
+	t.Helper()
+	data, _ := writeSegment(t, es, wo)
+	f = &coldFile{data: data, flip: -1}
+	c = new(Counters)
+	r, err := Open(f, int64(len(data)), ReaderOptions{
+		Cache: NewCache(1 << 20), Counters: c, Name: "cold.seg", Mapped: bytes.Clone(data),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resident, asked = new(bool), new(int)
+	r.inCache = func(m []byte, off, n uint64) bool {
+		if off+n > uint64(len(m)) || n == 0 {
+			t.Errorf("asked about [%d, %d+%d) of a %d-byte mapping", off, off, n, len(m))
+		}
+		*asked++
+		return *resident
+	}
+	f.set(func(f *coldFile) { f.armed = true })
+	return r, f, c, resident, asked
+}
+
+// checkLookups looks every key of es up in r and compares with the model.
+func checkLookups(t *testing.T, r *Reader, es []entry) int {
+	t.Helper()
+	n := 0
+	for i, e := range es {
+		if i > 0 && bytes.Equal(es[i-1].key, e.key) {
+			continue
+		}
+		want, _ := modelGet(es, e.key, base.MaxSeq)
+		v, seq, kind, found, err := r.Lookup(e.key, base.MaxSeq)
+		if err != nil || !found || seq != want.seq || kind != want.kind || !bytes.Equal(v, want.value) {
+			t.Fatalf("Lookup(%q) = %q, %d, %v, %v, %v; want %q, %d, %v", e.key, v, seq, kind, found, err, want.value, want.seq, want.kind)
+		}
+		n++
+	}
+	return n
+}
+
+// TestColdPointReads: a point read of a block the page cache does not hold
+// reads it with ReadAt (pread), one read per block, and returns what the
+// model says; once the pages are resident, reads use the mapping (or, for
+// a compressed block, the cache the pread filled) and ReadAt is not
+// called.
+func TestColdPointReads(t *testing.T) {
+	es := randomEntries(rand.New(rand.NewPCG(7, 7)), 3000, 2000)
+	for _, wo := range []WriterOptions{
+		{BlockSize: 256, BitsPerKey: 10},
+		{BlockSize: 256, BitsPerKey: 10, Compression: SnappyCompression},
+	} {
+		t.Run(wo.Compression.String(), func(t *testing.T) {
+			r, f, c, resident, _ := coldReader(t, es, wo)
+			lookups := checkLookups(t, r, es)
+			// A compressed block is cached decoded by its first read.
+			want := lookups - int(c.BlockCacheHits.Load())
+			if reads := f.set(func(*coldFile) {}); reads != want || c.ColdReads.Load() != uint64(want) || want < len(r.index)/2 {
+				t.Fatalf("%d cold lookups (%d cache hits) made %d reads, counted %d cold reads; want one per lookup not cached",
+					lookups, c.BlockCacheHits.Load(), reads, c.ColdReads.Load())
+			}
+			*resident = true
+			checkLookups(t, r, es)
+			if reads := f.set(func(*coldFile) {}); reads != 0 {
+				t.Fatalf("lookups of resident or cached blocks made %d reads, want 0", reads)
+			}
+		})
+	}
+}
+
+// TestColdStateLearned: reads of blocks already verified do not ask the
+// page cache every time. Once one is found missing, every read asks until
+// coldWindow answers say resident; then only about one in coldSample does,
+// which is how a segment evicted later is noticed.
+func TestColdStateLearned(t *testing.T) {
+	es := randomEntries(rand.New(rand.NewPCG(8, 8)), 1000, 600)
+	r, f, _, resident, asked := coldReader(t, es, WriterOptions{BlockSize: 512})
+	*resident = true
+	checkLookups(t, r, es) // verifies every block: each asked once
+	*asked = 0
+	const rounds = 40
+	n := 0
+	for range rounds {
+		n += checkLookups(t, r, es)
+	}
+	if *asked == 0 || *asked > n/8 {
+		t.Fatalf("%d warm lookups of verified blocks asked the page cache %d times, want about %d", n, *asked, n/coldSample)
+	}
+
+	// Evicted: the first sampled question finds out, and from then on
+	// every read asks, and reads from the file.
+	*resident, *asked = false, 0
+	f.set(func(*coldFile) {})
+	n = 0
+	for range rounds {
+		n += checkLookups(t, r, es)
+	}
+	if reads := f.set(func(*coldFile) {}); reads < n-4*coldSample || *asked != reads {
+		t.Fatalf("%d lookups after eviction: %d reads from the file, %d questions; want nearly every lookup to ask and read", n, reads, *asked)
+	}
+
+	// Resident again: after coldWindow answers every read asks only now
+	// and then.
+	*resident, *asked = true, 0
+	n = 0
+	for range rounds {
+		n += checkLookups(t, r, es)
+	}
+	if *asked < coldWindow || *asked > coldWindow+n/8 {
+		t.Fatalf("%d lookups once resident again asked %d times; want %d, then about 1 in %d", n, *asked, coldWindow, coldSample)
+	}
+	if reads := f.set(func(*coldFile) {}); reads != 0 {
+		t.Fatalf("%d reads from the file while resident", reads)
+	}
+}
+
+// TestColdReadErrors: a failing, short or corrupted pread on the cold
+// path is an error naming the file and the block's offset (corrupt data:
+// ErrCorrupt), never a panic or a wrong value, and nothing bad is kept:
+// the block reads correctly once the file does.
+func TestColdReadErrors(t *testing.T) {
+	es := randomEntries(rand.New(rand.NewPCG(9, 9)), 1000, 600)
+	for _, tc := range []struct {
+		name    string
+		fault   func(f *coldFile, blockOff int64)
+		corrupt bool
+	}{
+		{"EIO", func(f *coldFile, _ int64) { f.err = syscall.EIO }, false},
+		{"short", func(f *coldFile, _ int64) { f.short = true }, true},
+		{"flipped", func(f *coldFile, off int64) { f.flip = off + 7 }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, f, _, _, _ := coldReader(t, es, WriterOptions{BlockSize: 512})
+			key := es[len(es)/2].key
+			h := r.index[r.searchIndex(key, base.MakeTrailer(base.MaxSeq, 0xff))].h
+			f.set(func(f *coldFile) { tc.fault(f, int64(h.offset)) })
+			_, _, _, found, err := r.Lookup(key, base.MaxSeq)
+			var ce *base.CorruptError
+			switch {
+			case err == nil || found:
+				t.Fatalf("Lookup with a %s read: found %v, err %v", tc.name, found, err)
+			case errors.Is(err, base.ErrCorrupt) != tc.corrupt:
+				t.Fatalf("Lookup with a %s read: %v; corrupt %v, want %v", tc.name, err, errors.Is(err, base.ErrCorrupt), tc.corrupt)
+			case tc.corrupt && (!errors.As(err, &ce) || ce.File != "cold.seg" || ce.Offset != int64(h.offset)):
+				t.Fatalf("Lookup with a %s read: %#v, want cold.seg at offset %d", tc.name, err, h.offset)
+			case !tc.corrupt && (!errors.Is(err, syscall.EIO) || !strings.Contains(err.Error(), "cold.seg") ||
+				!strings.Contains(err.Error(), fmt.Sprintf(" at %d", h.offset))):
+				t.Fatalf("Lookup with a failing read: %v, want EIO naming cold.seg and offset %d", err, h.offset)
+			}
+			f.set(func(f *coldFile) { f.err, f.short, f.flip = nil, false, -1 })
+			checkLookups(t, r, es)
+		})
+	}
+}
