@@ -34,18 +34,55 @@ func evictSegments(t *testing.T, db *DB) bool {
 		mustDo(t, unix.Madvise(s.mapped, unix.MADV_DONTNEED))
 		mustDo(t, s.file.Sync())
 		mustDo(t, unix.Fadvise(int(fd), 0, 0, unix.FADV_DONTNEED))
+	}
+	return residentSegmentPages(t, db) == 0
+}
+
+// residentSegmentPages counts the pages of the store's segments in the
+// page cache (mincore on their mappings).
+func residentSegmentPages(t *testing.T, db *DB) int {
+	t.Helper()
+	rs := db.acquire()
+	defer rs.release()
+	n := 0
+	for _, s := range rs.segments {
 		vec := make([]byte, (len(s.mapped)+unix.Getpagesize()-1)/unix.Getpagesize())
 		if _, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&s.mapped[0])), uintptr(len(s.mapped)),
 			uintptr(unsafe.Pointer(&vec[0]))); e != 0 {
 			t.Fatalf("mincore: %v", e)
 		}
 		for _, v := range vec {
-			if v&1 != 0 {
-				return false
-			}
+			n += int(v & 1)
 		}
 	}
-	return true
+	return n
+}
+
+// TestColdGetReadsOnlyItsBlock: a Get of an evicted segment brings its
+// block's pages into the page cache and nothing around them: neither the
+// mapping's fault read-around nor the file's read-ahead (the segment's
+// descriptor is advised FADV_RANDOM, as its mapping MADV_RANDOM).
+func TestColdGetReadsOnlyItsBlock(t *testing.T) {
+	o := smallOptions() // 512-byte blocks: one or two pages each
+	o.BlockCacheSize = 1
+	db := mustOpen(t, t.TempDir(), o)
+	defer db.Close()
+	for i := range 3000 {
+		mustDo(t, db.Put(faultKey(i), faultValue(i)))
+	}
+	mustDo(t, db.Compact())
+	if !evictSegments(t, db) {
+		t.Skip("segment pages stay resident after eviction here")
+	}
+	for _, i := range []int{1500, 10, 2900} {
+		before := residentSegmentPages(t, db)
+		if v, err := db.Get(faultKey(i)); err != nil || !bytes.Equal(v, faultValue(i)) {
+			t.Fatalf("Get(%d) = %q, %v", i, v, err)
+		}
+		if n := residentSegmentPages(t, db) - before; n < 1 || n > 2 {
+			t.Fatalf("a cold Get brought %d pages into the page cache, want its block's 1 or 2", n)
+		}
+	}
 }
 
 // TestColdGetReadsWithPread: a Get of a block whose pages the page cache
