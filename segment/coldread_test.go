@@ -66,13 +66,13 @@ func (f *coldFile) set(fn func(f *coldFile)) int {
 // coldReader opens a segment of es as if mapped (Mapped holds its bytes),
 // whose page cache residency the test decides: it answers inCache with
 // *resident and counts the questions in *asked.
-func coldReader(t *testing.T, es []entry, wo WriterOptions) (r *Reader, f *coldFile, c *Counters, resident *bool, asked *int) {
+func coldReader(t *testing.T, es []entry, wo WriterOptions, cache *Cache) (r *Reader, f *coldFile, c *Counters, resident *bool, asked *int) {
 	t.Helper()
 	data, _ := writeSegment(t, es, wo)
 	f = &coldFile{data: data, flip: -1}
 	c = new(Counters)
 	r, err := Open(f, int64(len(data)), ReaderOptions{
-		Cache: NewCache(1 << 20), Counters: c, Name: "cold.seg", Mapped: bytes.Clone(data),
+		Cache: cache, Counters: c, Name: "cold.seg", Mapped: bytes.Clone(data),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -110,10 +110,9 @@ func checkLookups(t *testing.T, r *Reader, es []entry) int {
 }
 
 // TestColdPointReads: a point read of a block the page cache does not hold
-// reads it with ReadAt (pread), one read per block, and returns what the
-// model says; once the pages are resident, reads use the mapping (or, for
-// a compressed block, the cache the pread filled) and ReadAt is not
-// called.
+// reads it with ReadAt (pread) into the block cache, one read per block,
+// and returns what the model says; once the pages are resident, reads use
+// the mapping or the cache, and ReadAt is not called.
 func TestColdPointReads(t *testing.T) {
 	es := randomEntries(rand.New(rand.NewPCG(7, 7)), 3000, 2000)
 	for _, wo := range []WriterOptions{
@@ -121,9 +120,8 @@ func TestColdPointReads(t *testing.T) {
 		{BlockSize: 256, BitsPerKey: 10, Compression: SnappyCompression},
 	} {
 		t.Run(wo.Compression.String(), func(t *testing.T) {
-			r, f, c, resident, _ := coldReader(t, es, wo)
+			r, f, c, resident, _ := coldReader(t, es, wo, NewCache(1<<20))
 			lookups := checkLookups(t, r, es)
-			// A compressed block is cached decoded by its first read.
 			want := lookups - int(c.BlockCacheHits.Load())
 			if reads := f.set(func(*coldFile) {}); reads != want || c.ColdReads.Load() != uint64(want) || want < len(r.index)/2 {
 				t.Fatalf("%d cold lookups (%d cache hits) made %d reads, counted %d cold reads; want one per lookup not cached",
@@ -138,49 +136,42 @@ func TestColdPointReads(t *testing.T) {
 	}
 }
 
-// TestColdStateLearned: reads of blocks already verified do not ask the
-// page cache every time. Once one is found missing, every read asks until
-// coldWindow answers say resident; then only about one in coldSample does,
-// which is how a segment evicted later is noticed.
+// TestColdStateLearned: a segment's reads ask the page cache only now and
+// then. Warm, reads of verified blocks ask one time in coldSample; the
+// first "not resident" answer makes the segment cold: reads then go to the
+// file (here with no block cache: every read) and ask one time in coldAsk,
+// until coldWindow answers in a row say resident, and the segment is warm
+// again: the mapping, no file reads.
 func TestColdStateLearned(t *testing.T) {
 	es := randomEntries(rand.New(rand.NewPCG(8, 8)), 1000, 600)
-	r, f, _, resident, asked := coldReader(t, es, WriterOptions{BlockSize: 512})
+	r, f, _, resident, asked := coldReader(t, es, WriterOptions{BlockSize: 512}, nil)
 	*resident = true
 	checkLookups(t, r, es) // verifies every block: each asked once
-	*asked = 0
 	const rounds = 12
-	n := 0
-	for range rounds {
-		n += checkLookups(t, r, es)
+	phase := func() (lookups, reads, questions int) {
+		*asked = 0
+		f.set(func(*coldFile) {})
+		for range rounds {
+			lookups += checkLookups(t, r, es)
+		}
+		return lookups, f.set(func(*coldFile) {}), *asked
 	}
-	if *asked == 0 || *asked > n/8 {
-		t.Fatalf("%d warm lookups of verified blocks asked the page cache %d times, want about %d", n, *asked, n/coldSample)
-	}
-
-	// Evicted: the first sampled question finds out, and from then on
-	// every read asks, and reads from the file.
-	*resident, *asked = false, 0
-	f.set(func(*coldFile) {})
-	n = 0
-	for range rounds {
-		n += checkLookups(t, r, es)
-	}
-	if reads := f.set(func(*coldFile) {}); reads < n-4*coldSample || *asked != reads {
-		t.Fatalf("%d lookups after eviction: %d reads from the file, %d questions; want nearly every lookup to ask and read", n, reads, *asked)
+	if n, reads, q := phase(); q == 0 || q > n/8 || reads != 0 {
+		t.Fatalf("warm: %d lookups asked %d times and read the file %d times; want about %d questions, no reads", n, q, reads, n/coldSample)
 	}
 
-	// Resident again: after coldWindow answers every read asks only now
-	// and then.
-	*resident, *asked = true, 0
-	n = 0
-	for range rounds {
-		n += checkLookups(t, r, es)
+	*resident = false // evicted
+	if n, reads, q := phase(); reads < n-4*coldSample || q < n/(4*coldAsk) || q > n/4 {
+		t.Fatalf("evicted: %d lookups read the file %d times and asked %d times; want nearly all reads, about %d questions", n, reads, q, n/coldAsk)
 	}
-	if *asked < coldWindow || *asked > coldWindow+n/8 {
-		t.Fatalf("%d lookups once resident again asked %d times; want %d, then about 1 in %d", n, *asked, coldWindow, coldSample)
+
+	*resident = true // back in the page cache
+	if n, reads, q := phase(); reads == 0 || reads > 4*coldAsk*coldWindow || q < coldWindow || q > 4*coldWindow+n/8 {
+		t.Fatalf("resident again: %d lookups read the file %d times and asked %d times; want about %d reads, then none",
+			n, reads, q, coldAsk*coldWindow)
 	}
-	if reads := f.set(func(*coldFile) {}); reads != 0 {
-		t.Fatalf("%d reads from the file while resident", reads)
+	if n, reads, q := phase(); reads != 0 || q > n/8 {
+		t.Fatalf("warm again: %d lookups read the file %d times and asked %d times; want no reads, about %d questions", n, reads, q, n/coldSample)
 	}
 }
 
@@ -200,7 +191,7 @@ func TestColdReadErrors(t *testing.T) {
 		{"flipped", func(f *coldFile, off int64) { f.flip = off + 7 }, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r, f, _, _, _ := coldReader(t, es, WriterOptions{BlockSize: 512})
+			r, f, _, _, _ := coldReader(t, es, WriterOptions{BlockSize: 512}, nil)
 			key := es[len(es)/2].key
 			h := r.index[r.searchIndex(key, base.MakeTrailer(base.MaxSeq, 0xff))].h
 			f.set(func(f *coldFile) { tc.fault(f, int64(h.offset)) })

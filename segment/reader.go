@@ -79,12 +79,11 @@ type Reader struct {
 	// reads slice the mapping without hashing 4 KiB again (that CRC was
 	// 16% of a cached Get's CPU time).
 	verified []atomic.Bool
-	// coldProbes > 0: point reads of verified blocks ask the page cache
-	// whether the block is resident before touching the mapping
-	// (probeVerified); inCache is how they ask (mincore; tests replace
-	// it).
-	coldProbes atomic.Int32
-	inCache    func(m []byte, off, n uint64) bool
+	// coldAnswers > 0: the segment is cold, and point reads go to the
+	// block cache and pread (see coldSample) until that many more
+	// answers of inCache (mincore; tests replace it) say resident.
+	coldAnswers atomic.Int32
+	inCache     func(m []byte, off, n uint64) bool
 
 	iters sync.Pool // *blockIter for Get, so that a cache hit allocates nothing
 }
@@ -511,25 +510,29 @@ func (r *Reader) heapCopy() (*bloom.Filter, error) {
 // A point read (ra nil) of a mapped segment does not touch pages of the
 // mapping that the page cache has lost: it reads such a block with pread
 // instead (coldRead), one system call where the mapping would take a
-// fault per page.
+// fault per page. See coldSample for how it tells.
 func (r *Reader) dataBlock(i int, mode cacheMode, ra *readahead) ([]byte, error) {
 	h := r.index[i].h
 	c := r.counters(ra)
 	point := ra == nil && r.opts.Mapped != nil
-	if r.verified != nil && r.verified[i].Load() {
+	cold := point && r.coldAnswers.Load() > 0
+	verified := r.verified != nil && r.verified[i].Load()
+	if verified && !cold {
 		// Count the read; its tick samples the reads that ask the page
-		// cache (see coldSample).
+		// cache.
 		tick := uint64(1)
 		if c != nil {
 			tick = c.BlockReads.AddTick(1)
 		} else if point {
 			tick = uint64(rand.Uint32())
 		}
-		if point && (r.coldProbes.Load() > 0 || tick%coldSample == 0) && !r.blockResident(h) {
-			return r.coldRead(i, mode, c)
+		if !point || tick%coldSample != 0 || r.blockResident(h) {
+			end := h.offset + h.length
+			return r.opts.Mapped[h.offset:end:end], nil
 		}
-		end := h.offset + h.length
-		return r.opts.Mapped[h.offset:end:end], nil
+		// Lost from the page cache: the segment has gone cold
+		// (blockResident noted it).
+		return r.coldRead(i, mode, c, false)
 	}
 	if mode != cacheBypass {
 		if b, ok := r.opts.Cache.get(r.opts.FileNum, h.offset); ok {
@@ -539,12 +542,17 @@ func (r *Reader) dataBlock(i int, mode cacheMode, ra *readahead) ([]byte, error)
 			return b, nil
 		}
 	}
-	if point && !r.blockResident(h) {
-		b, err := r.coldRead(i, mode, c)
-		if err == nil && c != nil {
+	switch {
+	case cold && (rand.Uint32()%coldAsk != 0 || !r.blockResident(h)):
+		return r.coldRead(i, mode, c, true)
+	case cold && verified: // resident after all
+		if c != nil {
 			c.BlockReads.Add(1)
 		}
-		return b, err
+		end := h.offset + h.length
+		return r.opts.Mapped[h.offset:end:end], nil
+	case point && !cold && !r.blockResident(h): // a block's first read
+		return r.coldRead(i, mode, c, true)
 	}
 	b, src, err := r.readBlock(h, ra)
 	if err != nil {
@@ -573,46 +581,54 @@ func (r *Reader) dataBlock(i int, mode cacheMode, ra *readahead) ([]byte, error)
 // cache has lost costs a major fault per page, each a synchronous device
 // read: a 4 KiB block and its trailer almost always span two pages, so
 // two round trips to the device, where pread reads both pages in one.
-// So a point read asks the page cache first (mincore, about as cheap as a
-// cache lookup next to a device read) and reads a block it does not hold
-// with pread: the same pages come into the page cache, in one request,
-// and a failing device is an error and not a SIGBUS.
+// So a point read of a mapped segment reads such a block as an unmapped
+// segment does (coldRead): pread into a buffer of its own, checksum, into
+// the block cache. The same pages come into the page cache, in one
+// request, and a failing device is an error and not a SIGBUS.
 //
-// Asking costs a system call (about 1 µs in a virtual machine), which a
-// warm Get (slicing the mapping) should not pay. So only the first read
-// of a block asks unconditionally (it must verify the checksum anyway);
-// reads of blocks already verified ask one time in coldSample, and once
-// an answer is "not resident" (the segment's pages are being evicted, or
-// were), every read asks until about coldWindow answers in a row found
-// the block resident. The sample is taken by the read counter's tick
-// (stripe.Uint64.AddTick), which the read pays for anyway: a random draw
-// per read cost 10-25 ns on a loaded machine.
+// To tell, a read asks the page cache (mincore, blockResident). That is a
+// system call (about 1 µs in a virtual machine), which neither a warm Get
+// (slicing the mapping) nor a cold one (a pread) should pay each time. So
+// a segment is warm or cold:
+//
+//   - Warm: the first read of a block asks (it reads the block anyway, to
+//     verify it); reads of blocks already verified ask one time in
+//     coldSample. The sample is taken by the read counter's tick
+//     (stripe.Uint64.AddTick), which the read pays for anyway: a random
+//     draw per read cost 10-25 ns on a loaded machine. A "not resident"
+//     answer makes the segment cold.
+//   - Cold: reads go to the block cache, then to pread, without asking,
+//     except one time in coldAsk; coldWindow "resident" answers in a row
+//     (the segment's pages are back in the page cache, as a working set
+//     that fits in memory will be) make it warm again, and its reads use
+//     the mapping as before.
 const (
 	coldSample = 256
-	coldWindow = 256
+	coldAsk    = 16
+	coldWindow = 16
 )
 
 // blockResident reports whether the page cache holds every page of the
-// block at h (and its trailer) and updates the segment's cold state.
+// block at h (and its trailer) and updates the segment's state: "no"
+// makes it cold, for coldWindow more "yes" answers.
 func (r *Reader) blockResident(h blockHandle) bool {
 	if r.inCache(r.opts.Mapped, h.offset, h.length+blockTrailerLen) {
-		if r.coldProbes.Load() > 0 {
-			r.coldProbes.Add(-1)
+		if r.coldAnswers.Load() > 0 {
+			r.coldAnswers.Add(-1)
 		}
 		return true
 	}
-	r.coldProbes.Store(coldWindow)
+	r.coldAnswers.Store(coldWindow)
 	return false
 }
 
 // coldRead reads data block i of a mapped segment with pread into a
-// buffer of its own and checks it, as a read of an unmapped segment
-// does, counting its bytes and itself as a cold read into c (the caller
-// counts the block read). An uncompressed block is then marked verified
-// and not cached: the pread brought its pages into the page cache, where
-// the next read finds them through the mapping. A compressed one is
-// cached decoded, as from the mapping.
-func (r *Reader) coldRead(i int, mode cacheMode, c *Counters) ([]byte, error) {
+// buffer of its own, checks it and caches it (mode cacheFill), as a read
+// of an unmapped segment does, counting its bytes, itself as a cold read
+// and, if count, as a block read into c. A block stored uncompressed is
+// marked verified: the mapping holds the same bytes, for when the segment
+// is warm again.
+func (r *Reader) coldRead(i int, mode cacheMode, c *Counters, count bool) ([]byte, error) {
 	h := r.index[i].h
 	buf := make([]byte, h.length+blockTrailerLen)
 	if err := r.readAt(buf, h.offset, c); err != nil {
@@ -622,15 +638,19 @@ func (r *Reader) coldRead(i int, mode cacheMode, c *Counters) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if c != nil {
-		c.ColdReads.Add(1)
-	}
 	if reason := checkBlock(b); reason != "" {
 		return nil, r.corrupt(h.offset, "data block: %s", reason)
 	}
-	if len(b) == int(h.length) && &b[0] == &buf[0] { // stored uncompressed
+	if c != nil {
+		c.ColdReads.Add(1)
+		if count {
+			c.BlockReads.Add(1)
+		}
+	}
+	if buf[h.length] == compressionNone {
 		r.verified[i].Store(true)
-	} else if mode == cacheFill {
+	}
+	if mode == cacheFill {
 		r.opts.Cache.insert(r.opts.FileNum, h.offset, b)
 	}
 	return b, nil

@@ -69,6 +69,16 @@ func readIOCounters() (ioCounters, error) {
 	return c, nil
 }
 
+// cpuNanos is the process's CPU time so far (user + system), as in
+// ioCounters.CPUNanos; 0 if getrusage fails.
+func cpuNanos() int64 {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return ru.Utime.Nano() + ru.Stime.Nano()
+}
+
 // memStatus is this process's resident memory from /proc/self/status, in
 // bytes: VmHWM (peak resident set), VmRSS, and its RssAnon (anonymous:
 // heap, stacks, Go runtime) and RssFile (file pages mapped into the

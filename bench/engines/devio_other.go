@@ -10,6 +10,8 @@ var errNoProcIO = errors.New("/proc/self/io read_bytes unavailable (not Linux)")
 
 func readIOCounters() (ioCounters, error) { return ioCounters{}, errNoProcIO }
 
+func cpuNanos() int64 { return 0 }
+
 type memStatus struct{ PeakRSS, RSS, Anon, File int64 }
 
 func readMemStatus() (memStatus, error) {
