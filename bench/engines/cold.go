@@ -58,7 +58,7 @@ func ColdSpecs() []ColdSpec {
 	}
 	return []ColdSpec{
 		{byName["bloomkv"], []ColdVariant{
-			{"bloomkv", "DefaultOptions: segments mmap'd with MADV_RANDOM; filter and index on the heap", openBloomkv, false},
+			{"bloomkv", "DefaultOptions: segments mmap'd with MADV_RANDOM, Gets pread blocks the page cache lacks (FADV_RANDOM); filter and index on the heap", openBloomkv, false},
 			{"bloomkv-nommap", "DisableMmap: true: pread per block (FADV_RANDOM); filter and index on the heap", openBloomkvNoMmap, false},
 		}},
 		{byName["pebble"], []ColdVariant{
@@ -356,8 +356,9 @@ func lookupColdVariant(name string) (ColdVariant, Spec, error) {
 }
 
 // Run evicts every store from the page cache and times ops rounds of
-// cold hits: in each round every store, in turn, Gets the same present
-// key (the workload's order), and the Get's time, device bytes, faults
+// cold hits: in each round every store, in turn (starting with the next
+// one each round), Gets the same present key (the workload's order), and
+// the Get's time, device bytes, faults
 // and CPU time are added to that store's totals. All stores thus run over
 // the same span of time on a machine in the same state: on a shared,
 // loaded machine their ratios are much steadier than those of separate
@@ -377,7 +378,11 @@ func (p *ColdPairs) Run(ops int) ([]ColdPaired, error) {
 	var buf []byte
 	for j := range ops {
 		i := int(p.w.order[j%len(p.w.order)])
-		for k, get := range p.gets {
+		for r := range p.gets {
+			// Each round starts with the next store, so that none is
+			// always first (or last) after the counters are read.
+			k := (r + j) % len(p.gets)
+			get := p.gets[k]
 			io0, err := readIOCounters()
 			if err != nil {
 				return nil, err
