@@ -16,10 +16,10 @@ import (
 // The trade-off (as in bbolt and Badger): a device error while reading a
 // mapped page kills the process with SIGBUS instead of returning an error;
 // Options.DisableMmap trades the speed back for error returns. On Linux a
-// Get does not fault on pages the page cache has lost: it reads such a
-// block with pread (segment.ReaderOptions.Mapped), so there a failing
-// device is an error to a Get, and a SIGBUS risk only to iterators and
-// to a block evicted between the check and the read.
+// Get reads a block the page cache is found to lack with pread instead
+// (segment.ReaderOptions.Mapped), and a failing device is then an error;
+// but it asks only on a block's first read and now and then afterwards,
+// so a block evicted since, and iterators, can still fault.
 //
 // A file with no descriptor (from a file system that is not the
 // operating system's) is not mapped: nil, and reads go through ReadAt.
