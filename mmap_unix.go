@@ -10,11 +10,16 @@ import (
 	"github.com/bloomkv/bloomkv/vfs"
 )
 
-// mapSegment maps a segment file read-only, advised for random access. Segments are immutable and
+// mapSegment maps a segment file read-only, advised for random access
+// (the mapping and the file's own reads). Segments are immutable and
 // never truncated while open, so the mapping stays valid until unmapped.
 // The trade-off (as in bbolt and Badger): a device error while reading a
 // mapped page kills the process with SIGBUS instead of returning an error;
-// Options.DisableMmap trades the speed back for error returns.
+// Options.DisableMmap trades the speed back for error returns. On Linux a
+// Get reads a block the page cache is found to lack with pread instead
+// (segment.ReaderOptions.Mapped), and a failing device is then an error;
+// but it asks only on a block's first read and now and then afterwards,
+// so a block evicted since, and iterators, can still fault.
 //
 // A file with no descriptor (from a file system that is not the
 // operating system's) is not mapped: nil, and reads go through ReadAt.
@@ -40,6 +45,11 @@ func mapSegment(f vfs.File, size int64) ([]byte, error) {
 		unix.Munmap(b)
 		return nil, fmt.Errorf("madvise: %w", err)
 	}
+	// A point read of a block the page cache has lost reads it with
+	// pread on f (segment.Reader: one request instead of a fault per
+	// page): the same advice for that path, so the kernel reads the
+	// block's pages and no read-ahead window around them.
+	adviseRandom(f)
 	return b, nil
 }
 

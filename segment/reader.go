@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 
@@ -28,6 +29,10 @@ type Counters struct {
 	BlockReads     stripe.Uint64 // data blocks read from files or the mapping (cache misses)
 	BlockCacheHits stripe.Uint64 // data blocks found in the cache
 	BytesRead      stripe.Uint64 // bytes read from files: data blocks, read-ahead windows, and the metadata Open reads
+	// ColdReads is the data blocks of mapped segments that point reads
+	// found missing from the page cache and read with pread (included
+	// in BlockReads).
+	ColdReads stripe.Uint64
 }
 
 // ReaderOptions configure a Reader.
@@ -41,6 +46,10 @@ type ReaderOptions struct {
 	// instead of read with ReadAt: an uncompressed block costs no system
 	// call, no allocation and no cache space (its checksum is verified on
 	// every read); a compressed one is decompressed and cached as usual.
+	// A point read (Lookup) of a block whose pages the page cache does
+	// not hold reads it with ReadAt instead (see coldSample; Linux): one
+	// request to the device instead of a fault per page, and an error
+	// instead of a SIGBUS if the device fails.
 	Mapped []byte
 	// Prefix and PrefixName, if set, are a prefix extractor: when the
 	// segment's prefix filter was built by the extractor of that name,
@@ -71,6 +80,11 @@ type Reader struct {
 	// reads slice the mapping without hashing 4 KiB again (that CRC was
 	// 16% of a cached Get's CPU time).
 	verified []atomic.Bool
+	// coldAnswers > 0: the segment is cold, and point reads go to the
+	// block cache and pread (see coldSample) until that many more
+	// answers of inCache (mincore; tests replace it) say resident.
+	coldAnswers atomic.Int32
+	inCache     func(m []byte, off, n uint64) bool
 
 	iters sync.Pool // *blockIter for Get, so that a cache hit allocates nothing
 }
@@ -98,7 +112,7 @@ const (
 // reported as a *base.CorruptError naming opts.Name and the offset; I/O
 // errors are wrapped.
 func Open(f io.ReaderAt, size int64, opts ReaderOptions) (*Reader, error) {
-	r := &Reader{f: f, opts: opts}
+	r := &Reader{f: f, opts: opts, inCache: pagesResident}
 	r.iters.New = func() any { return new(blockIter) }
 	if err := r.readFooter(size); err != nil {
 		return nil, err
@@ -197,6 +211,13 @@ func (r *Reader) readBlock(h blockHandle, ra *readahead) (block []byte, src bloc
 	if err != nil {
 		return nil, src, err
 	}
+	return r.decodeStored(h, buf, src, ra)
+}
+
+// decodeStored verifies the checksum of buf, the stored bytes of the block
+// at h and its trailer (from src), and returns the block's contents,
+// decompressed if need be, and where they live.
+func (r *Reader) decodeStored(h blockHandle, buf []byte, src blockSource, ra *readahead) (block []byte, _ blockSource, err error) {
 	n := int(h.length)
 	stored, typ := buf[:n:n], buf[n]
 	if got, want := blockChecksum(buf[:n+1]), binary.LittleEndian.Uint32(buf[n+1:]); got != want {
@@ -491,15 +512,33 @@ func (r *Reader) heapCopy() (*bloom.Filter, error) {
 // dataBlock returns the contents of data block i, from the cache or the
 // file. A block read from the file is checked (checkBlock) before it is
 // used or cached, so cached blocks need no further validation.
+//
+// A point read (ra nil) of a mapped segment does not touch pages of the
+// mapping that the page cache has lost: it reads such a block with pread
+// instead (coldRead), one system call where the mapping would take a
+// fault per page. See coldSample for how it tells.
 func (r *Reader) dataBlock(i int, mode cacheMode, ra *readahead) ([]byte, error) {
 	h := r.index[i].h
 	c := r.counters(ra)
-	if r.verified != nil && r.verified[i].Load() {
+	point := ra == nil && r.opts.Mapped != nil
+	cold := point && r.coldAnswers.Load() > 0
+	verified := r.verified != nil && r.verified[i].Load()
+	if verified && !cold {
+		// Count the read; its tick samples the reads that ask the page
+		// cache.
+		tick := uint64(1)
 		if c != nil {
-			c.BlockReads.Add(1)
+			tick = c.BlockReads.AddTick(1)
+		} else if point {
+			tick = uint64(rand.Uint32())
 		}
-		end := h.offset + h.length
-		return r.opts.Mapped[h.offset:end:end], nil
+		if !point || tick%coldSample != 0 || r.blockResident(h) {
+			end := h.offset + h.length
+			return r.opts.Mapped[h.offset:end:end], nil
+		}
+		// Lost from the page cache: the segment has gone cold
+		// (blockResident noted it).
+		return r.coldRead(i, mode, c, false)
 	}
 	if mode != cacheBypass {
 		if b, ok := r.opts.Cache.get(r.opts.FileNum, h.offset); ok {
@@ -509,6 +548,18 @@ func (r *Reader) dataBlock(i int, mode cacheMode, ra *readahead) ([]byte, error)
 			return b, nil
 		}
 	}
+	switch {
+	case cold && (rand.Uint32()%coldAsk != 0 || !r.blockResident(h)):
+		return r.coldRead(i, mode, c, true)
+	case cold && verified: // resident after all
+		if c != nil {
+			c.BlockReads.Add(1)
+		}
+		end := h.offset + h.length
+		return r.opts.Mapped[h.offset:end:end], nil
+	case point && !cold && !r.blockResident(h): // a block's first read
+		return r.coldRead(i, mode, c, true)
+	}
 	b, src, err := r.readBlock(h, ra)
 	if err != nil {
 		return nil, err
@@ -516,11 +567,8 @@ func (r *Reader) dataBlock(i int, mode cacheMode, ra *readahead) ([]byte, error)
 	if c != nil {
 		c.BlockReads.Add(1)
 	}
-	if reason := checkBlock(b); reason != "" {
-		return nil, r.corrupt(h.offset, "data block: %s", reason)
-	}
-	if r.footer.version < formatVersionHashIndex && hasHashIndex(b) {
-		return nil, r.corrupt(h.offset, "data block with a hash index in a version-%d segment", r.footer.version)
+	if err := r.checkDataBlock(h, b); err != nil {
+		return nil, err
 	}
 	switch {
 	case src == srcMapped:
@@ -531,6 +579,100 @@ func (r *Reader) dataBlock(i int, mode cacheMode, ra *readahead) ([]byte, error)
 		r.opts.Cache.insert(r.opts.FileNum, h.offset, b)
 	}
 	return b, nil
+}
+
+// Point reads of a mapped segment and the page cache.
+//
+// Through the mapping (advised MADV_RANDOM) a block whose pages the page
+// cache has lost costs a major fault per page, each a synchronous device
+// read: a 4 KiB block and its trailer almost always span two pages, so
+// two round trips to the device, where pread reads both pages in one.
+// So a point read of a mapped segment reads such a block as an unmapped
+// segment does (coldRead): pread into a buffer of its own, checksum, into
+// the block cache. The same pages come into the page cache, in one
+// request, and a failing device is an error and not a SIGBUS.
+//
+// To tell, a read asks the page cache (mincore, blockResident). That is a
+// system call (about 1 µs in a virtual machine), which neither a warm Get
+// (slicing the mapping) nor a cold one (a pread) should pay each time. So
+// a segment is warm or cold:
+//
+//   - Warm: the first read of a block asks (it reads the block anyway, to
+//     verify it); reads of blocks already verified ask one time in
+//     coldSample. The sample is taken by the read counter's tick
+//     (stripe.Uint64.AddTick), which the read pays for anyway: a random
+//     draw per read cost 10-25 ns on a loaded machine. A "not resident"
+//     answer makes the segment cold.
+//   - Cold: reads go to the block cache, then to pread, without asking,
+//     except one time in coldAsk; coldWindow "resident" answers in a row
+//     (the segment's pages are back in the page cache, as a working set
+//     that fits in memory will be) make it warm again, and its reads use
+//     the mapping as before.
+const (
+	coldSample = 256
+	coldAsk    = 16
+	coldWindow = 16
+)
+
+// blockResident reports whether the page cache holds every page of the
+// block at h (and its trailer) and updates the segment's state: "no"
+// makes it cold, for coldWindow more "yes" answers.
+func (r *Reader) blockResident(h blockHandle) bool {
+	if r.inCache(r.opts.Mapped, h.offset, h.length+blockTrailerLen) {
+		if r.coldAnswers.Load() > 0 {
+			r.coldAnswers.Add(-1)
+		}
+		return true
+	}
+	r.coldAnswers.Store(coldWindow)
+	return false
+}
+
+// coldRead reads data block i of a mapped segment with pread into a
+// buffer of its own, checks it and caches it (mode cacheFill), as a read
+// of an unmapped segment does, counting its bytes, itself as a cold read
+// and, if count, as a block read into c. A block stored uncompressed is
+// marked verified: the mapping holds the same bytes, for when the segment
+// is warm again.
+func (r *Reader) coldRead(i int, mode cacheMode, c *Counters, count bool) ([]byte, error) {
+	h := r.index[i].h
+	buf := make([]byte, h.length+blockTrailerLen)
+	if err := r.readAt(buf, h.offset, c); err != nil {
+		return nil, err
+	}
+	b, _, err := r.decodeStored(h, buf, srcFresh, nil)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.checkDataBlock(h, b); err != nil {
+		return nil, err
+	}
+	if c != nil {
+		c.ColdReads.Add(1)
+		if count {
+			c.BlockReads.Add(1)
+		}
+	}
+	if buf[h.length] == compressionNone {
+		r.verified[i].Store(true)
+	}
+	if mode == cacheFill {
+		r.opts.Cache.insert(r.opts.FileNum, h.offset, b)
+	}
+	return b, nil
+}
+
+// checkDataBlock checks data block b, read from h, once, before it is
+// used or cached: its restart array and hash index (checkBlock), and that
+// a hash index appears only in a file of a version that has them.
+func (r *Reader) checkDataBlock(h blockHandle, b []byte) error {
+	if reason := checkBlock(b); reason != "" {
+		return r.corrupt(h.offset, "data block: %s", reason)
+	}
+	if r.footer.version < formatVersionHashIndex && hasHashIndex(b) {
+		return r.corrupt(h.offset, "data block with a hash index in a version-%d segment", r.footer.version)
+	}
+	return nil
 }
 
 // counters returns the Counters a read through ra counts into: the

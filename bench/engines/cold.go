@@ -1,6 +1,7 @@
 package engines
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -57,7 +58,7 @@ func ColdSpecs() []ColdSpec {
 	}
 	return []ColdSpec{
 		{byName["bloomkv"], []ColdVariant{
-			{"bloomkv", "DefaultOptions: segments mmap'd with MADV_RANDOM; filter and index on the heap", openBloomkv, false},
+			{"bloomkv", "DefaultOptions: segments mmap'd with MADV_RANDOM, Gets pread blocks the page cache lacks (FADV_RANDOM); filter and index on the heap", openBloomkv, false},
 			{"bloomkv-nommap", "DisableMmap: true: pread per block (FADV_RANDOM); filter and index on the heap", openBloomkvNoMmap, false},
 		}},
 		{byName["pebble"], []ColdVariant{
@@ -98,6 +99,10 @@ type ColdPhase struct {
 	ReadBytesPerGet float64 `json:"read_bytes_per_get"`
 	MajFaultsPerGet float64 `json:"maj_faults_per_get"`
 	MinFaultsPerGet float64 `json:"min_faults_per_get"`
+	// CPUMicrosPerGet is the process's CPU time (user + system, all
+	// threads) per Get: the rest of 1/OpsPerSec is mostly waiting for
+	// the device.
+	CPUMicrosPerGet float64 `json:"cpu_us_per_get"`
 	// ResidentAfterEvict is the store's pages still in the page cache
 	// right after the eviction (mincore; should be 0), CachedAfter the
 	// bytes of the store in the page cache after the loop: everything
@@ -247,6 +252,7 @@ func (w *workload) coldPhase(v ColdVariant, dir string, cfg ColdConfig, hit bool
 	ph.ReadBytesPerGet = float64(io1.ReadBytes-io0.ReadBytes) / ops
 	ph.MajFaultsPerGet = float64(io1.MajFaults-io0.MajFaults) / ops
 	ph.MinFaultsPerGet = float64(io1.MinFaults-io0.MinFaults) / ops
+	ph.CPUMicrosPerGet = float64(io1.CPUNanos-io0.CPUNanos) / 1e3 / ops
 	ph.First = first
 	ph.FirstOpsPerSec = rate(first, dFirst)
 	ph.FirstReadBytesPerGet = float64(ioFirst.ReadBytes-io0.ReadBytes) / float64(first)
@@ -265,3 +271,156 @@ func CheckDeviceCounters() error {
 
 // coldFirst is how many of ops Gets form the cold loop's first part.
 func coldFirst(ops int) int { return max(ops/20, 1) }
+
+// ColdPaired is what RunColdPaired measured for one variant: its cold
+// hits, with the device counters taken around each of its own Gets.
+type ColdPaired struct {
+	Engine          string  `json:"engine"`
+	OpsPerSec       float64 `json:"ops_per_sec"`        // Gets over the summed time of its Gets
+	ReadBytesPerGet float64 `json:"read_bytes_per_get"` // /proc/self/io read_bytes
+	MajFaultsPerGet float64 `json:"maj_faults_per_get"`
+	CPUMicrosPerGet float64 `json:"cpu_us_per_get"` // user + system, all threads
+}
+
+// ColdPairs is the stores of a paired cold run, open and warmed: made by
+// NewColdPairs, measured by Run (as often as wanted: each run evicts
+// them first), removed by Close.
+type ColdPairs struct {
+	w       *workload
+	dir     string
+	names   []string
+	engines []Engine
+	gets    []getFunc
+}
+
+// NewColdPairs builds, for each named cold variant (ColdSpecs' variant
+// names: "bloomkv", "pebble", …), a store of cfg.N keys in a directory of
+// its own under cfg.Dir, opens it with that variant and warms it with
+// cfg.Warm misses, as the cold workload does.
+func NewColdPairs(names []string, cfg ColdConfig) (p *ColdPairs, err error) {
+	if cfg.N < 1 || cfg.ValueSize < 1 || cfg.Warm < 0 || len(names) == 0 {
+		return nil, errors.New("engines: paired cold run needs positive N, ValueSize and a variant")
+	}
+	if _, err := readIOCounters(); err != nil {
+		return nil, err
+	}
+	p = &ColdPairs{w: newWorkload(Config{N: cfg.N, ValueSize: cfg.ValueSize, Ops: 1, Seed: cfg.Seed}), names: names}
+	if p.dir, err = os.MkdirTemp(cfg.Dir, "enginebench-cold-paired-"); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, p.Close())
+		}
+	}()
+	for i, name := range names {
+		v, build, err := lookupColdVariant(name)
+		if err != nil {
+			return p, err
+		}
+		dir := fmt.Sprintf("%s/%d-%s", p.dir, i, name)
+		var built Result
+		if err := p.w.build(build, dir, &built); err != nil {
+			return p, fmt.Errorf("%s: %w", name, err)
+		}
+		e, err := v.Open(dir)
+		if err != nil {
+			return p, fmt.Errorf("%s: open: %w", name, err)
+		}
+		p.engines = append(p.engines, e)
+		get := e.Get
+		if v.Iter {
+			ig, ok := e.(IterGetter)
+			if !ok {
+				return p, fmt.Errorf("%s: no IterGetter", name)
+			}
+			get = ig.GetIter
+		}
+		p.gets = append(p.gets, get)
+		if _, err := p.w.getMissesFrom(get, len(p.w.absent)-cfg.Warm, cfg.Warm); err != nil {
+			return p, fmt.Errorf("%s: warm-up: %w", name, err)
+		}
+	}
+	return p, nil
+}
+
+func lookupColdVariant(name string) (ColdVariant, Spec, error) {
+	for _, s := range ColdSpecs() {
+		for _, v := range s.Variants {
+			if v.Name == name {
+				return v, s.Build, nil
+			}
+		}
+	}
+	return ColdVariant{}, Spec{}, fmt.Errorf("unknown cold variant %q", name)
+}
+
+// Run evicts every store from the page cache and times ops rounds of
+// cold hits: in each round every store, in turn (starting with the next
+// one each round), Gets the same present key (the workload's order), and
+// the Get's time, device bytes, faults
+// and CPU time are added to that store's totals. All stores thus run over
+// the same span of time on a machine in the same state: on a shared,
+// loaded machine their ratios are much steadier than those of separate
+// runs (-cold), whose load differs by minutes. The counters are
+// process-wide but read around each Get alone, so each Get's are its own
+// (what background goroutines of a store do meanwhile is counted to
+// whichever Get is running).
+func (p *ColdPairs) Run(ops int) ([]ColdPaired, error) {
+	if _, err := evictDir(p.dir); err != nil {
+		return nil, fmt.Errorf("evict: %w", err)
+	}
+	type total struct {
+		d               time.Duration
+		bytes, maj, cpu int64
+	}
+	tot := make([]total, len(p.gets))
+	var buf []byte
+	for j := range ops {
+		i := int(p.w.order[j%len(p.w.order)])
+		for r := range p.gets {
+			// Each round starts with the next store, so that none is
+			// always first (or last) after the counters are read.
+			k := (r + j) % len(p.gets)
+			get := p.gets[k]
+			io0, err := readIOCounters()
+			if err != nil {
+				return nil, err
+			}
+			start := time.Now()
+			v, found, err := get(buf[:0], p.w.present[i])
+			d := time.Since(start)
+			cpu1 := cpuNanos() // before reading /proc, which costs CPU too
+			io1, err2 := readIOCounters()
+			switch {
+			case err != nil || err2 != nil:
+				return nil, fmt.Errorf("%s: get present key %d: %w", p.names[k], i, errors.Join(err, err2))
+			case !found || !bytes.Equal(v, p.w.value(i)):
+				return nil, fmt.Errorf("%s: get present key %d: found %v, wrong value or none", p.names[k], i, found)
+			}
+			buf = v
+			t := &tot[k]
+			t.d += d
+			t.bytes += io1.ReadBytes - io0.ReadBytes
+			t.maj += io1.MajFaults - io0.MajFaults
+			t.cpu += cpu1 - io0.CPUNanos
+		}
+	}
+	res := make([]ColdPaired, len(p.gets))
+	for k, t := range tot {
+		n := float64(max(ops, 1))
+		res[k] = ColdPaired{Engine: p.names[k], OpsPerSec: rate(ops, t.d),
+			ReadBytesPerGet: float64(t.bytes) / n, MajFaultsPerGet: float64(t.maj) / n, CPUMicrosPerGet: float64(t.cpu) / 1e3 / n}
+	}
+	return res, nil
+}
+
+// Close closes the stores and removes their directories.
+func (p *ColdPairs) Close() error {
+	var err error
+	for _, e := range p.engines {
+		err = errors.Join(err, e.Close())
+	}
+	p.engines, p.gets = nil, nil
+	return errors.Join(err, os.RemoveAll(p.dir))
+}

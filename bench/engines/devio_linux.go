@@ -23,12 +23,15 @@ import (
 // caused to be fetched from the storage device (page-cache misses of
 // read(2)/pread(2) and of faults on mapped files, read-ahead included),
 // summed over all its threads. WriteBytes is write_bytes. MajFaults is getrusage's ru_majflt: page
-// faults that had to wait for I/O. MinFaults is ru_minflt.
+// faults that had to wait for I/O. MinFaults is ru_minflt. CPUNanos is
+// ru_utime + ru_stime: CPU time of all the process's threads, so that a
+// cold loop's time can be split into CPU and waiting for the device.
 type ioCounters struct {
 	ReadBytes  int64
 	WriteBytes int64 // write_bytes: bytes this process caused to be written to storage
 	MajFaults  int64
 	MinFaults  int64
+	CPUNanos   int64
 }
 
 // errNoProcIO is returned where /proc/self/io cannot be read (not Linux,
@@ -62,7 +65,18 @@ func readIOCounters() (ioCounters, error) {
 		return c, err
 	}
 	c.MajFaults, c.MinFaults = ru.Majflt, ru.Minflt
+	c.CPUNanos = ru.Utime.Nano() + ru.Stime.Nano()
 	return c, nil
+}
+
+// cpuNanos is the process's CPU time so far (user + system), as in
+// ioCounters.CPUNanos; 0 if getrusage fails.
+func cpuNanos() int64 {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return ru.Utime.Nano() + ru.Stime.Nano()
 }
 
 // memStatus is this process's resident memory from /proc/self/status, in

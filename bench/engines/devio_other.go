@@ -4,11 +4,13 @@ package engines
 
 import "errors"
 
-type ioCounters struct{ ReadBytes, WriteBytes, MajFaults, MinFaults int64 }
+type ioCounters struct{ ReadBytes, WriteBytes, MajFaults, MinFaults, CPUNanos int64 }
 
 var errNoProcIO = errors.New("/proc/self/io read_bytes unavailable (not Linux)")
 
 func readIOCounters() (ioCounters, error) { return ioCounters{}, errNoProcIO }
+
+func cpuNanos() int64 { return 0 }
 
 type memStatus struct{ PeakRSS, RSS, Anon, File int64 }
 

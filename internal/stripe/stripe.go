@@ -79,3 +79,9 @@ func (u *Uint64) Add(n uint64) { u.c.Add(Pick(), int64(n)) }
 
 // Load returns the sum.
 func (u *Uint64) Load() uint64 { return uint64(u.c.Load()) }
+
+// AddTick is Add that also returns the new value of the stripe it added
+// to: a number that runs through every value as its adder counts, for
+// code that acts once every so many adds (segment reads sample their
+// blocks' residency this way) at no cost beyond the add.
+func (u *Uint64) AddTick(n uint64) uint64 { return uint64(u.c.Add(Pick(), int64(n))) }
