@@ -183,28 +183,35 @@ func (q *commitQueue) lead(db *DB) {
 			return
 		}
 		q.mu.Lock()
-		if len(q.pending) == 0 {
-			q.leading = false
-			q.idle.Broadcast()
-			q.mu.Unlock()
+		idle := q.stepDownIfIdleLocked()
+		q.mu.Unlock()
+		if idle {
 			return
 		}
-		q.mu.Unlock()
 	}
 }
 
 // handOff passes leadership to the first writer queued, or steps down.
 func (q *commitQueue) handOff() {
 	q.mu.Lock()
-	if len(q.pending) == 0 {
-		q.leading = false
-		q.idle.Broadcast()
+	if q.stepDownIfIdleLocked() {
 		q.mu.Unlock()
 		return
 	}
 	next := q.pending[0]
 	q.mu.Unlock()
 	next.done <- msgLead
+}
+
+// stepDownIfIdleLocked gives up leadership and reports true if no writer
+// is queued. q.mu is held.
+func (q *commitQueue) stepDownIfIdleLocked() bool {
+	if len(q.pending) > 0 {
+		return false
+	}
+	q.leading = false
+	q.idle.Broadcast()
+	return true
 }
 
 // enqueue hands a written group (or one that failed with err) to the

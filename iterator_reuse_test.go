@@ -51,22 +51,7 @@ func testSetBoundsModel(t *testing.T, rangeDels bool) {
 		rounds = 8
 	}
 	for round := range rounds {
-		for range 300 {
-			k := fmt.Sprintf("k%04d", rng.IntN(1000))
-			switch r := rng.IntN(40); {
-			case r == 0 && rangeDels:
-				start, end := randomRange(rng, 1000)
-				mustDo(t, db.DeleteRange([]byte(start), []byte(end)))
-				modelDeleteRange(model, start, end)
-			case r < 10:
-				mustDo(t, db.Delete([]byte(k)))
-				delete(model, k)
-			default:
-				v := fmt.Sprintf("v%d-%d", round, rng.IntN(1e6))
-				mustDo(t, db.Put([]byte(k), []byte(v)))
-				model[k] = v
-			}
-		}
+		randomModelWrites(t, db, rng, model, round, rangeDels)
 		switch rng.IntN(3) {
 		case 0:
 			mustDo(t, db.Flush())

@@ -138,22 +138,7 @@ func TestIteratorModel(t *testing.T) {
 		rounds = 10
 	}
 	for round := range rounds {
-		for range 300 {
-			k := fmt.Sprintf("k%04d", rng.IntN(1000))
-			switch r := rng.IntN(40); {
-			case r == 0:
-				start, end := randomRange(rng, 1000)
-				mustDo(t, db.DeleteRange([]byte(start), []byte(end)))
-				modelDeleteRange(model, start, end)
-			case r < 10:
-				mustDo(t, db.Delete([]byte(k)))
-				delete(model, k)
-			default:
-				v := fmt.Sprintf("v%d-%d", round, rng.IntN(1e6))
-				mustDo(t, db.Put([]byte(k), []byte(v)))
-				model[k] = v
-			}
-		}
+		randomModelWrites(t, db, rng, model, round, true)
 		switch rng.IntN(5) {
 		case 0:
 			mustDo(t, db.Flush())
@@ -209,6 +194,29 @@ func checkGets(t *testing.T, rng *rand.Rand, get func([]byte) ([]byte, error), m
 // randomRange returns the bounds of a range deletion over keys k0000 to
 // k(n-1): mostly a few dozen keys, sometimes hundreds, sometimes empty or
 // from the first key.
+// randomModelWrites applies 300 random writes over keys k0000-k0999 to db
+// and to model: mostly Puts (values name the round), a quarter Deletes,
+// and, if rangeDels, one DeleteRange in 40.
+func randomModelWrites(t *testing.T, db *DB, rng *rand.Rand, model map[string]string, round int, rangeDels bool) {
+	t.Helper()
+	for range 300 {
+		k := fmt.Sprintf("k%04d", rng.IntN(1000))
+		switch r := rng.IntN(40); {
+		case r == 0 && rangeDels:
+			start, end := randomRange(rng, 1000)
+			mustDo(t, db.DeleteRange([]byte(start), []byte(end)))
+			modelDeleteRange(model, start, end)
+		case r < 10:
+			mustDo(t, db.Delete([]byte(k)))
+			delete(model, k)
+		default:
+			v := fmt.Sprintf("v%d-%d", round, rng.IntN(1e6))
+			mustDo(t, db.Put([]byte(k), []byte(v)))
+			model[k] = v
+		}
+	}
+}
+
 func randomRange(rng *rand.Rand, n int) (start, end string) {
 	lo := rng.IntN(n)
 	width := rng.IntN(40)
