@@ -52,22 +52,8 @@ func BenchmarkPutParallelSync(b *testing.B) {
 	o.Sync, o.FS = true, fs
 	db := mustOpen(b, b.TempDir(), o)
 	defer db.Close()
-	b.ReportAllocs()
-	b.SetBytes(116)
 	start := fs.syncs.Load()
-	var n atomic.Uint64
-	b.RunParallel(func(pb *testing.PB) {
-		var k [16]byte
-		v := make([]byte, 100)
-		for pb.Next() {
-			i := n.Add(1)
-			if err := db.Put(benchKey(k[:], i), benchValue(v, i)); err != nil {
-				b.Error(err)
-				return
-			}
-		}
-	})
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
+	runParallelPuts(b, db)
 	if syncs := fs.syncs.Load() - start; syncs > 0 {
 		b.ReportMetric(float64(b.N)/float64(syncs), "puts/fsync")
 	}
