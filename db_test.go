@@ -620,3 +620,24 @@ func BenchmarkHasLargeValue(b *testing.B) {
 		})
 	}
 }
+
+// TestFlushRemovesItsWAL: once Flush returns, the WAL of the memtables it
+// flushed is gone, so a store flushed and then copied file by file (as a
+// crash image, or by a backup that does not use Checkpoint) holds only the
+// current WAL. The unlink used to follow the wakeup of Flush's caller.
+func TestFlushRemovesItsWAL(t *testing.T) {
+	dir := t.TempDir()
+	db := mustOpen(t, dir, nil)
+	defer db.Close()
+	for i := range 200 {
+		mustDo(t, db.Put(fmt.Appendf(nil, "k%03d", i), []byte("v")))
+		mustDo(t, db.Flush())
+		wals, err := filepath.Glob(filepath.Join(dir, "*"+base.WALExt))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(wals) != 1 {
+			t.Fatalf("after flush %d: WAL files %v, want the current one only", i, wals)
+		}
+	}
+}

@@ -82,15 +82,17 @@ func (db *DB) flushLoop() {
 		}
 		db.stats.flushes.Add(1)
 		db.scheduleCompactionLocked()
-		close(f.done)
-		db.cond.Broadcast()
 		// Only now, with the segment in place of the memtable (under
 		// db.mu), is the WAL unneeded: a Checkpoint reading imm and the
 		// segments under db.mu must find the writes in one or the other.
-		// The unlink itself needs no lock.
+		// The unlink itself needs no lock. It comes before Flush's caller
+		// is woken, so that a store flushed and then copied file by file
+		// holds no WAL of memtables already in segments.
 		db.mu.Unlock()
 		db.removeFile(base.WALFileName(f.logNum))
 		db.mu.Lock()
+		close(f.done)
+		db.cond.Broadcast()
 	}
 	for _, f := range db.imm { // on failure or close: wake Flush callers
 		closeOnce(f.done)
