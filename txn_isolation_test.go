@@ -369,3 +369,45 @@ func runIsolationModel(t *testing.T, seed uint64, keys int) {
 		t.Fatalf("after every transaction ended: %d open, %d groups of history", db.txns.open.Len(), len(db.txns.history))
 	}
 }
+
+// TestTxnIteratorSetBoundsReads: a reused iterator's read set is every
+// range it traversed under each of its bounds, and nothing between them.
+func TestTxnIteratorSetBoundsReads(t *testing.T) {
+	for _, tc := range []struct {
+		write    string
+		conflict bool
+	}{
+		{"b1", true},  // inside the first bounds, traversed
+		{"y1", true},  // inside the second
+		{"m1", false}, // between them: never read
+	} {
+		t.Run(tc.write, func(t *testing.T) {
+			db := mustOpen(t, t.TempDir(), nil)
+			defer db.Close()
+			for _, k := range []string{"a", "b", "m", "x", "y"} {
+				mustDo(t, db.Put([]byte(k), []byte("v")))
+			}
+			txn := db.NewTransaction(true)
+			defer txn.Discard()
+			it, err := txn.NewIterator(&IterOptions{LowerBound: []byte("a"), UpperBound: []byte("c")})
+			mustDo(t, err)
+			n := 0
+			for ok := it.First(); ok; ok = it.Next() {
+				n++
+			}
+			it.SetBounds([]byte("x"), []byte("z"))
+			for ok := it.First(); ok; ok = it.Next() {
+				n++
+			}
+			mustDo(t, it.Close())
+			if n != 4 {
+				t.Fatalf("the two scans saw %d keys, want 4", n)
+			}
+			mustDo(t, txn.Put([]byte("out"), []byte("1")))
+			mustDo(t, db.Put([]byte(tc.write), []byte("other")))
+			if err := txn.Commit(); errors.Is(err, ErrConflict) != tc.conflict {
+				t.Fatalf("commit after a write of %s: %v, want conflict %v", tc.write, err, tc.conflict)
+			}
+		})
+	}
+}

@@ -21,7 +21,8 @@ import (
 type TxnIterator struct {
 	t    *Txn
 	base *Iterator
-	pend []*pendingWrite // the pending writes within bounds, by key
+	all  []*pendingWrite // the pending writes when the iterator was made, by key
+	pend []*pendingWrite // those within bounds
 	dels []keySpan       // the transaction's range deletions
 
 	lower, upper []byte
@@ -62,22 +63,48 @@ func (t *Txn) NewIterator(opts *IterOptions) (*TxnIterator, error) {
 	if err != nil {
 		return nil, err
 	}
-	it := &TxnIterator{t: t, base: b, dels: t.dels, track: t.update}
+	it := &TxnIterator{t: t, base: b, all: t.sortedPending(), dels: t.dels, track: t.update}
 	it.lower, it.upper = bounds(opts)
-	pend := t.sortedPending()
-	lo, hi := 0, len(pend)
-	if it.lower != nil {
-		lo, _ = slices.BinarySearchFunc(pend, it.lower, comparePending)
-	}
-	if it.upper != nil {
-		hi, _ = slices.BinarySearchFunc(pend, it.upper, comparePending)
-	}
-	it.pend = pend[lo:max(lo, hi)]
+	it.boundPending()
 	if t.update {
 		t.iters = append(t.iters, it)
 	}
 	return it, nil
 }
+
+// boundPending sets pend to the pending writes within the bounds.
+func (it *TxnIterator) boundPending() {
+	lo, hi := 0, len(it.all)
+	if it.lower != nil {
+		lo, _ = slices.BinarySearchFunc(it.all, it.lower, comparePending)
+	}
+	if it.upper != nil {
+		hi, _ = slices.BinarySearchFunc(it.all, it.upper, comparePending)
+	}
+	it.pend = it.all[lo:max(lo, hi)]
+}
+
+// SetBounds changes the iterator's bounds to [lower, upper) as
+// Iterator.SetBounds does, so that one iterator serves many scans: the
+// bounds are copied, the iterator becomes unpositioned, and the next use
+// must be First, Last, Seek or SeekLT. The transaction's writes it shows
+// stay those made before the iterator was. What it traversed before
+// stays in a read-write transaction's read set. On a closed iterator, or
+// one stopped by an error, SetBounds does nothing.
+func (it *TxnIterator) SetBounds(lower, upper []byte) {
+	if it.closed || it.base.err != nil {
+		return
+	}
+	it.finishSpan()
+	it.base.SetBounds(lower, upper)
+	it.lower, it.upper = bytes.Clone(lower), bytes.Clone(upper)
+	it.boundPending()
+	it.valid, it.key, it.value, it.fromPend, it.reverse = false, nil, nil, false, false
+}
+
+// SetPrefix narrows the iterator to the keys that start with p, as
+// SetBounds(p, the first key after them) does.
+func (it *TxnIterator) SetPrefix(p []byte) { it.SetBounds(p, prefixEnd(p)) }
 
 func comparePending(w *pendingWrite, key []byte) int { return bytes.Compare(w.key, key) }
 
@@ -405,7 +432,7 @@ func (it *TxnIterator) Close() error {
 		}
 	}
 	err := it.base.Close()
-	it.closed, it.valid, it.key, it.value, it.pend = true, false, nil, nil, nil
+	it.closed, it.valid, it.key, it.value, it.pend, it.all = true, false, nil, nil, nil, nil
 	return err
 }
 

@@ -178,16 +178,20 @@ func checkStoreEquals(t *testing.T, db *DB, want txnView) {
 // random, checking every position against the model.
 func checkTxnIterator(t *testing.T, rng *rand.Rand, txn *Txn, view txnView, keys, step int) {
 	t.Helper()
-	var o IterOptions
-	if rng.IntN(2) == 0 {
-		o.LowerBound = txnKey(rng.IntN(keys))
+	randomOptions := func() IterOptions {
+		var o IterOptions
+		if rng.IntN(2) == 0 {
+			o.LowerBound = txnKey(rng.IntN(keys))
+		}
+		if rng.IntN(2) == 0 {
+			o.UpperBound = txnKey(rng.IntN(keys + 10))
+		}
+		if rng.IntN(6) == 0 {
+			o = IterOptions{Prefix: []byte(fmt.Sprintf("k%02d", rng.IntN(keys/10)))}
+		}
+		return o
 	}
-	if rng.IntN(2) == 0 {
-		o.UpperBound = txnKey(rng.IntN(keys + 10))
-	}
-	if rng.IntN(6) == 0 {
-		o = IterOptions{Prefix: []byte(fmt.Sprintf("k%02d", rng.IntN(keys/10)))}
-	}
+	o := randomOptions()
 	lower, upper := bounds(&o)
 	want := view.sorted(lower, upper)
 	it, err := txn.NewIterator(&o)
@@ -197,7 +201,26 @@ func checkTxnIterator(t *testing.T, rng *rand.Rand, txn *Txn, view txnView, keys
 	for move := range 40 {
 		var name string
 		var ok bool
-		switch m := rng.IntN(6); {
+		switch m := rng.IntN(7); {
+		case m == 6:
+			// New bounds on the same iterator: unpositioned until the
+			// next seek, then the keys within them.
+			o := randomOptions()
+			lower, upper = bounds(&o)
+			want = view.sorted(lower, upper)
+			if o.Prefix != nil {
+				it.SetPrefix(o.Prefix)
+			} else {
+				it.SetBounds(o.LowerBound, o.UpperBound)
+				if o.LowerBound != nil {
+					o.LowerBound[0] = 'x' // the bounds were copied
+				}
+			}
+			if it.Valid() || it.Next() || it.Prev() {
+				t.Fatalf("step %d move %d: positioned after SetBounds(%q, %q)", step, move, lower, upper)
+			}
+			pos = -1
+			continue
 		case m == 0:
 			name, ok = "First", it.First()
 			pos = 0
