@@ -11,7 +11,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -136,37 +135,7 @@ func (h *history) add(op porcupine.Operation) {
 // saves the history (JSON) and porcupine's visualization (HTML) and logs
 // where.
 func TestJepsen(t *testing.T) {
-	tmp := t.TempDir()
-	bin := filepath.Join(tmp, "replicated")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	nodes := make([]*proc, 3)
-	for i := range nodes {
-		nodes[i] = &proc{
-			id: fmt.Sprintf("node%d", i+1), dir: filepath.Join(tmp, fmt.Sprintf("node%d", i+1)),
-			raft: freeAddr(t), http: freeAddr(t), bin: bin, t: t,
-		}
-	}
-	t.Cleanup(func() {
-		for _, p := range nodes {
-			if p.cmd != nil {
-				p.cmd.Process.Signal(syscall.SIGCONT)
-			}
-			p.kill()
-		}
-		if t.Failed() {
-			for _, p := range nodes {
-				log, _ := os.ReadFile(p.dir + ".log")
-				t.Logf("%s's stderr (last 4 KB):\n%s", p.id, tail(log, 4096))
-			}
-		}
-	})
-	nodes[0].start("-bootstrap")
-	waitFor(t, "node1 to lead", func() bool { return nodes[0].status().State == "Leader" })
-	nodes[1].start("-join", nodes[0].http)
-	nodes[2].start("-join", nodes[0].http)
-	waitFor(t, "three voters", func() bool { return nodes[0].status().Voters == 3 })
+	nodes := startCluster(t, 3)
 
 	h := &history{start: time.Now()}
 	stop := make(chan struct{})

@@ -5,9 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 )
 
@@ -17,34 +14,7 @@ import (
 // the leader removes itself and a remaining node takes over; after each
 // step the members' states converge on what was written.
 func TestMembership(t *testing.T) {
-	tmp := t.TempDir()
-	bin := filepath.Join(tmp, "replicated")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	nodes := make([]*proc, 4)
-	for i := range nodes {
-		nodes[i] = &proc{
-			id: fmt.Sprintf("node%d", i+1), dir: filepath.Join(tmp, fmt.Sprintf("node%d", i+1)),
-			raft: freeAddr(t), http: freeAddr(t), bin: bin, t: t,
-		}
-	}
-	t.Cleanup(func() {
-		for _, p := range nodes {
-			p.kill()
-		}
-		if t.Failed() {
-			for _, p := range nodes {
-				log, _ := os.ReadFile(p.dir + ".log")
-				t.Logf("%s's stderr:\n%s", p.id, tail(log, 4096))
-			}
-		}
-	})
-	nodes[0].start("-bootstrap")
-	waitFor(t, "node1 to lead", func() bool { return nodes[0].status().State == "Leader" })
-	nodes[1].start("-join", nodes[0].http)
-	nodes[2].start("-join", nodes[0].http)
-	waitFor(t, "three voters", func() bool { return nodes[0].status().Voters == 3 })
+	nodes := startCluster(t, 4)
 	want := map[string]string{}
 	write(t, nodes[:3], 0, 100, want)
 

@@ -32,35 +32,7 @@ func TestWalkthrough(t *testing.T) {
 	if testing.Short() {
 		first, second = 300, 300
 	}
-	tmp := t.TempDir()
-	bin := filepath.Join(tmp, "replicated")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	nodes := make([]*proc, 3)
-	for i := range nodes {
-		nodes[i] = &proc{
-			id: fmt.Sprintf("node%d", i+1), dir: filepath.Join(tmp, fmt.Sprintf("node%d", i+1)),
-			raft: freeAddr(t), http: freeAddr(t), bin: bin, t: t,
-		}
-	}
-	t.Cleanup(func() {
-		for _, p := range nodes {
-			p.kill()
-		}
-		if t.Failed() {
-			for _, p := range nodes {
-				log, _ := os.ReadFile(p.dir + ".log")
-				t.Logf("%s's stderr:\n%s", p.id, log)
-			}
-		}
-	})
-
-	nodes[0].start("-bootstrap")
-	waitFor(t, "node1 to lead", func() bool { return nodes[0].status().State == "Leader" })
-	nodes[1].start("-join", nodes[0].http)
-	nodes[2].start("-join", nodes[0].http)
-	waitFor(t, "three voters", func() bool { return nodes[0].status().Voters == 3 })
+	nodes := startCluster(t, 3)
 	t.Logf("three nodes up: %s (leader), %s, %s", nodes[0].http, nodes[1].http, nodes[2].http)
 
 	want := map[string]string{}
@@ -133,6 +105,46 @@ func TestWalkthrough(t *testing.T) {
 }
 
 // proc is one node's process.
+// startCluster builds the example and prepares n nodes on free local
+// ports, in directories of a temporary one, killed (and, if the test
+// failed, the last 4 KB of each one's stderr logged) when the test ends. It
+// starts the first three: node1 bootstraps and leads, node2 and node3
+// join it as voters. Nodes past the third are left for the test to start.
+func startCluster(t *testing.T, n int) []*proc {
+	tmp := t.TempDir()
+	bin := filepath.Join(tmp, "replicated")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	nodes := make([]*proc, n)
+	for i := range nodes {
+		nodes[i] = &proc{
+			id: fmt.Sprintf("node%d", i+1), dir: filepath.Join(tmp, fmt.Sprintf("node%d", i+1)),
+			raft: freeAddr(t), http: freeAddr(t), bin: bin, t: t,
+		}
+	}
+	t.Cleanup(func() {
+		for _, p := range nodes {
+			if p.cmd != nil {
+				p.cmd.Process.Signal(syscall.SIGCONT) // a node a test paused must be able to die
+			}
+			p.kill()
+		}
+		if t.Failed() {
+			for _, p := range nodes {
+				log, _ := os.ReadFile(p.dir + ".log")
+				t.Logf("%s's stderr (last 4 KB):\n%s", p.id, tail(log, 4096))
+			}
+		}
+	})
+	nodes[0].start("-bootstrap")
+	waitFor(t, "node1 to lead", func() bool { return nodes[0].status().State == "Leader" })
+	nodes[1].start("-join", nodes[0].http)
+	nodes[2].start("-join", nodes[0].http)
+	waitFor(t, "three voters", func() bool { return nodes[0].status().Voters == 3 })
+	return nodes
+}
+
 type proc struct {
 	id, dir, raft, http, bin string
 	t                        *testing.T
