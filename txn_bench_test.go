@@ -59,14 +59,9 @@ func BenchmarkPutTxnOpen(b *testing.B) {
 // of 10,000 keys and writes both (a bank transfer), against
 // BenchmarkBatchTransfer, the same two writes as a Batch with no reads.
 func BenchmarkTxnTransfer(b *testing.B) {
-	db := mustOpen(b, b.TempDir(), nil)
+	db := openAccounts(b)
 	defer db.Close()
-	const accounts = 10000
 	var k [16]byte
-	v := make([]byte, 100)
-	for i := range uint64(accounts) {
-		db.Put(benchKey(k[:], i), benchValue(v, i))
-	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := range b.N {
@@ -90,15 +85,27 @@ func BenchmarkTxnTransfer(b *testing.B) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
 }
 
-func BenchmarkBatchTransfer(b *testing.B) {
+// accounts is the number of keys of the transfer benchmarks' store.
+const accounts = 10000
+
+// openAccounts returns a store of accounts keys with 100-byte values.
+func openAccounts(b *testing.B) *DB {
 	db := mustOpen(b, b.TempDir(), nil)
-	defer db.Close()
-	const accounts = 10000
 	var k [16]byte
 	v := make([]byte, 100)
 	for i := range uint64(accounts) {
-		db.Put(benchKey(k[:], i), benchValue(v, i))
+		if err := db.Put(benchKey(k[:], i), benchValue(v, i)); err != nil {
+			b.Fatal(err)
+		}
 	}
+	return db
+}
+
+func BenchmarkBatchTransfer(b *testing.B) {
+	db := openAccounts(b)
+	defer db.Close()
+	var k [16]byte
+	v := make([]byte, 100)
 	batch := NewBatch()
 	b.ReportAllocs()
 	b.ResetTimer()
