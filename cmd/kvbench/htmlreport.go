@@ -187,16 +187,22 @@ func pairSeries(pairs []comparisonPair, val func(*result) float64) []series {
 	return []series{with, without}
 }
 
+// pairLabels returns the pairs' labels, the charts' categories.
+func pairLabels(pairs []comparisonPair) []string {
+	cats := make([]string, len(pairs))
+	for i, p := range pairs {
+		cats[i] = p.label
+	}
+	return cats
+}
+
 // summaryChart: per filters-on/off pair, blocks read, ops/s and p99.
 func (h *htmlReport) summaryChart() (*chart, error) {
 	pairs := h.comparisons(false)
 	if len(pairs) == 0 {
 		return nil, nil
 	}
-	cats := make([]string, len(pairs))
-	for i, p := range pairs {
-		cats[i] = p.label
-	}
+	cats := pairLabels(pairs)
 	leg := newLegend()
 	blocks, err := dotPlot(dotOptions{title: "data blocks read per operation", scale: logAxis, label: fmtPerOp, horizontal: true},
 		cats, pairSeries(pairs, func(r *result) float64 { return r.readIO().blockReads }), leg)
@@ -338,10 +344,7 @@ func (h *htmlReport) avoidedChart() (*chart, error) {
 	if len(pairs) == 0 {
 		return nil, nil
 	}
-	cats := make([]string, len(pairs))
-	for i, p := range pairs {
-		cats[i] = p.label
-	}
+	cats := pairLabels(pairs)
 	leg := newLegend()
 	blocks, err := dotPlot(dotOptions{title: "data blocks read per Get", scale: logAxis, label: fmtPerOp, horizontal: true},
 		cats, pairSeries(pairs, func(r *result) float64 { return r.readIO().blockReads }), leg)
