@@ -148,12 +148,18 @@ func (e *pebbleEngine) Scan(start []byte, n int) (int, int64, error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	keys, bytes := 0, int64(0)
 	ok := it.First()
 	if start != nil {
 		ok = it.SeekGE(start)
 	}
-	for ; ok && keys != n; ok = it.Next() {
+	return pebbleCount(it, ok, it.Next, n)
+}
+
+// pebbleCount counts up to n keys (-1: all) and their bytes from it,
+// positioned (ok) by the caller, moving with step, and closes it.
+func pebbleCount(it *pebble.Iterator, ok bool, step func() bool, n int) (int, int64, error) {
+	keys, bytes := 0, int64(0)
+	for ; ok && keys != n; ok = step() {
 		v, err := it.ValueAndErr()
 		if err != nil {
 			it.Close()
@@ -189,15 +195,5 @@ func (e *pebbleEngine) ScanReverse() (int, int64, error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	keys, bytes := 0, int64(0)
-	for ok := it.Last(); ok; ok = it.Prev() {
-		v, err := it.ValueAndErr()
-		if err != nil {
-			it.Close()
-			return keys, bytes, err
-		}
-		keys++
-		bytes += int64(len(it.Key()) + len(v))
-	}
-	return keys, bytes, it.Close()
+	return pebbleCount(it, it.Last(), it.Prev, -1)
 }
