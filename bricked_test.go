@@ -90,9 +90,9 @@ func wantCorruptFile(t *testing.T, err error, file string) {
 	}
 }
 
-// Item 1: whatever Put accepts can be flushed, compacted, recovered and
-// read back — the largest key with the largest value, and the largest
-// batch — with Sync on and off, through mapped and pread segments.
+// TestLargestLegalInputs: whatever Put accepts can be flushed, compacted,
+// recovered and read back — the largest key with the largest value, and the
+// largest batch — with Sync on and off, through mapped and pread segments.
 func TestLargestLegalInputs(t *testing.T) {
 	// What is checked stays the largest input, through every stage; what
 	// the test itself holds is small: the expected values are kept as the
@@ -180,9 +180,10 @@ func TestLargestLegalInputs(t *testing.T) {
 	}
 }
 
-// Item 1, replay: a WAL record whose checksum is valid but which holds what
-// Put would refuse is corruption (it could never be flushed), reported with
-// file and offset, and the failed Open changes nothing.
+// TestOversizedEntryInWAL, on replay: a WAL record whose checksum is valid
+// but which holds what Put would refuse is corruption (it could never be
+// flushed), reported with file and offset, and the failed Open changes
+// nothing.
 func TestOversizedEntryInWAL(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
@@ -235,10 +236,10 @@ func boltMetas(t *testing.T, path string) (newest, older int64) {
 	return pageSize, 0
 }
 
-// Item 2: a bit flipped anywhere in the newest bbolt meta page makes bbolt
-// fall back to the previous commit. Open must then either hold every
-// acknowledged write or refuse with ErrCorrupt, changing nothing — never
-// open in the past and delete the newest segment.
+// TestManifestMetaPageRot: a bit flipped anywhere in the newest bbolt meta
+// page makes bbolt fall back to the previous commit. Open must then either
+// hold every acknowledged write or refuse with ErrCorrupt, changing nothing
+// — never open in the past and delete the newest segment.
 func TestManifestMetaPageRot(t *testing.T) {
 	const n = 400
 	dir := brickStore(t, n)
@@ -273,9 +274,10 @@ func TestManifestMetaPageRot(t *testing.T) {
 	t.Logf("%d of 64 meta-page flips refused with ErrCorrupt, none opened in the past", refused)
 }
 
-// Item 3: the manifest's counters carry a checksum; a flipped bit in the
-// flushed sequence or the log number is reported, never obeyed (obeying
-// would skip acknowledged WAL writes or delete the live WAL).
+// TestManifestCounterRot: the manifest's counters carry a checksum; a
+// flipped bit in the flushed sequence or the log number is reported, never
+// obeyed (obeying would skip acknowledged WAL writes or delete the live
+// WAL).
 func TestManifestCounterRot(t *testing.T) {
 	for _, at := range []int{1, 2, 3, 5} { // bytes inside the counters record
 		t.Run(fmt.Sprint(at), func(t *testing.T) {
@@ -310,8 +312,9 @@ func rewriteCounters(t *testing.T, path string, mutate func([]byte)) {
 	mustDo(t, errors.Join(err, db.Close()))
 }
 
-// Item 2/3: files the manifest cannot explain mean the manifest is older
-// than the files: a missing live segment, a missing WAL at the log number.
+// TestManifestOlderThanFiles: files the manifest cannot explain mean the
+// manifest is older than the files: a missing live segment, a missing WAL
+// at the log number.
 func TestManifestOlderThanFiles(t *testing.T) {
 	t.Run("live segment missing", func(t *testing.T) {
 		dir := brickStore(t, 400)
@@ -333,10 +336,11 @@ func TestManifestOlderThanFiles(t *testing.T) {
 	})
 }
 
-// Item 6: a file named like the store's but numbered beyond any number the
-// manifest issued is not the store's: Open refuses it with an error naming
-// it and changes nothing (it used to raise the counter to 2^64-1 and brick
-// the store). Removing the file makes the store open with all its data.
+// TestJunkFileName: a file named like the store's but numbered beyond any
+// number the manifest issued is not the store's: Open refuses it with an
+// error naming it and changes nothing (it used to raise the counter to
+// 2^64-1 and brick the store). Removing the file makes the store open with
+// all its data.
 func TestJunkFileName(t *testing.T) {
 	for _, name := range []string{"18446744073709551614.seg", "99999999.wal", "000000.seg"} {
 		t.Run(name, func(t *testing.T) {
@@ -355,7 +359,7 @@ func TestJunkFileName(t *testing.T) {
 	}
 }
 
-// Item 7: a failing Open changes nothing.
+// TestFailedOpenChangesNothing: a failing Open changes nothing.
 func TestFailedOpenChangesNothing(t *testing.T) {
 	t.Run("damaged WAL with orphan segments", func(t *testing.T) {
 		dir := brickStore(t, 400)
@@ -415,8 +419,8 @@ func TestFailedOpenChangesNothing(t *testing.T) {
 	})
 }
 
-// Item 8: after a failed flush nothing waits forever: WaitForCompactions,
-// Flush and Close return the store's error.
+// TestFailedFlushSurfaces: after a failed flush nothing waits forever:
+// WaitForCompactions, Flush and Close return the store's error.
 func TestFailedFlushSurfaces(t *testing.T) {
 	ffs := errorfs.New(vfs.Default)
 	o := smallOptions()
@@ -449,8 +453,9 @@ func TestFailedFlushSurfaces(t *testing.T) {
 	}
 }
 
-// Item 9: options out of range are refused at Open, naming the option,
-// before anything is created; every call after Close returns ErrClosed.
+// TestOptionsValidated: options out of range are refused at Open, naming
+// the option, before anything is created; every call after Close returns
+// ErrClosed.
 func TestOptionsValidated(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -556,16 +561,7 @@ func TestWriteSyncSurvivesPowerCut(t *testing.T) {
 		t.Fatal(err)
 	}
 	o.FS = p // rebooted
-	db = mustOpen(t, dir, o)
-	defer db.Close()
-	for i := range 52 {
-		if v, err := db.Get(faultKey(i)); err != nil || !bytes.Equal(v, faultValue(i)) {
-			t.Fatalf("key %d after the power cut: %q, %v", i, v, err)
-		}
-	}
-	if _, err := db.Get(faultKey(52)); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("the unsynced write after WriteSync survived a cut that kept no unsynced byte: %v", err)
-	}
+	checkWriteSyncCut(t, dir, o)
 }
 
 // TestWriteSyncSurvivesPowerCutMapped is TestWriteSyncSurvivesPowerCut
@@ -595,7 +591,15 @@ func TestWriteSyncSurvivesPowerCutMapped(t *testing.T) {
 	if _, err := p.Restore(powerfs.WritebackNone, 1); err != nil {
 		t.Fatal(err)
 	}
-	db = mustOpen(t, dir, o) // rebooted
+	checkWriteSyncCut(t, dir, o) // rebooted
+}
+
+// checkWriteSyncCut reopens the store after the power cut of the WriteSync
+// tests: keys 0-51 (Puts, then the WriteSync's batch) survived it, and key
+// 52, written after the WriteSync without a sync, did not.
+func checkWriteSyncCut(t *testing.T, dir string, o *Options) {
+	t.Helper()
+	db := mustOpen(t, dir, o)
 	defer db.Close()
 	for i := range 52 {
 		if v, err := db.Get(faultKey(i)); err != nil || !bytes.Equal(v, faultValue(i)) {
@@ -607,10 +611,11 @@ func TestWriteSyncSurvivesPowerCutMapped(t *testing.T) {
 	}
 }
 
-// Item 4: a damaged MANIFEST never reaches bbolt code that faults or
-// panics: truncated to 8 KiB (bbolt used to SIGBUS on its mapping), or with
-// a page header flipped, Open and VerifyDir return ErrCorrupt and change
-// nothing. (manifest.TestBitFlipSweep flips every byte in subprocesses.)
+// TestDamagedManifestNoCrash: a damaged MANIFEST never reaches bbolt code
+// that faults or panics: truncated to 8 KiB (bbolt used to SIGBUS on its
+// mapping), or with a page header flipped, Open and VerifyDir return
+// ErrCorrupt and change nothing. (manifest.TestBitFlipSweep flips every
+// byte in subprocesses.)
 func TestDamagedManifestNoCrash(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
