@@ -92,12 +92,17 @@ func (r *Reader) verifyBlock(ctx context.Context, i int, it *blockIter, prev *[]
 		if interval+1 < it.numRestarts && it.offset == it.restart(interval+1) {
 			interval++
 		}
+		var h uint64 // bloom.Hash of the user key, for its first entry in the block
+		if n == 0 || newKey {
+			ukey, _ := splitInternalKey(it.key)
+			h = bloom.Hash(ukey)
+		}
 		if it.numBuckets > 0 && (n == 0 || newKey) {
-			if reason := checkBucket(it, interval); reason != "" {
+			if reason := checkBucket(it, h, interval); reason != "" {
 				return r.corrupt(off, "entry %d: %s", n, reason)
 			}
 		}
-		if err := r.countEntry(got, it.key, newKey); err != nil {
+		if err := r.countEntry(got, it.key, newKey, h); err != nil {
 			return err
 		}
 		// prev and it.key agree on it.shared bytes (0 for a block's first
@@ -118,13 +123,12 @@ func (r *Reader) verifyBlock(ctx context.Context, i int, it *blockIter, prev *[]
 }
 
 // checkBucket checks that the hash index takes a lookup of the current
-// entry's user key, whose first entry in the block this is, to its restart
-// interval or an earlier one (or to the search of the whole block): a
-// bucket that said "absent", or named a later interval, would make Get
-// miss the key.
-func checkBucket(it *blockIter, interval int) string {
-	ukey, _ := splitInternalKey(it.key)
-	b := it.data[it.bucketsOff+bucketOf(bloom.Hash(ukey), it.numBuckets)]
+// entry's user key (bloom.Hash h), whose first entry in the block this is,
+// to its restart interval or an earlier one (or to the search of the whole
+// block): a bucket that said "absent", or named a later interval, would
+// make Get miss the key.
+func checkBucket(it *blockIter, h uint64, interval int) string {
+	b := it.data[it.bucketsOff+bucketOf(h, it.numBuckets)]
 	if b != bucketCollision && int(b) > interval {
 		return fmt.Sprintf("hash bucket says %d, but the key's first entry is in restart interval %d", b, interval)
 	}
@@ -157,8 +161,9 @@ func (r *Reader) checkEntry(i int, prev, ikey []byte, shared int, first bool) (n
 }
 
 // countEntry adds an entry to the tally and checks the filter for each new
-// user key: a false negative would make Get miss data.
-func (r *Reader) countEntry(p *Properties, ikey []byte, newKey bool) error {
+// user key, whose bloom.Hash is h: a false negative would make Get miss
+// data.
+func (r *Reader) countEntry(p *Properties, ikey []byte, newKey bool, h uint64) error {
 	ukey, t := splitInternalKey(ikey)
 	seq, kind := base.SplitTrailer(t)
 	p.count(ukey, seq, kind)
@@ -166,7 +171,7 @@ func (r *Reader) countEntry(p *Properties, ikey []byte, newKey bool) error {
 		return nil
 	}
 	p.DistinctKeys++
-	if r.filter != nil && !r.filter.ContainsHash(bloom.Hash(ukey)) {
+	if r.filter != nil && !r.filter.ContainsHash(h) {
 		return r.corrupt(r.footer.filter.offset, "filter misses key %q", ukey)
 	}
 	return r.verifyPrefix(ukey)

@@ -132,15 +132,18 @@ func (w *Writer) Add(key []byte, seq uint64, kind base.Kind, value []byte) error
 	distinct := w.props.Entries == 0 || !bytes.Equal(lastUser, key)
 	if distinct {
 		w.props.DistinctKeys++
-		w.lastHash = bloom.Hash(key)
-		if w.filter == nil && w.opts.BitsPerKey > 0 {
+		filterHash := w.filter == nil && w.opts.BitsPerKey > 0
+		if filterHash || w.data.hashIndex {
+			w.lastHash = bloom.Hash(key)
+		}
+		if filterHash {
 			w.hashes = append(w.hashes, w.lastHash)
 		}
 		w.addPrefix(key)
 	}
 	w.ikey = appendInternalKey(w.ikey[:0], key, base.MakeTrailer(seq, kind))
 	w.data.add(w.ikey, value)
-	if distinct || w.data.entries == 1 { // a key's first entry in this block
+	if w.data.hashIndex && (distinct || w.data.entries == 1) { // a key's first entry in this block
 		w.data.addHash(w.lastHash)
 	}
 	w.lastKey, w.ikey = w.ikey, w.lastKey
