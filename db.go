@@ -122,6 +122,19 @@ type Options struct {
 	// BlockSize is the target uncompressed size of a segment data block.
 	// Default 4 KiB.
 	BlockSize int
+	// LargeValueSize is the size from which a segment stores a value apart
+	// from its key, as a value record just before the data block that
+	// holds the key (segment/FORMAT.md, "Value records"): data blocks then
+	// hold keys densely, so scans, and Gets' searches, touch far fewer
+	// pages (with 4 KiB values a block would hold one entry), while such a
+	// value costs a Get a second read. Default 1 KiB. Valid: 0 (default)
+	// or 1 to MaxValueSize. Segments written earlier stay as written.
+	LargeValueSize int
+	// DisableValueSeparation keeps every value beside its key in its data
+	// block, as segments of format version 4 and earlier do, for readers
+	// that predate value records; LargeValueSize is then ignored (but
+	// still checked).
+	DisableValueSeparation bool
 	// BlockCacheSize bounds the memory of decompressed blocks kept for
 	// reuse, shared by all segments. Default 64 MiB.
 	BlockCacheSize int64
@@ -212,6 +225,7 @@ func DefaultOptions() *Options {
 		BitsPerKey:     10,
 		MemtableSize:   4 << 20,
 		BlockSize:      4 << 10,
+		LargeValueSize: 1 << 10,
 		BlockCacheSize: 64 << 20,
 	}
 }
@@ -230,9 +244,10 @@ const (
 // ErrInvalidOptions naming the first option out of range. Nothing is
 // clamped silently: a value the store cannot honour is refused.
 //
-// In the result, BitsPerKey 0 means "write no filters" (DisableFilters):
-// that is how the flush and compaction code, and segment.WriterOptions,
-// read it.
+// In the result, BitsPerKey 0 means "write no filters" (DisableFilters)
+// and LargeValueSize 0 "keep every value in its block"
+// (DisableValueSeparation): that is how the flush and compaction code, and
+// segment.WriterOptions, read them.
 func (o *Options) validated() (Options, error) {
 	if o == nil {
 		o = DefaultOptions()
@@ -250,6 +265,8 @@ func (o *Options) validated() (Options, error) {
 		return bad("MemtableSize", out.MemtableSize, fmt.Sprintf("0 (default) to %d", maxMemtableSize))
 	case out.BlockSize < 0 || out.BlockSize > maxBlockSize:
 		return bad("BlockSize", out.BlockSize, fmt.Sprintf("0 (default) to %d", maxBlockSize))
+	case out.LargeValueSize < 0 || out.LargeValueSize > MaxValueSize:
+		return bad("LargeValueSize", out.LargeValueSize, fmt.Sprintf("0 (default %d) or 1 to %d", def.LargeValueSize, MaxValueSize))
 	case out.BlockCacheSize < 0:
 		return bad("BlockCacheSize", out.BlockCacheSize, "0 (default) or more")
 	case out.FilterBudget < 0:
@@ -278,6 +295,12 @@ func (o *Options) validated() (Options, error) {
 	}
 	if out.BlockSize == 0 {
 		out.BlockSize = def.BlockSize
+	}
+	switch {
+	case out.DisableValueSeparation:
+		out.LargeValueSize = 0
+	case out.LargeValueSize == 0:
+		out.LargeValueSize = def.LargeValueSize
 	}
 	if out.CompactionFanIn == 0 {
 		out.CompactionFanIn = compaction.DefaultFanIn

@@ -191,6 +191,7 @@ func (db *DB) fillSegment(f vfs.File, it base.ForwardIterator, rangeDels *ranged
 		BlockSize:      db.opts.BlockSize,
 		Compression:    db.opts.segmentCompression(),
 		BitsPerKey:     db.opts.BitsPerKey,
+		SeparateValues: db.opts.LargeValueSize,
 		FilterGeometry: db.segmentFilter(replaces), // the filter allocation: filtermem.go
 	}
 	if px := db.opts.Prefix; px != nil {

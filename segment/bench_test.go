@@ -24,7 +24,13 @@ func benchKey(dst []byte, i int) []byte {
 }
 
 func benchWrite(b testing.TB, w io.Writer, opts WriterOptions) Properties {
-	value := bytes.Repeat([]byte("0123456789"), benchValueLen/10)
+	return benchWriteValues(b, w, opts, benchValueLen)
+}
+
+// benchWriteValues is benchWrite with values of valueLen (a multiple of
+// 10, at least 10) bytes.
+func benchWriteValues(b testing.TB, w io.Writer, opts WriterOptions, valueLen int) Properties {
+	value := bytes.Repeat([]byte("0123456789"), valueLen/10)
 	sw := NewWriter(w, opts)
 	var key []byte
 	for i := range benchEntries {

@@ -218,7 +218,9 @@ func TestZstdNoAllocations(t *testing.T) {
 // TestGoldenSegmentsOpen reads segments written by earlier writers:
 // testdata/v2-golden.seg by the version-2 writer before zstd existed
 // (snappy), v3-zstd-golden.seg by the first writer with zstd,
-// v4-golden.seg by the first writer of hash indexes (snappy). All hold
+// v4-golden.seg by the first writer of hash indexes (snappy),
+// v5-golden.seg by the first writer of value records (snappy; values of 8
+// bytes and more apart: keys 10 on). All hold
 // 200 keys user:NNNN:name at seqs 1000+N, every 17th a tombstone, a range
 // tombstone [user:0100, user:0110) at seq 1500, 256-byte blocks, 10 bits
 // per key and a prefix filter ("colon").
@@ -231,6 +233,7 @@ func TestGoldenSegmentsOpen(t *testing.T) {
 		{"v2-golden.seg", 2, compressionSnappy},
 		{"v3-zstd-golden.seg", 3, compressionZstd},
 		{"v4-golden.seg", 4, compressionSnappy},
+		{"v5-golden.seg", 5, compressionSnappy},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			data, err := os.ReadFile("testdata/" + tc.file)
@@ -244,6 +247,9 @@ func TestGoldenSegmentsOpen(t *testing.T) {
 			}
 			if n := blockTypes(r, data)[tc.codec]; n == 0 {
 				t.Fatalf("no block of type %d", tc.codec)
+			}
+			if want := uint64(200 - 12 - 9); tc.version >= formatVersionValues && p.Values != want {
+				t.Fatalf("%d value records, want %d", p.Values, want)
 			}
 			if indexed, _, _, _ := hashIndexStats(t, r); (indexed > 0) != (tc.version >= formatVersionHashIndex) {
 				t.Fatalf("%d blocks with a hash index in a version-%d file", indexed, tc.version)

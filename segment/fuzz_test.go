@@ -37,7 +37,11 @@ func fuzzSegments(t testing.TB) [][]byte {
 	mixed := compressibleEntries(6)
 	mixed[2].value = bytes.Repeat([]byte{'z'}, 2000)
 	zstdMixed, _ := writeWithRangeDels(t, mixed, rd, WriterOptions{BlockSize: 256, Compression: ZstdCompression, BitsPerKey: 10})
-	return [][]byte{plain, packed, empty, prefixed, prefixSmall, withRangeDels, both, zstdOnly, zstdMixed}
+	// Version 5: values stored apart, raw and compressed, beside values
+	// kept in their blocks and tombstones; mapped too, below.
+	apart, _ := writeSegment(t, es, WriterOptions{BlockSize: 32, RestartInterval: 2, SeparateValues: 3})
+	apartPacked, _ := writeWithRangeDels(t, mixed, rd, WriterOptions{Compression: SnappyCompression, BitsPerKey: 10, SeparateValues: 10})
+	return [][]byte{plain, packed, empty, prefixed, prefixSmall, withRangeDels, both, zstdOnly, zstdMixed, apart, apartPacked}
 }
 
 func requireCorrupt(t *testing.T, err error) {
@@ -101,11 +105,13 @@ func FuzzOpen(f *testing.F) {
 	f.Add(longPrefixSegment(40, 100, true))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for _, d := range [][]byte{data, fixChecksums(data)} {
-			r, err := Open(bytes.NewReader(d), int64(len(d)), ReaderOptions{Cache: NewCache(1 << 16), Name: "fuzz.seg"})
-			requireCorrupt(t, err)
-			if err == nil {
-				checkIndexSize(t, r, len(d))
-				exercise(t, r)
+			for _, m := range [][]byte{nil, d} { // with pread, and mapped
+				r, err := Open(bytes.NewReader(d), int64(len(d)), ReaderOptions{Cache: NewCache(1 << 16), Name: "fuzz.seg", Mapped: m})
+				requireCorrupt(t, err)
+				if err == nil {
+					checkIndexSize(t, r, len(d))
+					exercise(t, r)
+				}
 			}
 		}
 	})

@@ -25,6 +25,10 @@ type Iter struct {
 	ra   readahead
 	err  error
 	left []byte // the user key a step leaves a block with, for sameUser
+	// apart is the value of the current entry when it is a value record
+	// (values.go), resolved by settle when the Iter moves there; nil
+	// otherwise, and Value returns the value in the block.
+	apart []byte
 }
 
 // NewIter returns an unpositioned iterator. With fillCache false, blocks
@@ -128,12 +132,12 @@ func (it *Iter) backward(ok bool) bool {
 
 // First moves to the first entry.
 func (it *Iter) First() bool {
-	return it.load(0) && it.forward(it.blk.first())
+	return it.settle(it.load(0) && it.forward(it.blk.first()))
 }
 
 // Last moves to the last entry.
 func (it *Iter) Last() bool {
-	return it.load(len(it.r.index)-1) && it.backward(it.blk.last())
+	return it.settle(it.load(len(it.r.index)-1) && it.backward(it.blk.last()))
 }
 
 // Next moves to the following entry.
@@ -141,10 +145,7 @@ func (it *Iter) Next() bool {
 	if !it.Valid() {
 		return false
 	}
-	if it.blk.next() {
-		return true
-	}
-	return it.cross(it.forward)
+	return it.settle(it.blk.next() || it.cross(it.forward))
 }
 
 // Prev moves to the preceding entry.
@@ -152,10 +153,7 @@ func (it *Iter) Prev() bool {
 	if !it.Valid() {
 		return false
 	}
-	if it.blk.prev() {
-		return true
-	}
-	return it.cross(it.backward)
+	return it.settle(it.blk.prev() || it.cross(it.backward))
 }
 
 // cross moves into the next block in a direction (forward or backward)
@@ -184,7 +182,7 @@ func (it *Iter) NextUserKey() bool {
 			return false
 		}
 		if !it.blk.sameUser {
-			return true
+			return it.settle(true)
 		}
 	}
 	return false
@@ -207,7 +205,7 @@ func (it *Iter) SeekGE(key []byte) bool {
 	i := it.r.searchIndex(key, maxTrailer)
 	ok := it.load(i) && it.forward(it.blk.seekGE(key, maxTrailer))
 	it.blk.sameUser = false // seekGE's scan compared with entries before the target
-	return ok
+	return it.settle(ok)
 }
 
 // SeekLT moves to the last entry whose user key is < key (its oldest
@@ -238,7 +236,8 @@ func (it *Iter) InternalKey() ([]byte, uint64) {
 	if !it.blk.valid {
 		return nil, 0
 	}
-	return splitInternalKey(it.blk.key)
+	k, t := splitInternalKey(it.blk.key)
+	return k, publicTrailer(t)
 }
 
 // Seq returns the sequence number of the current entry.
@@ -258,12 +257,38 @@ func (it *Iter) trailer() uint64 {
 		return 0
 	}
 	_, t := splitInternalKey(it.blk.key)
-	return t
+	return publicTrailer(t)
 }
 
 // Value returns the value of the current entry; it aliases block memory
-// (possibly shared through the cache), so it must not be modified.
-func (it *Iter) Value() []byte { return it.blk.val }
+// (possibly shared through the cache) or the file's mapping, so it must
+// not be modified.
+func (it *Iter) Value() []byte {
+	if it.apart != nil {
+		return it.apart
+	}
+	return it.blk.val
+}
+
+// settle finishes a positioning call that reports ok: at an entry whose
+// value is a value record, it reads the record (checking it), so that
+// Value cannot fail. A damaged record stops the Iter with its error.
+func (it *Iter) settle(ok bool) bool {
+	it.apart = nil
+	if !ok || !isValueHandle(it.blk.key) {
+		return ok
+	}
+	v, err := it.r.value(it.idx, it.blk.val, false)
+	if err != nil {
+		it.err, it.blk.valid = err, false
+		return false
+	}
+	it.apart = v
+	if v == nil {
+		it.apart = []byte{} // an empty value stored apart (not by this writer)
+	}
+	return true
+}
 
 // Error returns the error that stopped the iteration, if any.
 func (it *Iter) Error() error {

@@ -33,7 +33,7 @@ func TestPrefixFilterRoundTrip(t *testing.T) {
 	es := prefixedEntries(300, 5)
 	opts := WriterOptions{BlockSize: 512, Compression: SnappyCompression, BitsPerKey: 10, Prefix: upToColon, PrefixName: "colon"}
 	data, props := writeSegment(t, es, opts)
-	if props.PrefixExtractor != "colon" || props.PrefixFilterSize == 0 || props.FormatVersion != FormatVersion {
+	if props.PrefixExtractor != "colon" || props.PrefixFilterSize == 0 || props.FormatVersion != formatVersionHashIndex {
 		t.Fatalf("writer's properties: extractor %q, prefix filter %d bytes, version %d", props.PrefixExtractor, props.PrefixFilterSize, props.FormatVersion)
 	}
 	for _, mapped := range []bool{false, true} {

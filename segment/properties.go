@@ -44,6 +44,10 @@ type Properties struct {
 	// bloom encoding, trailer excluded); 0 if none (FORMAT.md).
 	PrefixFilterSize uint64
 
+	// Values counts the value records: values stored apart from their
+	// keys (version 5; FORMAT.md, "Value records"). 0 in earlier versions.
+	Values uint64
+
 	FormatVersion uint32 // from the footer
 }
 
@@ -66,6 +70,7 @@ const (
 	propRangeDels    = "range-dels"     // optional (version 2)
 	propSmallest     = "smallest"
 	propTombstones   = "tombstones"
+	propValues       = "values" // optional (version 5)
 
 	// numProperties counts the properties every segment has; the optional
 	// ones are written only when not zero.
@@ -99,6 +104,9 @@ func encodeProperties(bw *blockWriter, p *Properties) []byte {
 	}
 	bw.add([]byte(propSmallest), p.Smallest)
 	u(propTombstones, p.Tombstones)
+	if p.Values > 0 {
+		u(propValues, p.Values)
+	}
 	return bw.finish()
 }
 
@@ -198,6 +206,9 @@ func (p *Properties) set(name, val []byte) (known bool, reason string) {
 	case propRangeDels:
 		p.RangeDels = x
 		return false, reasonIf(!ok)
+	case propValues:
+		p.Values = x
+		return false, reasonIf(!ok)
 	default:
 		return false, ""
 	}
@@ -229,6 +240,9 @@ func (p *Properties) check() string {
 		return "range-deletion count and size disagree"
 	case (p.PrefixFilterSize == 0) != (p.PrefixExtractor == ""):
 		return "prefix filter size and prefix extractor disagree"
+	case p.Values > p.Entries-p.Tombstones || p.Values > p.DataSize/blockTrailerLen:
+		// Each record takes at least its trailer of the data region.
+		return "more value records than puts, or than the data region holds"
 	}
 	return ""
 }

@@ -80,6 +80,8 @@ type Reader struct {
 	// reads slice the mapping without hashing 4 KiB again (that CRC was
 	// 16% of a cached Get's CPU time).
 	verified []atomic.Bool
+	// valuesVerified marks the same for value records (values.go).
+	valuesVerified verifiedBits
 	// coldAnswers > 0: the segment is cold, and point reads go to the
 	// block cache and pread (see coldSample) until that many more
 	// answers of inCache (mincore; tests replace it) say resident.
@@ -125,6 +127,7 @@ func Open(f io.ReaderAt, size int64, opts ReaderOptions) (*Reader, error) {
 	}
 	if opts.Mapped != nil {
 		r.verified = make([]atomic.Bool, len(r.index))
+		r.valuesVerified = newVerifiedBits(r.props.Values)
 	}
 	if err := r.readFilter(); err != nil {
 		return nil, err
@@ -344,6 +347,9 @@ func (r *Reader) readProperties() error {
 		return err
 	}
 	r.props.FormatVersion = r.footer.version
+	if r.props.Values > 0 && r.footer.version < formatVersionValues {
+		return r.corrupt(h.offset, "properties: value records in a version-%d segment", r.footer.version)
+	}
 	if err := r.checkLayout(); err != nil {
 		return err
 	}
@@ -381,8 +387,8 @@ func (r *Reader) readIndex() error {
 // checkIndex validates the index block b and returns its number of
 // entries and the total length of their separators' user keys.
 // Separators must strictly increase and the data blocks must tile [0,
-// DataSize) in order, which bounds every data block's length by the file
-// size.
+// DataSize) in order (in version 5, leaving gaps for value records),
+// which bounds every data block's length by the file size.
 //
 // The index is kept whole, so its size must be bounded by the file's too.
 // A separator is at most its block's last key, which that block stores in
@@ -401,7 +407,9 @@ func (r *Reader) checkIndex(b []byte) (n int, keyBytes uint64, err error) {
 	next := uint64(0) // where the next data block must start
 	for ok := it.first(); ok; ok = it.next() {
 		dh, ok := decodeHandle(it.val)
-		if !ok || dh.offset != next || dh.length > r.props.DataSize || dh.end() > r.props.DataSize {
+		// From version 5 value records may fill a gap before a block.
+		gap := dh.offset != next && (r.props.Values == 0 || dh.offset < next)
+		if !ok || gap || dh.offset > r.props.DataSize || dh.length > r.props.DataSize || dh.end() > r.props.DataSize {
 			return 0, 0, r.corrupt(h.offset, "index entry %d: bad block handle", n)
 		}
 		if limit := maxContentLen(dh.length); uint64(len(it.key)) > limit {
@@ -737,8 +745,8 @@ func (r *Reader) MayContain(h uint64) bool {
 // Lookup returns the newest version of key with a sequence number <=
 // maxSeq: found is false if the segment holds none; for a tombstone found
 // is true and kind is base.KindDelete. value aliases the block it was
-// found in (in the cache, the mapping or a buffer of its own), which stays
-// valid while the Reader is open. It must not be modified. hash is
+// found in, or its value record (in the cache, the mapping or a buffer of
+// its own), which stays valid while the Reader is open. It must not be modified. hash is
 // bloom.Hash(key), which the caller has for the filter already: a data
 // block's hash index is keyed by it.
 func (r *Reader) Lookup(key []byte, hash, maxSeq uint64) (value []byte, seq uint64, kind base.Kind, found bool, err error) {
@@ -774,7 +782,11 @@ func (r *Reader) Lookup(key []byte, hash, maxSeq uint64) (value []byte, seq uint
 		return nil, 0, 0, false, nil
 	}
 	seq, kind = base.SplitTrailer(t)
-	if kind != base.KindPut && kind != base.KindDelete {
+	switch {
+	case kind == kindValueHandle && r.props.Values > 0:
+		v, err := r.value(i, it.val, true)
+		return v, seq, base.KindPut, err == nil, err
+	case kind != base.KindPut && kind != base.KindDelete:
 		return nil, 0, 0, false, r.corrupt(r.index[i].h.offset, "entry of unknown kind %d", kind)
 	}
 	return it.val, seq, kind, true, nil

@@ -109,6 +109,11 @@ var writerConfigs = []WriterOptions{
 	{BlockSize: 4096, RestartInterval: 16, Compression: SnappyCompression, BitsPerKey: 10},
 	{BlockSize: 512, RestartInterval: 8, Compression: ZstdCompression, BitsPerKey: 10},
 	{BlockSize: 1, RestartInterval: 2, BitsPerKey: 4}, // one entry per block
+	// Values stored apart (version 5): every non-empty value, raw; and
+	// values of 60 bytes and more, compressed where that pays, beside
+	// smaller ones kept in their blocks.
+	{BlockSize: 64, RestartInterval: 1, SeparateValues: 1},
+	{BlockSize: 512, RestartInterval: 16, Compression: SnappyCompression, BitsPerKey: 10, SeparateValues: 60},
 }
 
 func TestRoundTripGet(t *testing.T) {

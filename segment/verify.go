@@ -79,6 +79,10 @@ func (r *Reader) verifyBlock(ctx context.Context, i int, it *blockIter, prev *[]
 		return err
 	}
 	n, interval := 0, -1 // interval: the restart interval of the entry
+	at := uint64(0)      // where the block's next value record must start
+	if i > 0 {
+		at = r.index[i-1].h.end()
+	}
 	for ok := it.first(); ok; ok = it.next() {
 		if n%verifyCheckEvery == verifyCheckEvery-1 {
 			if err := ctx.Err(); err != nil {
@@ -105,6 +109,11 @@ func (r *Reader) verifyBlock(ctx context.Context, i int, it *blockIter, prev *[]
 		if err := r.countEntry(got, it.key, newKey, h); err != nil {
 			return err
 		}
+		if isValueHandle(it.key) {
+			if err := r.verifyValue(i, n, it.val, &at, got); err != nil {
+				return err
+			}
+		}
 		// prev and it.key agree on it.shared bytes (0 for a block's first
 		// entry, which is stored whole): copy only the rest.
 		*prev = append((*prev)[:it.shared], it.key[it.shared:]...)
@@ -115,6 +124,9 @@ func (r *Reader) verifyBlock(ctx context.Context, i int, it *blockIter, prev *[]
 	}
 	if n == 0 {
 		return r.corrupt(off, "empty data block")
+	}
+	if at != off {
+		return r.corrupt(at, "%d bytes before data block %d belong to no value record", off-at, i)
 	}
 	if sep := &r.index[i]; compareInternal(*prev, sep.userKey, sep.trailer) > 0 {
 		return r.corrupt(off, "entry %d: key above the block's separator", n-1)
@@ -141,7 +153,9 @@ func checkBucket(it *blockIter, h uint64, interval int) string {
 // whether its user key differs from the previous key's.
 func (r *Reader) checkEntry(i int, prev, ikey []byte, shared int, first bool) (newKey bool, reason string) {
 	ukey, t := splitInternalKey(ikey)
-	if _, kind := base.SplitTrailer(t); kind != base.KindPut && kind != base.KindDelete {
+	switch _, kind := base.SplitTrailer(t); {
+	case kind == kindValueHandle && r.footer.version >= formatVersionValues:
+	case kind != base.KindPut && kind != base.KindDelete:
 		return false, "unknown kind"
 	}
 	newKey = true
@@ -165,7 +179,7 @@ func (r *Reader) checkEntry(i int, prev, ikey []byte, shared int, first bool) (n
 // data.
 func (r *Reader) countEntry(p *Properties, ikey []byte, newKey bool, h uint64) error {
 	ukey, t := splitInternalKey(ikey)
-	seq, kind := base.SplitTrailer(t)
+	seq, kind := base.SplitTrailer(publicTrailer(t))
 	p.count(ukey, seq, kind)
 	if !newKey {
 		return nil
@@ -181,13 +195,37 @@ func (r *Reader) countEntry(p *Properties, ikey []byte, newKey bool, h uint64) e
 // properties.
 func (r *Reader) compareCounts(got *Properties) error {
 	p := &r.props
-	if got.Entries != p.Entries || got.Tombstones != p.Tombstones || got.DistinctKeys != p.DistinctKeys || got.RangeDels != p.RangeDels ||
+	if got.Entries != p.Entries || got.Tombstones != p.Tombstones || got.Values != p.Values || got.DistinctKeys != p.DistinctKeys || got.RangeDels != p.RangeDels ||
 		got.MinSeq != p.MinSeq || got.MaxSeq != p.MaxSeq ||
 		!bytes.Equal(got.Smallest, p.Smallest) || !bytes.Equal(got.Largest, p.Largest) {
 		return r.corrupt(r.footer.properties.offset,
-			"properties disagree with the data: stored %d entries, %d tombstones, %d keys, seqs [%d, %d], keys [%q, %q]; found %d, %d, %d, [%d, %d], [%q, %q]",
-			p.Entries, p.Tombstones, p.DistinctKeys, p.MinSeq, p.MaxSeq, p.Smallest, p.Largest,
-			got.Entries, got.Tombstones, got.DistinctKeys, got.MinSeq, got.MaxSeq, got.Smallest, got.Largest)
+			"properties disagree with the data: stored %d entries, %d tombstones, %d keys, %d value records, seqs [%d, %d], keys [%q, %q]; found %d, %d, %d, %d, [%d, %d], [%q, %q]",
+			p.Entries, p.Tombstones, p.DistinctKeys, p.Values, p.MinSeq, p.MaxSeq, p.Smallest, p.Largest,
+			got.Entries, got.Tombstones, got.DistinctKeys, got.Values, got.MinSeq, got.MaxSeq, got.Smallest, got.Largest)
 	}
+	return nil
+}
+
+// verifyValue checks the value record that entry n of data block i names
+// by its handle enc: the records of a block's entries tile the gap before
+// it in entry order (at is where the next must start, updated), their
+// ordinals count from 0 across the file (got.Values, updated), and each
+// is read from the file and its checksum and encoding checked.
+func (r *Reader) verifyValue(i, n int, enc []byte, at *uint64, got *Properties) error {
+	off := r.index[i].h.offset
+	h, ok := decodeValueHandle(enc)
+	switch {
+	case !ok:
+		return r.corrupt(off, "entry %d: bad value handle", n)
+	case h.offset != *at || h.ordinal != got.Values:
+		return r.corrupt(off, "entry %d: value record #%d at %d, want #%d at %d", n, h.ordinal, h.offset, got.Values, *at)
+	case h.length > off-h.offset || off-h.offset-h.length < blockTrailerLen:
+		return r.corrupt(off, "entry %d: value record at %d overruns data block %d", n, h.offset, i)
+	}
+	if _, err := r.readStored(h.blockHandle); err != nil {
+		return err
+	}
+	*at = h.end()
+	got.Values++
 	return nil
 }

@@ -47,6 +47,14 @@ type WriterOptions struct {
 	// PrefixName names the extractor Prefix implements; it is stored in
 	// the segment's properties and must be non-empty when Prefix is set.
 	PrefixName string
+	// SeparateValues, if positive, stores every value of at least that
+	// many bytes as a value record apart from its key (FORMAT.md, "Value
+	// records"): data blocks then hold keys densely, which scans and the
+	// index search of a Get of large values read faster, at the cost of a
+	// second read for such a value (a second device read when its segment
+	// is cold). The file is then of format version 5. 0 keeps every value
+	// in its data block.
+	SeparateValues int
 	// FilterGeometry, if set (and BitsPerKey > 0, so that keys are
 	// hashed), chooses the filter's geometry at Finish from the number of
 	// distinct user keys, in place of BitsPerKey's uniform sizing: the DB's
@@ -78,6 +86,7 @@ type Writer struct {
 	incompressible int
 	usedZstd       bool   // a block was stored with zstd: the file is version 3 or later
 	usedHashIndex  bool   // a data block has a hash index: the file is version 4
+	handle         []byte // the value handle being added, reused
 	lastHash       uint64 // bloom.Hash of the last user key added
 	scratch        []byte // index entry values, reused
 
@@ -141,7 +150,17 @@ func (w *Writer) Add(key []byte, seq uint64, kind base.Kind, value []byte) error
 		}
 		w.addPrefix(key)
 	}
-	w.ikey = appendInternalKey(w.ikey[:0], key, base.MakeTrailer(seq, kind))
+	stored := kind
+	if kind == base.KindPut && w.opts.SeparateValues > 0 && len(value) >= w.opts.SeparateValues {
+		h, err := w.writeBlock(value, w.opts.Compression)
+		if err != nil {
+			return err
+		}
+		w.handle = appendValueHandle(w.handle[:0], valueHandle{h, w.props.Values})
+		w.props.Values++
+		stored, value = kindValueHandle, w.handle
+	}
+	w.ikey = appendInternalKey(w.ikey[:0], key, base.MakeTrailer(seq, stored))
 	w.data.add(w.ikey, value)
 	if w.data.hashIndex && (distinct || w.data.entries == 1) { // a key's first entry in this block
 		w.data.addHash(w.lastHash)
@@ -385,6 +404,9 @@ func (w *Writer) Finish() (Properties, error) {
 	}
 	if w.usedHashIndex {
 		ft.version = formatVersionHashIndex
+	}
+	if w.props.Values > 0 {
+		ft.version = formatVersionValues
 	}
 	w.props.FormatVersion = ft.version
 	// A failed write makes w.err sticky, and the flush below returns it.

@@ -19,6 +19,7 @@ type optionSet struct {
 	compression bool
 	memtable    int
 	block       int
+	apart       int // LargeValueSize; 0: DisableValueSeparation
 	cache       int64
 	fanIn       int
 	concurrency int
@@ -60,6 +61,9 @@ func randomOptions(r *rand.Rand) optionSet {
 	if r.IntN(3) == 0 {
 		o.cache = int64(logUniform(r, 4<<10, 1<<20)) // evictions all the time
 	}
+	if r.IntN(4) > 0 { // values stored apart from their keys, from 1 byte up
+		o.apart = logUniform(r, 1, 8<<10)
+	}
 	if o.filters == "budget" {
 		o.budget = int64(logUniform(r, 64, 256<<10))
 	}
@@ -73,8 +77,8 @@ func randomOptions(r *rand.Rand) optionSet {
 }
 
 func (o optionSet) String() string {
-	return fmt.Sprintf("mmap=%d compression=%d memtable=%d block=%d cache=%d fanin=%d concurrency=%d filters=%s bits=%g budget=%d prefix=%s sync=%d autocompact=%d concurrent=%d vary=%d",
-		b2i(o.mmap), b2i(o.compression), o.memtable, o.block, o.cache, o.fanIn, o.concurrency,
+	return fmt.Sprintf("mmap=%d compression=%d memtable=%d block=%d apart=%d cache=%d fanin=%d concurrency=%d filters=%s bits=%g budget=%d prefix=%s sync=%d autocompact=%d concurrent=%d vary=%d",
+		b2i(o.mmap), b2i(o.compression), o.memtable, o.block, o.apart, o.cache, o.fanIn, o.concurrency,
 		o.filters, o.bits, o.budget, cmpOr(o.prefix, "none"), b2i(o.sync), b2i(o.autoCompact), b2i(o.concurrent), b2i(o.vary))
 }
 
@@ -103,6 +107,8 @@ func parseOptionSet(s string) (optionSet, error) {
 			o.memtable, err = int(n), nerr
 		case "block":
 			o.block, err = int(n), nerr
+		case "apart":
+			o.apart, err = int(n), nerr
 		case "cache":
 			o.cache, err = n, nerr
 		case "fanin":
@@ -156,16 +162,18 @@ func (o optionSet) variant(n int) optionSet {
 // options is the set as bloomkv.Options.
 func (o optionSet) options() *bloomkv.Options {
 	opts := &bloomkv.Options{
-		DisableMmap:           !o.mmap,
-		DisableCompression:    !o.compression,
-		MemtableSize:          o.memtable,
-		BlockSize:             o.block,
-		BlockCacheSize:        o.cache,
-		CompactionFanIn:       o.fanIn,
-		CompactionConcurrency: o.concurrency,
-		BitsPerKey:            o.bits,
-		Sync:                  o.sync,
-		DisableAutoCompaction: !o.autoCompact,
+		DisableMmap:            !o.mmap,
+		DisableCompression:     !o.compression,
+		MemtableSize:           o.memtable,
+		BlockSize:              o.block,
+		LargeValueSize:         o.apart,
+		DisableValueSeparation: o.apart == 0,
+		BlockCacheSize:         o.cache,
+		CompactionFanIn:        o.fanIn,
+		CompactionConcurrency:  o.concurrency,
+		BitsPerKey:             o.bits,
+		Sync:                   o.sync,
+		DisableAutoCompaction:  !o.autoCompact,
 	}
 	switch o.filters {
 	case "off":

@@ -1,0 +1,151 @@
+package segment
+
+import (
+	"encoding/binary"
+	"math/bits"
+	"sync/atomic"
+
+	"github.com/bloomkv/bloomkv/internal/base"
+)
+
+// Values stored apart from their keys (FORMAT.md, "Value records").
+//
+// A large value inline in its data block spreads the block's keys over
+// pages: with 4 KiB values a block holds one entry, and a scan that reads
+// keys and value lengths (or a Get's index and restart search) pays a
+// cache and TLB miss per key on pages it does not otherwise need. A
+// writer told to (WriterOptions.SeparateValues) stores each value of at
+// least that size as a *value record* just before the data block that
+// holds its key, and the entry holds a handle to it instead: the data
+// blocks stay dense in keys, and a value's bytes are read only when a
+// caller asks for that value.
+//
+// A value record is stored as a block is (its bytes, compressed if that
+// pays, and the 5-byte trailer with the CRC), so the reader decodes it
+// with the same code. Its handle is (offset, stored length, ordinal): the
+// ordinal numbers the segment's value records from 0 in file order, and
+// names the bit that marks a record of a mapped segment verified once, as
+// data blocks are.
+
+// kindValueHandle is the kind, in a data block of version 5, of a put
+// whose value is a value record: the entry's value is its handle. It never
+// leaves this package: Iter and Lookup report base.KindPut and the value.
+const kindValueHandle base.Kind = 3
+
+// valueHandle locates a value record.
+type valueHandle struct {
+	blockHandle
+	ordinal uint64
+}
+
+// appendValueHandle appends h as three uvarints: offset, length, ordinal.
+func appendValueHandle(dst []byte, h valueHandle) []byte {
+	dst = binary.AppendUvarint(dst, h.offset)
+	dst = binary.AppendUvarint(dst, h.length)
+	return binary.AppendUvarint(dst, h.ordinal)
+}
+
+// decodeValueHandle decodes an entry's value written by
+// appendValueHandle; it must consume all of b.
+func decodeValueHandle(b []byte) (valueHandle, bool) {
+	var x [3]uint64
+	for i := range x {
+		v, n := binary.Uvarint(b)
+		if n <= 0 {
+			return valueHandle{}, false
+		}
+		x[i], b = v, b[n:]
+	}
+	return valueHandle{blockHandle{x[0], x[1]}, x[2]}, len(b) == 0
+}
+
+// isValueHandle reports whether internal key ikey (at least a trailer
+// long) is a put whose value is a handle. The trailer is stored
+// little-endian, so its first byte is the kind.
+func isValueHandle(ikey []byte) bool {
+	return base.Kind(ikey[len(ikey)-base.TrailerLen]) == kindValueHandle
+}
+
+// publicTrailer is t as callers see it: a value handle's kind is a put.
+func publicTrailer(t uint64) uint64 {
+	if base.Kind(t) == kindValueHandle {
+		return t&^0xff | uint64(base.KindPut)
+	}
+	return t
+}
+
+// verifiedBits marks value records (by ordinal) whose checksum was
+// checked once in the mapping; safe for concurrent use.
+type verifiedBits []atomic.Uint64
+
+func newVerifiedBits(n uint64) verifiedBits {
+	return make(verifiedBits, (n+63)/64)
+}
+
+func (b verifiedBits) has(i uint64) bool {
+	return b[i/64].Load()&(1<<(i%64)) != 0
+}
+
+func (b verifiedBits) set(i uint64) { b[i/64].Or(1 << (i % 64)) }
+
+// count is the number of records marked, for tests.
+func (b verifiedBits) count() (n int) {
+	for i := range b {
+		n += bits.OnesCount64(b[i].Load())
+	}
+	return n
+}
+
+// value returns the value of an entry of data block i whose stored value
+// is the handle enc. A value record must lie wholly in the gap between
+// data block i-1 (or the file's start) and block i, where the writer puts
+// the records of block i's entries; its checksum is verified at the first
+// read of a mapped segment and at every read otherwise.
+//
+// The result is a slice of the mapping (an uncompressed record of a
+// mapped segment) or a buffer of its own: either way it stays valid while
+// the Reader is open, as Lookup's values always have. A point read of a
+// mapped segment that is cold (point, and the segment is cold; see
+// coldSample) reads an unverified record with pread, as it reads data
+// blocks, rather than fault its pages in one by one.
+func (r *Reader) value(i int, enc []byte, point bool) ([]byte, error) {
+	h, ok := decodeValueHandle(enc)
+	if !ok {
+		return nil, r.corrupt(r.index[i].h.offset, "bad value handle")
+	}
+	lo, hi := uint64(0), r.index[i].h.offset
+	if i > 0 {
+		lo = r.index[i-1].h.end()
+	}
+	if h.ordinal >= r.props.Values || h.offset < lo || h.offset > hi || hi-h.offset < blockTrailerLen ||
+		h.length > hi-h.offset-blockTrailerLen {
+		return nil, r.corrupt(r.index[i].h.offset, "value handle (%d, %d, #%d) outside the gap [%d, %d) before its block, or past the %d value records",
+			h.offset, h.length, h.ordinal, lo, hi, r.props.Values)
+	}
+	m := r.opts.Mapped
+	cold := point && r.coldAnswers.Load() > 0
+	if m != nil && !cold && r.valuesVerified.has(h.ordinal) {
+		return m[h.offset : h.offset+h.length : h.offset+h.length], nil
+	}
+	// A point read's first look at a record asks the page cache, as a
+	// data block's does (dataBlock).
+	if m != nil && !cold && (!point || r.blockResident(h.blockHandle)) {
+		if c := r.opts.Counters; c != nil {
+			c.BytesRead.Add(h.length + blockTrailerLen)
+		}
+		v, _, err := r.decodeStored(h.blockHandle, m[h.offset:h.end():h.end()], srcMapped, nil)
+		if err == nil && m[h.offset+h.length] == compressionNone {
+			r.valuesVerified.set(h.ordinal)
+		}
+		return v, err
+	}
+	buf := make([]byte, h.length+blockTrailerLen)
+	if err := r.readAt(buf, h.offset, r.opts.Counters); err != nil {
+		return nil, err
+	}
+	v, _, err := r.decodeStored(h.blockHandle, buf, srcFresh, nil)
+	if err == nil && m != nil && buf[h.length] == compressionNone {
+		r.valuesVerified.set(h.ordinal) // the mapping holds the same bytes
+	}
+	return v, err
+}

@@ -1,0 +1,250 @@
+package segment
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/bloomkv/bloomkv/internal/base"
+)
+
+// largeEntries is randomEntries with values of 0 to 3,000 bytes, so that
+// a threshold separates some values and keeps others in their blocks.
+func largeEntries(rng *rand.Rand, n, keySpace int) []entry {
+	es := randomEntries(rng, n, keySpace)
+	for i := range es {
+		if es[i].kind == base.KindPut && rng.IntN(2) == 0 {
+			v := make([]byte, rng.IntN(3000))
+			for j := range v {
+				v[j] = byte(rng.UintN(256))
+				if rng.IntN(3) == 0 {
+					v[j] = 'x' // snappy shrinks some of them
+				}
+			}
+			es[i].value = v
+		}
+	}
+	return es
+}
+
+// separated counts the puts whose value a writer with threshold stores
+// apart.
+func separated(es []entry, threshold int) (n uint64) {
+	for _, e := range es {
+		if e.kind == base.KindPut && threshold > 0 && len(e.value) >= threshold {
+			n++
+		}
+	}
+	return n
+}
+
+// TestValueRecords writes segments whose large values are stored apart
+// and reads them every way: Get at random snapshots, forward and backward
+// scans, seeks, Verify; mapped and not, with and without compression. The
+// answers must be those of the model, and the properties and format
+// version must say what was written.
+func TestValueRecords(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, threshold := range []int{0, 1, 100, 2000} {
+		for _, c := range []Compression{NoCompression, SnappyCompression} {
+			t.Run(fmt.Sprintf("apart>=%d/%v", threshold, c), func(t *testing.T) {
+				es := largeEntries(rng, 1200, 300)
+				data, props := writeSegment(t, es, WriterOptions{BlockSize: 1024, Compression: c, BitsPerKey: 10, SeparateValues: threshold})
+				want := separated(es, threshold)
+				if props.Values != want {
+					t.Fatalf("writer stored %d values apart, want %d", props.Values, want)
+				}
+				if v := props.FormatVersion; (v == formatVersionValues) != (want > 0) {
+					t.Fatalf("format version %d with %d value records", v, want)
+				}
+				for _, mapped := range []bool{false, true} {
+					ro := ReaderOptions{Name: "v.seg", Cache: NewCache(1 << 20)}
+					if mapped {
+						ro.Mapped = data
+					}
+					r := openSegment(t, data, ro)
+					if r.Properties().Values != want {
+						t.Fatalf("reader: %d value records, want %d", r.Properties().Values, want)
+					}
+					if err := r.Verify(); err != nil {
+						t.Fatalf("Verify: %v", err)
+					}
+					for range 1500 {
+						checkGet(t, r, es, es[rng.IntN(len(es))].key, rng.Uint64N(2*uint64(len(es))+2))
+					}
+					it := r.NewIter(false)
+					checkForward(t, it, es)
+					checkBackward(t, it, es)
+					checkSeeks(t, rng, it, es)
+					if err := it.Close(); err != nil {
+						t.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestValueRecordsDenseBlocks checks what separation is for: with 4 KiB
+// values inline, a data block holds one entry; apart, a block holds the
+// keys of many.
+func TestValueRecordsDenseBlocks(t *testing.T) {
+	var es []entry
+	for i := range 400 {
+		es = append(es, entry{key: fmt.Appendf(nil, "key%05d", i), seq: uint64(i + 1), kind: base.KindPut, value: bytes.Repeat([]byte{byte(i)}, 4096)})
+	}
+	_, inline := writeSegment(t, es, WriterOptions{})
+	_, apart := writeSegment(t, es, WriterOptions{SeparateValues: 1024})
+	if inline.DataBlocks != 400 || apart.DataBlocks > 10 || apart.Values != 400 {
+		t.Fatalf("data blocks: %d inline, %d apart (%d value records)", inline.DataBlocks, apart.DataBlocks, apart.Values)
+	}
+}
+
+// TestValueRecordDamage flips a byte in every value record, one at a
+// time, and checks that each reader of the value reports ErrCorrupt with
+// the file and the record's offset, mapped or not: Get, a scan, Verify.
+func TestValueRecordDamage(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	es := largeEntries(rng, 300, 100)
+	data, _ := writeSegment(t, es, WriterOptions{BlockSize: 512, SeparateValues: 500})
+	r := openSegment(t, data, ReaderOptions{Name: "v.seg"})
+	recs := valueRecords(t, r)
+	if len(recs) < 20 {
+		t.Fatalf("only %d value records", len(recs))
+	}
+	for _, rec := range recs {
+		bad := bytes.Clone(data)
+		bad[rec.h.offset+uint64(rng.Int64N(int64(rec.h.length+blockTrailerLen)))] ^= 0x10
+		for _, mapped := range []bool{false, true} {
+			ro := ReaderOptions{Name: "v.seg"}
+			if mapped {
+				ro.Mapped = bad
+			}
+			r := openSegment(t, bad, ro)
+			_, _, _, err := r.Get(rec.key, rec.seq)
+			checkCorruptAt(t, "Get", err, rec.h.offset)
+			it := r.NewIter(false)
+			for ok := it.First(); ok; ok = it.Next() {
+			}
+			checkCorruptAt(t, "scan", it.Close(), rec.h.offset)
+			checkCorruptAt(t, "Verify", r.Verify(), rec.h.offset)
+		}
+	}
+}
+
+func checkCorruptAt(t *testing.T, what string, err error, off uint64) {
+	t.Helper()
+	var ce *base.CorruptError
+	if !errors.Is(err, base.ErrCorrupt) || !errors.As(err, &ce) || ce.File != "v.seg" || ce.Offset != int64(off) {
+		t.Fatalf("%s of a damaged value record at %d: %v", what, off, err)
+	}
+}
+
+// valueRecord is a value record and the newest version that names it.
+type valueRecord struct {
+	key []byte
+	seq uint64
+	h   valueHandle
+}
+
+// valueRecords lists r's value records from its data blocks.
+func valueRecords(t *testing.T, r *Reader) []valueRecord {
+	t.Helper()
+	var recs []valueRecord
+	var it blockIter
+	for i := range r.index {
+		b, err := r.dataBlock(i, cacheBypass, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := it.init(b, true, "v.seg", 0); err != nil {
+			t.Fatal(err)
+		}
+		for ok := it.first(); ok; ok = it.next() {
+			if isValueHandle(it.key) {
+				h, ok := decodeValueHandle(it.val)
+				if !ok {
+					t.Fatal("bad handle")
+				}
+				k, tr := splitInternalKey(it.key)
+				seq, _ := base.SplitTrailer(tr)
+				recs = append(recs, valueRecord{bytes.Clone(k), seq, h})
+			}
+		}
+	}
+	return recs
+}
+
+// TestValueHandleBounds hands Reader.value handles that a damaged or
+// hostile block could hold: each must be refused as corruption before any
+// byte outside the gap before its block is read.
+func TestValueHandleBounds(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	es := largeEntries(rng, 300, 100)
+	data, _ := writeSegment(t, es, WriterOptions{BlockSize: 512, SeparateValues: 500})
+	for _, mapped := range []bool{false, true} {
+		ro := ReaderOptions{Name: "v.seg"}
+		if mapped {
+			ro.Mapped = data
+		}
+		r := openSegment(t, data, ro)
+		recs := valueRecords(t, r)
+		// Find a block with a record, and the record's block index.
+		blockOf := func(off uint64) int {
+			for i := range r.index {
+				if r.index[i].h.offset > off {
+					return i
+				}
+			}
+			t.Fatalf("no block after %d", off)
+			return 0
+		}
+		rec := recs[len(recs)/2]
+		i := blockOf(rec.h.offset)
+		if _, err := r.value(i, appendValueHandle(nil, rec.h), false); err != nil {
+			t.Fatalf("the record's own handle: %v", err)
+		}
+		lo := r.index[i-1].h.end()
+		hi := r.index[i].h.offset
+		for _, h := range []valueHandle{
+			{blockHandle{rec.h.offset, rec.h.length}, r.props.Values},                 // ordinal past the count
+			{blockHandle{lo - 1, rec.h.length}, rec.h.ordinal},                        // starts in the block before
+			{blockHandle{hi - 4, 0}, rec.h.ordinal},                                   // trailer runs into the block
+			{blockHandle{rec.h.offset, hi - rec.h.offset}, rec.h.ordinal},             // ends inside the block
+			{blockHandle{hi, 0}, rec.h.ordinal},                                       // the block itself
+			{blockHandle{rec.h.offset, ^uint64(0) - rec.h.offset + 1}, rec.h.ordinal}, // wraps around
+		} {
+			if _, err := r.value(i, appendValueHandle(nil, h), false); !errors.Is(err, base.ErrCorrupt) {
+				t.Fatalf("handle %+v in gap [%d, %d): %v", h, lo, hi, err)
+			}
+		}
+		if _, err := r.value(i, append(appendValueHandle(nil, rec.h), 0), false); !errors.Is(err, base.ErrCorrupt) {
+			t.Fatalf("handle with a trailing byte: %v", err)
+		}
+	}
+}
+
+// TestValueRecordsVerifiedOnce checks that a mapped segment checks each
+// raw value record once: a scan marks every one, and a record whose mark
+// is set is sliced from the mapping without a second checksum.
+func TestValueRecordsVerifiedOnce(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	es := largeEntries(rng, 300, 100)
+	data, props := writeSegment(t, es, WriterOptions{BlockSize: 512, SeparateValues: 500})
+	mapped := bytes.Clone(data)
+	r := openSegment(t, data, ReaderOptions{Name: "v.seg", Mapped: mapped})
+	if n := r.valuesVerified.count(); n != 0 {
+		t.Fatalf("%d records marked before any read", n)
+	}
+	it := r.NewIter(false)
+	for ok := it.First(); ok; ok = it.Next() {
+	}
+	if err := it.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := r.valuesVerified.count(); uint64(n) != props.Values {
+		t.Fatalf("a full scan marked %d of %d records", n, props.Values)
+	}
+}
