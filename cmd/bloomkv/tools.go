@@ -225,6 +225,7 @@ type segmentJSON struct {
 	MinSeq        uint64  `json:"min_seq"`
 	MaxSeq        uint64  `json:"max_seq"`
 	DataBlocks    int     `json:"data_blocks"`
+	ValueRecords  uint64  `json:"value_records"` // values stored apart from their keys
 	FilterBits    uint64  `json:"filter_bits"`
 	FilterK       uint8   `json:"filter_k"`
 	BitsPerKey    float64 `json:"filter_bits_per_key"`
@@ -339,7 +340,7 @@ func describe(r *segment.Reader, name string, size int64) segmentJSON {
 		File: name, Bytes: size,
 		Smallest: orEmpty(p.Smallest), Largest: orEmpty(p.Largest),
 		Entries: p.Entries, Tombstones: p.Tombstones, RangeDels: p.RangeDels, DistinctKeys: p.DistinctKeys,
-		MinSeq: p.MinSeq, MaxSeq: p.MaxSeq, DataBlocks: p.DataBlocks,
+		MinSeq: p.MinSeq, MaxSeq: p.MaxSeq, DataBlocks: p.DataBlocks, ValueRecords: p.Values,
 		FilterBits: p.FilterBits, FilterK: p.FilterK,
 		PrefixFilter: p.PrefixExtractor, FormatVersion: p.FormatVersion,
 	}
