@@ -21,7 +21,8 @@ var allCompressions = []Compression{NoCompression, SnappyCompression, ZstdCompre
 // compression type byte of their trailers.
 func blockTypes(r *Reader, data []byte) map[byte]int {
 	n := map[byte]int{}
-	for _, e := range r.index {
+	for i := range r.index {
+		e := &r.index[i]
 		n[data[e.h.offset+e.h.length]]++
 	}
 	n[data[r.footer.index.offset+r.footer.index.length]]++
@@ -99,7 +100,8 @@ func TestZstdHeldToSnappyRatio(t *testing.T) {
 	if types[compressionSnappy] == 0 || types[compressionZstd] == 0 {
 		t.Fatalf("block types %v: want both snappy (the dense blocks) and zstd", types)
 	}
-	for _, e := range r.index {
+	for i := range r.index {
+		e := &r.index[i]
 		b, err := r.readStored(e.h)
 		if err != nil {
 			t.Fatal(err)

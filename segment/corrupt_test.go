@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"testing"
 
 	"github.com/bloomkv/bloomkv/internal/base"
@@ -207,12 +206,15 @@ type parts struct {
 	data   []byte // the data region
 	filter []byte // filter block contents; nil for none
 	props  Properties
-	index  []indexEntry
+	index  []*indexEntry
 }
 
 func splitParts(t *testing.T, file []byte) parts {
 	r := openSegment(t, file, ReaderOptions{})
-	p := parts{data: file[:r.props.DataSize], props: r.props, index: slices.Clone(r.index)}
+	p := parts{data: file[:r.props.DataSize], props: r.props}
+	for i := range r.index { // r is not used again: p may change them
+		p.index = append(p.index, &r.index[i])
+	}
 	if h := r.footer.filter; h.length > 0 {
 		p.filter = file[h.offset : h.offset+h.length]
 	}

@@ -123,7 +123,8 @@ func FuzzOpen(f *testing.F) {
 func checkIndexSize(t *testing.T, r *Reader, fileSize int) {
 	t.Helper()
 	total := uint64(0)
-	for _, e := range r.index {
+	for i := range r.index {
+		e := &r.index[i]
 		total += uint64(len(e.userKey) + base.TrailerLen)
 	}
 	if limit := uint64(fileSize) * 64 / 3; total > limit {

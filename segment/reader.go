@@ -75,12 +75,9 @@ type Reader struct {
 	rangeDelBlock blockHandle                  // where it is; zero if the segment has none
 	index         []indexEntry
 	heads         []uint64 // keyHead of each index entry's user key, for searchIndex
-	// verified marks the mapped, uncompressed data blocks whose checksum
-	// and structure were checked once: the file is immutable, so later
-	// reads slice the mapping without hashing 4 KiB again (that CRC was
-	// 16% of a cached Get's CPU time).
-	verified []atomic.Bool
-	// valuesVerified marks the same for value records (values.go).
+	// valuesVerified marks the value records of a mapped segment whose
+	// checksum was checked once, as indexEntry.verified marks data blocks
+	// (values.go).
 	valuesVerified verifiedBits
 	// coldAnswers > 0: the segment is cold, and point reads go to the
 	// block cache and pread (see coldSample) until that many more
@@ -97,6 +94,12 @@ type indexEntry struct {
 	userKey []byte
 	trailer uint64
 	h       blockHandle
+	// verified marks a mapped, uncompressed data block whose checksum
+	// and structure were checked once: the file is immutable, so later
+	// reads slice the mapping without hashing 4 KiB again (that CRC was
+	// 16% of a cached Get's CPU time). It lies beside h, which a read
+	// loads anyway: in an array of its own it cost a Get a cache miss.
+	verified atomic.Bool
 }
 
 // cacheMode says how a data block read uses the cache.
@@ -126,7 +129,6 @@ func Open(f io.ReaderAt, size int64, opts ReaderOptions) (*Reader, error) {
 		return nil, err
 	}
 	if opts.Mapped != nil {
-		r.verified = make([]atomic.Bool, len(r.index))
 		r.valuesVerified = newVerifiedBits(r.props.Values)
 	}
 	if err := r.readFilter(); err != nil {
@@ -453,7 +455,9 @@ func (r *Reader) loadIndex(b []byte, n int, keyBytes uint64) error {
 		dh, _ := decodeHandle(it.val)
 		start := len(arena)
 		arena = append(arena, ukey...)
-		r.index = append(r.index, indexEntry{userKey: arena[start:len(arena):len(arena)], trailer: trailer, h: dh})
+		r.index = r.index[:len(r.index)+1]
+		e := &r.index[len(r.index)-1]
+		e.userKey, e.trailer, e.h = arena[start:len(arena):len(arena)], trailer, dh
 		r.heads = append(r.heads, keyHead(ukey))
 	}
 	return it.err
@@ -530,7 +534,7 @@ func (r *Reader) dataBlock(i int, mode cacheMode, ra *readahead) ([]byte, error)
 	c := r.counters(ra)
 	point := ra == nil && r.opts.Mapped != nil
 	cold := point && r.coldAnswers.Load() > 0
-	verified := r.verified != nil && r.verified[i].Load()
+	verified := r.opts.Mapped != nil && r.index[i].verified.Load()
 	if verified && !cold {
 		// Count the read; its tick samples the reads that ask the page
 		// cache.
@@ -580,7 +584,7 @@ func (r *Reader) dataBlock(i int, mode cacheMode, ra *readahead) ([]byte, error)
 	}
 	switch {
 	case src == srcMapped:
-		r.verified[i].Store(true)
+		r.index[i].verified.Store(true)
 	case mode == cacheFill && src == srcBorrowed:
 		r.opts.Cache.insert(r.opts.FileNum, h.offset, bytes.Clone(b))
 	case mode == cacheFill:
@@ -662,7 +666,7 @@ func (r *Reader) coldRead(i int, mode cacheMode, c *Counters, count bool) ([]byt
 		}
 	}
 	if buf[h.length] == compressionNone {
-		r.verified[i].Store(true)
+		r.index[i].verified.Store(true)
 	}
 	if mode == cacheFill {
 		r.opts.Cache.insert(r.opts.FileNum, h.offset, b)
