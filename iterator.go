@@ -450,10 +450,20 @@ func (it *Iterator) Next() bool {
 			if s.SeekGE(it.keyBuf) && bytes.Equal(s.Key(), it.keyBuf) {
 				s.NextUserKey()
 			}
-		} else {
-			s.NextUserKey()
+			return it.findNextSeg()
 		}
-		return it.findNextSeg()
+		// The common step of a scan: one loop in the segment (its
+		// versions, seq and tombstones) and the bound here.
+		it.lease.Expire()
+		if !s.NextVisible(it.seq) {
+			return it.stop()
+		}
+		k := s.Key()
+		if it.segUpper && bytes.Compare(k, it.upper) >= 0 {
+			return it.stop()
+		}
+		it.key, it.value = it.lease.Guard(k), it.lease.Guard(s.Value())
+		return true
 	}
 	if it.reverse {
 		// m is before the current key (kept in keyBuf): seek back to it,
