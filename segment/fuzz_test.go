@@ -210,3 +210,35 @@ func FuzzProperties(f *testing.F) {
 		}
 	})
 }
+
+// FuzzValueHandle checks decodeValueHandle against three calls of
+// binary.Uvarint that must consume the input exactly, and that what it
+// accepts encodes back to a handle that decodes the same.
+func FuzzValueHandle(f *testing.F) {
+	f.Add(appendValueHandle(nil, valueHandle{blockHandle{1 << 30, 4096}, 70000}))
+	f.Add(appendValueHandle(nil, valueHandle{blockHandle{^uint64(0), ^uint64(0)}, ^uint64(0)}))
+	f.Add([]byte{0, 0, 0})
+	f.Add([]byte{0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x02, 0, 0}) // past 64 bits
+	f.Fuzz(func(t *testing.T, b []byte) {
+		h, ok := decodeValueHandle(b)
+		var x [3]uint64
+		rest, want := b, true
+		for i := range x {
+			v, n := binary.Uvarint(rest)
+			if n <= 0 {
+				want = false
+				break
+			}
+			x[i], rest = v, rest[n:]
+		}
+		want = want && len(rest) == 0
+		if ok != want || ok && h != (valueHandle{blockHandle{x[0], x[1]}, x[2]}) {
+			t.Fatalf("decodeValueHandle(%x) = %+v, %v; binary.Uvarint: %v, %v", b, h, ok, x, want)
+		}
+		if ok {
+			if again, ok := decodeValueHandle(appendValueHandle(nil, h)); !ok || again != h {
+				t.Fatalf("round trip of %+v: %+v, %v", h, again, ok)
+			}
+		}
+	})
+}

@@ -150,7 +150,7 @@ type valueRecord struct {
 }
 
 // valueRecords lists r's value records from its data blocks.
-func valueRecords(t *testing.T, r *Reader) []valueRecord {
+func valueRecords(t testing.TB, r *Reader) []valueRecord {
 	t.Helper()
 	var recs []valueRecord
 	var it blockIter
@@ -246,5 +246,39 @@ func TestValueRecordsVerifiedOnce(t *testing.T) {
 	}
 	if n := r.valuesVerified.count(); uint64(n) != props.Values {
 		t.Fatalf("a full scan marked %d of %d records", n, props.Values)
+	}
+}
+
+// BenchmarkValueHandle is the decoding of a handle and the checks of a
+// verified record that a scan of separated values pays per key.
+func BenchmarkValueHandle(b *testing.B) {
+	var es []entry
+	for i := range 2000 {
+		es = append(es, entry{key: fmt.Appendf(nil, "key%05d", i), seq: uint64(i + 1), kind: base.KindPut, value: bytes.Repeat([]byte{byte(i)}, 4096)})
+	}
+	data, _ := writeSegment(b, es, WriterOptions{SeparateValues: 1024})
+	r := openSegment(b, data, ReaderOptions{Name: "v.seg", Mapped: data})
+	recs := valueRecords(b, r)
+	type ref struct {
+		block int
+		enc   []byte
+	}
+	var refs []ref
+	for _, rec := range recs {
+		i := r.searchIndex(rec.key, maxTrailer)
+		refs = append(refs, ref{i, appendValueHandle(nil, rec.h)})
+		if _, err := r.value(i, refs[len(refs)-1].enc, false); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	n := 0
+	for i := 0; b.Loop(); i++ {
+		f := &refs[i%len(refs)]
+		v, err := r.value(f.block, f.enc, false)
+		if err != nil {
+			b.Fatal(err)
+		}
+		n += len(v)
 	}
 }
