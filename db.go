@@ -527,7 +527,7 @@ func (db *DB) get(key []byte, snapSeq uint64, use func(value []byte)) error {
 	}
 	seq = min(seq, snapSeq)
 	db.stats.gets.Add(pin, 1)
-	v, err := db.find(rs, key, seq, pin)
+	v, err := db.find(rs, key, seq, pin, use != nil)
 	if err != nil {
 		return err
 	}
@@ -539,8 +539,8 @@ func (db *DB) get(key []byte, snapSeq uint64, use func(value []byte)) error {
 
 // find returns the newest visible value of key as of seq in rs, aliasing
 // rs's memory: valid only while the caller holds rs.
-func (db *DB) find(rs *readState, key []byte, seq uint64, pin int) ([]byte, error) {
-	ts := rangeCover{rs: rs, key: key, seq: seq}
+func (db *DB) find(rs *readState, key []byte, seq uint64, pin int, withValue bool) ([]byte, error) {
+	ts := rangeCover{rs: rs, key: key, seq: seq, withValue: withValue}
 	for i, m := range rs.mems {
 		if v, vseq, kind, ok := m.GetVersion(key, seq); ok {
 			return visible(v, vseq, kind, ts.through(i+1))
@@ -566,11 +566,12 @@ func visible(v []byte, seq uint64, kind base.Kind, deleted uint64) ([]byte, erro
 // a tombstone in its own source or a newer one. So a Get of an absent key,
 // which the filters answer with no I/O, never pays for range tombstones.
 type rangeCover struct {
-	rs      *readState
-	key     []byte
-	seq     uint64
-	checked int    // sources whose tombstones are in newest
-	newest  uint64 // the newest covering tombstone among them, 0 if none
+	rs        *readState
+	key       []byte
+	seq       uint64
+	withValue bool   // the caller reads the value (not Has)
+	checked   int    // sources whose tombstones are in newest
+	newest    uint64 // the newest covering tombstone among them, 0 if none
 }
 
 // through returns the newest covering tombstone in the first n sources.
@@ -603,7 +604,16 @@ func (db *DB) getFromSegments(ts *rangeCover, pin int) ([]byte, error) {
 		if deleted > s.meta.MaxSeq {
 			return nil, ErrNotFound
 		}
-		v, vseq, kind, ok, err := s.reader.Lookup(ts.key, p.hash, ts.seq)
+		var v []byte
+		var vseq uint64
+		var kind base.Kind
+		var ok bool
+		var err error
+		if ts.withValue {
+			v, vseq, kind, ok, err = s.reader.Lookup(ts.key, p.hash, ts.seq)
+		} else { // Has: a value stored apart from its key need not be read
+			_, vseq, kind, ok, err = s.reader.LookupKey(ts.key, p.hash, ts.seq)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("bloomkv: get: %w", err)
 		}

@@ -310,7 +310,7 @@ func (it *Iter) settle(ok bool) bool {
 	if !ok || !isValueHandle(it.blk.key) {
 		return ok
 	}
-	v, err := it.r.value(it.idx, it.blk.val, false)
+	v, err := it.r.value(it.idx, it.blk.val, it.mode, false)
 	if err != nil {
 		it.err, it.blk.valid = err, false
 		return false

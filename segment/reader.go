@@ -754,6 +754,17 @@ func (r *Reader) MayContain(h uint64) bool {
 // bloom.Hash(key), which the caller has for the filter already: a data
 // block's hash index is keyed by it.
 func (r *Reader) Lookup(key []byte, hash, maxSeq uint64) (value []byte, seq uint64, kind base.Kind, found bool, err error) {
+	return r.lookup(key, hash, maxSeq, true)
+}
+
+// LookupKey is Lookup for a caller that needs to know only whether key
+// has a value (the store's Has): a value stored apart from its key (a
+// value record) is not read, so value is nil for it.
+func (r *Reader) LookupKey(key []byte, hash, maxSeq uint64) (value []byte, seq uint64, kind base.Kind, found bool, err error) {
+	return r.lookup(key, hash, maxSeq, false)
+}
+
+func (r *Reader) lookup(key []byte, hash, maxSeq uint64, withValue bool) (value []byte, seq uint64, kind base.Kind, found bool, err error) {
 	// Versions are ordered newest first, so the first entry at or after
 	// (key, maxSeq, largest kind) is the newest version <= maxSeq, if its
 	// user key is key.
@@ -787,8 +798,10 @@ func (r *Reader) Lookup(key []byte, hash, maxSeq uint64) (value []byte, seq uint
 	}
 	seq, kind = base.SplitTrailer(t)
 	switch {
+	case kind == kindValueHandle && r.props.Values > 0 && !withValue:
+		return nil, seq, base.KindPut, true, nil
 	case kind == kindValueHandle && r.props.Values > 0:
-		v, err := r.value(i, it.val, true)
+		v, err := r.value(i, it.val, cacheFill, true)
 		return v, seq, base.KindPut, err == nil, err
 	case kind != base.KindPut && kind != base.KindDelete:
 		return nil, 0, 0, false, r.corrupt(r.index[i].h.offset, "entry of unknown kind %d", kind)

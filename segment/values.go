@@ -116,15 +116,18 @@ func (b verifiedBits) count() (n int) {
 // is the handle enc. A value record must lie wholly in the gap between
 // data block i-1 (or the file's start) and block i, where the writer puts
 // the records of block i's entries; its checksum is verified at the first
-// read of a mapped segment and at every read otherwise.
+// read of a mapped segment and at every read from the file otherwise.
 //
 // The result is a slice of the mapping (an uncompressed record of a
-// mapped segment) or a buffer of its own: either way it stays valid while
-// the Reader is open, as Lookup's values always have. A point read of a
-// mapped segment that is cold (point, and the segment is cold; see
-// coldSample) reads an unverified record with pread, as it reads data
-// blocks, rather than fault its pages in one by one.
-func (r *Reader) value(i int, enc []byte, point bool) ([]byte, error) {
+// mapped segment), a block of the cache, or a buffer of its own: any of
+// them stays valid while the Reader is open, as Lookup's values always
+// have. A record that is not a slice of the mapping goes through the
+// block cache as a data block would (mode), so that repeated reads of a
+// large value without a mapping do not read and hash it again each time.
+// A point read of a mapped segment that is cold (point, and the segment
+// is cold; see coldSample) reads an unverified record with pread, as it
+// reads data blocks, rather than fault its pages in one by one.
+func (r *Reader) value(i int, enc []byte, mode cacheMode, point bool) ([]byte, error) {
 	h, ok := decodeValueHandle(enc)
 	if !ok {
 		return nil, r.corrupt(r.index[i].h.offset, "bad value handle")
@@ -143,25 +146,40 @@ func (r *Reader) value(i int, enc []byte, point bool) ([]byte, error) {
 	if m != nil && !cold && r.valuesVerified.has(h.ordinal) {
 		return m[h.offset : h.offset+h.length : h.offset+h.length], nil
 	}
+	if mode != cacheBypass {
+		if v, ok := r.opts.Cache.get(r.opts.FileNum, h.offset); ok {
+			return v, nil
+		}
+	}
+	var v []byte
+	var err error
 	// A point read's first look at a record asks the page cache, as a
 	// data block's does (dataBlock).
 	if m != nil && !cold && (!point || r.blockResident(h.blockHandle)) {
 		if c := r.opts.Counters; c != nil {
 			c.BytesRead.Add(h.length + blockTrailerLen)
 		}
-		v, _, err := r.decodeStored(h.blockHandle, m[h.offset:h.end():h.end()], srcMapped, nil)
-		if err == nil && m[h.offset+h.length] == compressionNone {
-			r.valuesVerified.set(h.ordinal)
+		if v, _, err = r.decodeStored(h.blockHandle, m[h.offset:h.end():h.end()], srcMapped, nil); err != nil {
+			return nil, err
 		}
-		return v, err
+		if m[h.offset+h.length] == compressionNone {
+			r.valuesVerified.set(h.ordinal)
+			return v, nil
+		}
+	} else {
+		buf := make([]byte, h.length+blockTrailerLen)
+		if err := r.readAt(buf, h.offset, r.opts.Counters); err != nil {
+			return nil, err
+		}
+		if v, _, err = r.decodeStored(h.blockHandle, buf, srcFresh, nil); err != nil {
+			return nil, err
+		}
+		if m != nil && buf[h.length] == compressionNone {
+			r.valuesVerified.set(h.ordinal) // the mapping holds the same bytes
+		}
 	}
-	buf := make([]byte, h.length+blockTrailerLen)
-	if err := r.readAt(buf, h.offset, r.opts.Counters); err != nil {
-		return nil, err
+	if mode == cacheFill {
+		r.opts.Cache.insert(r.opts.FileNum, h.offset, v)
 	}
-	v, _, err := r.decodeStored(h.blockHandle, buf, srcFresh, nil)
-	if err == nil && m != nil && buf[h.length] == compressionNone {
-		r.valuesVerified.set(h.ordinal) // the mapping holds the same bytes
-	}
-	return v, err
+	return v, nil
 }

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/bloomkv/bloomkv/bloom"
 	"github.com/bloomkv/bloomkv/internal/base"
 )
 
@@ -203,7 +204,7 @@ func TestValueHandleBounds(t *testing.T) {
 		}
 		rec := recs[len(recs)/2]
 		i := blockOf(rec.h.offset)
-		if _, err := r.value(i, appendValueHandle(nil, rec.h), false); err != nil {
+		if _, err := r.value(i, appendValueHandle(nil, rec.h), cacheLookup, false); err != nil {
 			t.Fatalf("the record's own handle: %v", err)
 		}
 		lo := r.index[i-1].h.end()
@@ -216,11 +217,11 @@ func TestValueHandleBounds(t *testing.T) {
 			{blockHandle{hi, 0}, rec.h.ordinal},                                       // the block itself
 			{blockHandle{rec.h.offset, ^uint64(0) - rec.h.offset + 1}, rec.h.ordinal}, // wraps around
 		} {
-			if _, err := r.value(i, appendValueHandle(nil, h), false); !errors.Is(err, base.ErrCorrupt) {
+			if _, err := r.value(i, appendValueHandle(nil, h), cacheLookup, false); !errors.Is(err, base.ErrCorrupt) {
 				t.Fatalf("handle %+v in gap [%d, %d): %v", h, lo, hi, err)
 			}
 		}
-		if _, err := r.value(i, append(appendValueHandle(nil, rec.h), 0), false); !errors.Is(err, base.ErrCorrupt) {
+		if _, err := r.value(i, append(appendValueHandle(nil, rec.h), 0), cacheLookup, false); !errors.Is(err, base.ErrCorrupt) {
 			t.Fatalf("handle with a trailing byte: %v", err)
 		}
 	}
@@ -267,7 +268,7 @@ func BenchmarkValueHandle(b *testing.B) {
 	for _, rec := range recs {
 		i := r.searchIndex(rec.key, maxTrailer)
 		refs = append(refs, ref{i, appendValueHandle(nil, rec.h)})
-		if _, err := r.value(i, refs[len(refs)-1].enc, false); err != nil {
+		if _, err := r.value(i, refs[len(refs)-1].enc, cacheLookup, false); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -275,10 +276,50 @@ func BenchmarkValueHandle(b *testing.B) {
 	n := 0
 	for i := 0; b.Loop(); i++ {
 		f := &refs[i%len(refs)]
-		v, err := r.value(f.block, f.enc, false)
+		v, err := r.value(f.block, f.enc, cacheLookup, false)
 		if err != nil {
 			b.Fatal(err)
 		}
 		n += len(v)
+	}
+}
+
+// TestValueRecordCachedUnmapped checks that without a mapping a value
+// record read by Lookup enters the block cache: a second Lookup of the
+// same large value reads nothing from the file.
+func TestValueRecordCachedUnmapped(t *testing.T) {
+	es := []entry{{key: []byte("big"), seq: 1, kind: base.KindPut, value: bytes.Repeat([]byte("0123456789"), 10000)}}
+	data, _ := writeSegment(t, es, WriterOptions{SeparateValues: 1024})
+	var c Counters
+	r := openSegment(t, data, ReaderOptions{Name: "v.seg", Cache: NewCache(16 << 20), Counters: &c})
+	get := func() uint64 {
+		before := c.BytesRead.Load()
+		if v, _, found, err := r.Get([]byte("big"), base.MaxSeq); err != nil || !found || !bytes.Equal(v, es[0].value) {
+			t.Fatalf("Get = %d bytes, %v, %v", len(v), found, err)
+		}
+		return c.BytesRead.Load() - before
+	}
+	if n := get(); n < 100000 {
+		t.Fatalf("first Get read %d bytes", n)
+	}
+	if n := get(); n != 0 {
+		t.Fatalf("second Get read %d bytes: the record did not stay in the cache", n)
+	}
+}
+
+// TestLookupKeySkipsValueRecord checks that LookupKey (the store's Has)
+// answers from the entry alone: with the value record damaged, Lookup
+// reports corruption and LookupKey still finds the key.
+func TestLookupKeySkipsValueRecord(t *testing.T) {
+	es := []entry{{key: []byte("big"), seq: 1, kind: base.KindPut, value: bytes.Repeat([]byte("x"), 4096)}}
+	data, _ := writeSegment(t, es, WriterOptions{SeparateValues: 1024})
+	data[100] ^= 1 // the record starts the file
+	r := openSegment(t, data, ReaderOptions{Name: "v.seg"})
+	k := []byte("big")
+	if _, _, _, _, err := r.Lookup(k, bloom.Hash(k), base.MaxSeq); !errors.Is(err, base.ErrCorrupt) {
+		t.Fatalf("Lookup of a damaged record: %v", err)
+	}
+	if v, seq, kind, found, err := r.LookupKey(k, bloom.Hash(k), base.MaxSeq); err != nil || !found || v != nil || seq != 1 || kind != base.KindPut {
+		t.Fatalf("LookupKey = %q, %d, %v, %v, %v", v, seq, kind, found, err)
 	}
 }
