@@ -36,13 +36,21 @@ type Iter struct {
 // found in the cache are used but blocks read from the file are not
 // inserted, so a compaction or long scan does not evict the hot set.
 func (r *Reader) NewIter(fillCache bool) *Iter {
+	it := new(Iter)
+	r.InitIter(it, fillCache)
+	return it
+}
+
+// InitIter makes *it an unpositioned iterator, as NewIter does, for a
+// caller that keeps the Iter inside a larger object (one allocation
+// instead of two). it must not be in use.
+func (r *Reader) InitIter(it *Iter, fillCache bool) {
 	mode := cacheLookup
 	if fillCache {
 		mode = cacheFill
 	}
-	it := &Iter{r: r, mode: mode, idx: -1}
+	*it = Iter{r: r, mode: mode, idx: -1}
 	it.ra.reuseDecoded = !fillCache
-	return it
 }
 
 // NewIterWithCounters is NewIter counting the Iter's data block reads,
