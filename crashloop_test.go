@@ -116,6 +116,7 @@ func TestCrashLoopChild(t *testing.T) {
 	}
 	o := smallOptions()
 	o.MemtableSize = 8 << 10
+	o.LargeValueSize = 64 // nearly half the values are value records (segment format 5)
 	o.CompactionFanIn = 2
 	o.CompactionConcurrency = 2
 	o.Sync = os.Getenv("BLOOMKV_CRASHLOOP_SYNC") == "1"
