@@ -326,7 +326,18 @@ func TestVerifyLongSharedPrefixes(t *testing.T) {
 	file := longPrefixSegment(400_000, 60<<10, false)
 	r := openSegment(t, file, ReaderOptions{Name: corruptName})
 	var err error
-	elapsed, alloc := measure(func() { err = r.Verify() })
+	var used float64
+	elapsed, alloc := measure(func() {
+		cpu := cpuSeconds()
+		err = r.Verify()
+		used = cpuSeconds() - cpu
+	})
+	if used > 0 {
+		// The process's CPU time, where the platform reports it: on a
+		// machine shared with other work the wall time doubled (and
+		// failed the bound) with no change in the work done.
+		elapsed = time.Duration(used * float64(time.Second))
+	}
 	t.Logf("%d-byte file: Verify = %v in %v, %d bytes allocated", len(file), err, elapsed, alloc)
 	if err != nil {
 		t.Fatal(err)
