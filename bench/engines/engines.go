@@ -129,9 +129,11 @@ type cursor interface {
 
 // scanCursor is Scanner.Scan over a cursor; the caller closes it.
 func scanCursor(it cursor, start []byte, n int) (keys int, bytes int64) {
-	ok := it.First()
+	var ok bool
 	if start != nil {
 		ok = it.Seek(start)
+	} else {
+		ok = it.First()
 	}
 	for ; ok && keys != n; ok = it.Next() {
 		keys++
