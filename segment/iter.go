@@ -26,6 +26,9 @@ type Iter struct {
 	ra   readahead
 	err  error
 	left []byte // the user key a step leaves a block with, for sameUser
+	// buf backs the block iterator's key buffer and left, so that an
+	// Iter is one allocation (or none, inside a caller's: InitIter).
+	buf [96]byte
 	// apart is the value of the current entry when it is a value record
 	// (values.go), resolved by settle when the Iter moves there; nil
 	// otherwise, and Value returns the value in the block.
@@ -51,6 +54,7 @@ func (r *Reader) InitIter(it *Iter, fillCache bool) {
 	}
 	*it = Iter{r: r, mode: mode, idx: -1}
 	it.ra.reuseDecoded = !fillCache
+	it.blk.own, it.left = it.buf[:0:64], it.buf[64:64:96]
 }
 
 // NewIterWithCounters is NewIter counting the Iter's data block reads,
