@@ -20,6 +20,13 @@ var benchValue = flag.Int("engines.bench-value", 100, "value size in bytes of th
 // enginebench's read phase would; the store is closed when b ends.
 func benchStore(b *testing.B, spec Spec) (Scanner, *workload) {
 	b.Helper()
+	e, w := benchEngine(b, spec)
+	return e.(Scanner), w
+}
+
+// benchEngine is benchStore returning the Engine.
+func benchEngine(b *testing.B, spec Spec) (Engine, *workload) {
+	b.Helper()
 	n := *benchKeys
 	if testing.Short() {
 		n = 2000
@@ -48,7 +55,7 @@ func benchStore(b *testing.B, spec Spec) (Scanner, *workload) {
 	if keys, _, err := sc.Scan(nil, -1); err != nil || keys != n {
 		b.Fatalf("untimed full scan: %d keys of %d, %v", keys, n, err)
 	}
-	return sc, w
+	return e, w
 }
 
 // BenchmarkScanFull scans every key of a compacted store in order; one op
