@@ -270,6 +270,7 @@ func buildFilter(s *segHandle, g bloom.Geometry) (*bloom.Filter, error) {
 		return nil, fmt.Errorf("rebuild filter of %s: %w", s.name, err)
 	}
 	it := s.reader.NewIter(false)
+	it.SkipValueRecords()
 	defer it.Close()
 	var last []byte
 	for ok := it.First(); ok; ok = it.Next() {

@@ -19,13 +19,14 @@ var errIterClosed = errors.New("segment: iterator closed")
 // Next and Prev require a valid position. Key and Value stay valid until
 // the next positioning call. An Iter is not safe for concurrent use.
 type Iter struct {
-	r    *Reader
-	mode cacheMode
-	idx  int // index entry of the loaded block; -1 if none
-	blk  blockIter
-	ra   readahead
-	err  error
-	left []byte // the user key a step leaves a block with, for sameUser
+	r        *Reader
+	mode     cacheMode
+	idx      int // index entry of the loaded block; -1 if none
+	blk      blockIter
+	ra       readahead
+	err      error
+	left     []byte // the user key a step leaves a block with, for sameUser
+	keysOnly bool   // SkipValueRecords: settle does not read value records
 	// buf backs the block iterator's key buffer and left, so that an
 	// Iter is one allocation (or none, inside a caller's: InitIter).
 	buf [96]byte
@@ -56,6 +57,12 @@ func (r *Reader) InitIter(it *Iter, fillCache bool) {
 	it.ra.reuseDecoded = !fillCache
 	it.blk.own, it.left = it.buf[:0:64], it.buf[64:64:96]
 }
+
+// SkipValueRecords makes the Iter leave value records unread: Value is
+// empty for an entry whose value is stored apart from its key. For a
+// caller that reads keys only (rebuilding a filter, checking one), which
+// would otherwise read, and at first checksum, every large value.
+func (it *Iter) SkipValueRecords() { it.keysOnly = true }
 
 // NewIterWithCounters is NewIter counting the Iter's data block reads,
 // cache hits and bytes into c instead of the Reader's Counters: a store
@@ -321,6 +328,10 @@ func (it *Iter) settle(ok bool) bool {
 	it.apart = nil
 	if !ok || !isValueHandle(it.blk.key) {
 		return ok
+	}
+	if it.keysOnly {
+		it.apart = []byte{}
+		return true
 	}
 	v, err := it.r.value(it.idx, it.blk.val, it.mode, false)
 	if err != nil {
