@@ -473,8 +473,10 @@ func (it *Iterator) Next() bool {
 	}
 	if s := it.seg; s != nil {
 		if it.reverse {
-			// s is before the current key (kept in keyBuf): seek back to
-			// it, then step over its versions as in the forward case.
+			// s is before the current key: seek back to it, then step over
+			// its versions as in the forward case. The key may alias s's
+			// block, which the seek may leave: it is copied first.
+			it.keyBuf = append(it.keyBuf[:0], it.key...)
 			if s.SeekGE(it.keyBuf) && bytes.Equal(s.Key(), it.keyBuf) {
 				s.NextUserKey()
 			}
@@ -556,9 +558,10 @@ func (it *Iterator) findNextSeg() bool {
 }
 
 // findPrevSeg is findPrev reading the one segment seg directly. The key
-// is copied (the segment rebuilds its key buffer at each step); the value
-// stays an alias of the block unless the step past it leaves the block,
-// whose memory the next block may be decoded into.
+// and the value stay aliases of the block unless the step past them
+// leaves the block, whose memory the next block may be decoded into; a
+// key that is not in the block (the segment rebuilds it at each step) is
+// copied.
 func (it *Iterator) findPrevSeg() bool {
 	it.lease.Expire()
 	it.reverse = true
@@ -568,7 +571,11 @@ func (it *Iterator) findPrevSeg() bool {
 		if it.segLower && bytes.Compare(k, it.lower) < 0 {
 			break
 		}
-		it.keyBuf = append(it.keyBuf[:0], k...)
+		key, keyAliased := k, s.KeyInBlock()
+		if !keyAliased {
+			it.keyBuf = append(it.keyBuf[:0], k...)
+			key = it.keyBuf
+		}
 		found, value, aliased := false, []byte(nil), false
 		for {
 			// Backward, a key's versions come oldest first: the last
@@ -579,12 +586,18 @@ func (it *Iterator) findPrevSeg() bool {
 					value = s.Value()
 				}
 			}
-			if aliased && s.LeavesBlock() {
+			if (aliased || keyAliased) && s.LeavesBlock() {
 				// The step below may decode the previous block over the
-				// one value aliases (a newer version of the key can be
-				// the first entry of its block).
-				it.valBuf = append(it.valBuf[:0], value...)
-				value, aliased = it.valBuf, false
+				// one value and key alias (a newer version of the key can
+				// be the first entry of its block).
+				if aliased {
+					it.valBuf = append(it.valBuf[:0], value...)
+					value, aliased = it.valBuf, false
+				}
+				if keyAliased {
+					it.keyBuf = append(it.keyBuf[:0], key...)
+					key, keyAliased = it.keyBuf, false
+				}
 			}
 			if !s.Prev() || !s.SameUserKey() {
 				break
@@ -595,7 +608,7 @@ func (it *Iterator) findPrevSeg() bool {
 			break
 		}
 		if found {
-			it.key, it.value, it.valid = it.lease.Guard(it.keyBuf), it.lease.Guard(value), true
+			it.key, it.value, it.valid = it.lease.Guard(key), it.lease.Guard(value), true
 			return true
 		}
 	}

@@ -288,15 +288,24 @@ type blockIter struct {
 	// once by fillPrev, so that prev pops one instead of decoding the
 	// interval again from its restart point at every step (as Pebble's
 	// blockIter caches entries for Prev): a backward scan decodes each
-	// entry about twice instead of restartInterval/2 times. Keys are
-	// copied into prevKeys; values are offsets into data.
+	// entry once. A key stored whole in the block (a restart point's, and
+	// every key of a block whose entries each start an interval, as
+	// entries of 64 bytes and more do) is left there; the others are
+	// copied into prevKeys. Values are offsets into data.
 	prevCache []prevEntry
 	prevKeys  []byte
+	// prevRestart is the restart point fillPrev last decoded from: the
+	// next fill, at that point's offset, is of the interval before it,
+	// which saves the binary search.
+	prevRestart int
 	// own is the key buffer of the blockIter's own: prev points key into
-	// prevKeys instead of copying, and fillPrev, which rewrites prevKeys,
-	// and init go back to own.
-	own     []byte
-	touched byte // touch's result, kept so that its loads are not dropped
+	// prevKeys or data instead of copying, and fillPrev, which rewrites
+	// prevKeys, and init go back to own. keyInData says key aliases data,
+	// which is read-only: next goes back to own before it writes a key.
+	own       []byte
+	keyInData bool
+	curBuf    []byte // fillPrev's copy of the current user key, if it may rewrite it
+	touched   byte   // touch's result, kept so that its loads are not dropped
 
 	// For error messages: which file and which block.
 	file    string
@@ -314,7 +323,7 @@ func (it *blockIter) init(data []byte, internal bool, file string, fileOff int64
 		key = make([]byte, 0, 64) // room for next's word copies
 	}
 	*it = blockIter{key: key, own: key, data: data, internal: internal, file: file, fileOff: fileOff,
-		prevCache: it.prevCache[:0], prevKeys: it.prevKeys[:0]}
+		prevCache: it.prevCache[:0], prevKeys: it.prevKeys[:0], curBuf: it.curBuf[:0]}
 	it.maxKey = maxPropertyNameLen
 	if internal {
 		it.maxKey = maxInternalKeyLen
@@ -380,6 +389,9 @@ func (it *blockIter) next() bool {
 	if it.offset >= it.restartsOff || it.err != nil {
 		it.valid = false
 		return false
+	}
+	if it.keyInData {
+		it.unalias()
 	}
 	p := it.data[it.offset:it.restartsOff]
 	var shared, unshared, vlen uint64
@@ -452,6 +464,13 @@ func (it *blockIter) keyAtRestart(i int) ([]byte, bool) {
 		return nil, false
 	}
 	return p[h : h+int(unshared)], true
+}
+
+// unalias copies key, which prev left aliasing data, into own, where the
+// next entry's key can be rebuilt over it.
+func (it *blockIter) unalias() {
+	it.own = append(it.own[:0], it.key...)
+	it.key, it.keyInData = it.own, false
 }
 
 func (it *blockIter) seekToRestart(i int) {
@@ -552,20 +571,23 @@ func touch(p []byte) byte {
 const maxPrevKeys = 1 << 20
 
 // prevEntry is one entry of the prev cache: where it lies in the block,
-// its key in prevKeys, and whether the entry after it has the same user
-// key.
+// where its key is (in data if inData, else in prevKeys), and whether the
+// entry after it has the same user key. Its value ends at nextOffset.
 type prevEntry struct {
 	offset, nextOffset int32 // a block is smaller than 2 GiB (maxBlockLen)
 	keyStart, keyEnd   int32
-	valStart, valEnd   int32
+	valStart           int32
 	shared             int32
 	sameAsNext         bool
+	inData             bool
 }
 
 // prev moves to the entry before the current one (it.offset; the block's
 // end after last). Entries only link forward, so the first prev into a
 // restart interval decodes it forward from its restart point into the
-// prev cache (fillPrev); the following ones pop the cache.
+// prev cache (fillPrev); the following ones pop the cache. An interval of
+// one entry, as every entry of 64 bytes or more has, is decoded in place
+// (prevWhole), without the cache.
 func (it *blockIter) prev() bool {
 	target := it.offset
 	if target == 0 || it.err != nil {
@@ -574,18 +596,28 @@ func (it *blockIter) prev() bool {
 	}
 	n := len(it.prevCache)
 	if n == 0 || int(it.prevCache[n-1].nextOffset) != target {
-		if !it.fillPrev(target) {
+		lo, whole := it.intervalBefore(target)
+		cur, known := it.curUserKey(target)
+		if whole && known && it.prevWhole(lo, target, cur) {
+			return true
+		}
+		if !it.fillPrev(lo, target, cur, known) {
 			return false
 		}
 		n = len(it.prevCache)
 	}
 	e := &it.prevCache[n-1]
-	// The key is not copied: key aliases its copy in prevKeys. A next or
-	// seek from here rebuilds keys over it and over the keys after it,
-	// which belong to entries already popped; the entries still cached
-	// keep theirs, below it.
-	it.key = it.prevKeys[e.keyStart:e.keyEnd]
-	it.val = it.data[e.valStart:e.valEnd:e.valEnd]
+	// The key is not copied: key aliases the block, or its copy in
+	// prevKeys. A next or seek from here rebuilds keys over the latter,
+	// and over the keys after it, which belong to entries already popped;
+	// the entries still cached keep theirs, below it. The block it never
+	// writes (keyInData).
+	if e.inData {
+		it.key, it.keyInData = it.data[e.keyStart:e.keyEnd:e.keyEnd], true
+	} else {
+		it.key, it.keyInData = it.prevKeys[e.keyStart:e.keyEnd], false
+	}
+	it.val = it.data[e.valStart:e.nextOffset:e.nextOffset]
 	it.offset, it.nextOffset, it.shared = int(e.offset), int(e.nextOffset), int(e.shared)
 	it.sameUser = e.sameAsNext
 	it.valid = true
@@ -593,26 +625,101 @@ func (it *blockIter) prev() bool {
 	return true
 }
 
-// fillPrev decodes, from the last restart point before target, the
-// entries up to the one that ends at target into the prev cache, and the
-// entry at target too (if any) to learn whether it shares the last one's
-// user key.
-func (it *blockIter) fillPrev(target int) bool {
-	lo, hi := 0, it.numRestarts-1 // find the last restart point < target
-	for lo < hi {
-		mid := int(uint(lo+hi+1) >> 1)
-		if it.restart(mid) < target {
-			lo = mid
-		} else {
-			hi = mid - 1
+// intervalBefore returns the last restart point before target, and
+// whether its interval ends at target (the next restart point or the
+// block's end is there). A backward scan asks for the interval before
+// the one it asked for last, which needs no search.
+func (it *blockIter) intervalBefore(target int) (lo int, whole bool) {
+	switch r := it.prevRestart; {
+	case target == it.restartsOff:
+		lo, whole = it.numRestarts-1, true
+	case r > 0 && r < it.numRestarts && it.restart(r) == target:
+		lo, whole = r-1, true
+	default:
+		hi := it.numRestarts - 1
+		for lo < hi {
+			mid := int(uint(lo+hi+1) >> 1)
+			if it.restart(mid) < target {
+				lo = mid
+			} else {
+				hi = mid - 1
+			}
+		}
+		whole = lo+1 < it.numRestarts && it.restart(lo+1) == target
+	}
+	it.prevRestart = lo
+	return lo, whole
+}
+
+// curUserKey returns the user key of the entry at target, which prev
+// moves back from, if it is known without decoding that entry again:
+// the current key when the blockIter is at it. A key in data stays put;
+// one in own or prevKeys, which fillPrev rewrites, is copied (after a
+// seek or a next; not in a backward scan, whose key at an interval's
+// start is in data). known is also true when no entry follows (target
+// is the block's end) or the block's keys have no user key to compare.
+func (it *blockIter) curUserKey(target int) (cur []byte, known bool) {
+	if target >= it.restartsOff || !it.internal {
+		return nil, true
+	}
+	if !it.valid || len(it.key) < base.TrailerLen {
+		return nil, false
+	}
+	cur = it.key[:len(it.key)-base.TrailerLen]
+	if !it.keyInData {
+		it.curBuf = append(it.curBuf[:0], cur...)
+		cur = it.curBuf
+	}
+	return cur, true
+}
+
+// prevWhole moves to the entry at restart point lo if it is the only one
+// of its interval, ending at target: its key is stored whole, and is
+// aliased where it lies. It returns false, having changed nothing, if the
+// entry is not that (more entries, or damage, which fillPrev reports).
+func (it *blockIter) prevWhole(lo, target int, cur []byte) bool {
+	off := it.restart(lo)
+	if off >= target || target > it.restartsOff {
+		return false
+	}
+	p := it.data[off:target]
+	var shared, unshared, vlen uint64
+	var h int
+	if len(p) >= 3 && p[0]|p[1]|p[2] < 0x80 { // decodeHeader's fast path, inlined as in next
+		shared, unshared, vlen, h = uint64(p[0]), uint64(p[1]), uint64(p[2]), 3
+	} else {
+		var ok bool
+		if shared, unshared, vlen, h, ok = decodeHeader(p); !ok {
+			return false
 		}
 	}
+	// The entry must fill p exactly: this also bounds unshared and vlen.
+	if shared != 0 || unshared > uint64(len(p)-h) || vlen != uint64(len(p)-h)-unshared ||
+		unshared > uint64(it.maxKey) || (it.internal && unshared < base.TrailerLen) {
+		return false
+	}
+	keyStart, keyEnd := off+h, off+h+int(unshared)
+	if it.internal {
+		it.sameUser = cur != nil && bytes.Equal(it.data[keyStart:keyEnd-base.TrailerLen], cur)
+	}
+	it.key, it.keyInData = it.data[keyStart:keyEnd:keyEnd], true
+	it.val = it.data[keyEnd:target:target]
+	it.offset, it.nextOffset, it.shared = off, target, 0
+	it.valid = true
+	it.prevCache = it.prevCache[:0]
+	return true
+}
+
+// fillPrev decodes, from restart point lo, the entries up to the one that
+// ends at target into the prev cache. Whether the last of them shares its
+// user key with the entry at target is cur's to say when known; only
+// otherwise is the entry at target decoded again to learn it.
+func (it *blockIter) fillPrev(lo, target int, cur []byte, known bool) bool {
 	// Built in locals and stored once: a store of a slice into the heap
 	// costs a write barrier while the GC runs.
-	cache, keys := it.prevCache[:0], it.prevKeys[:0]
-	defer func() { it.prevCache, it.prevKeys = cache, keys }()
-	it.key = it.own // not into prevKeys, which this rewrites
+	cache, keys, held := it.prevCache[:0], it.prevKeys[:0], 0
 	it.seekToRestart(lo)
+	it.key, it.keyInData = it.own[:0], false // not into prevKeys, which this rewrites
 	if start := it.nextOffset; start < target && target <= len(it.data) {
 		it.touched = touch(it.data[start:target])
 	}
@@ -620,36 +727,45 @@ func (it *blockIter) fillPrev(target int) bool {
 		if n := len(cache); n > 0 {
 			cache[n-1].sameAsNext = it.sameUser
 		}
-		if it.offset == target {
+		if it.offset == target { // only when cur is unknown
 			if len(cache) == 0 { // a restart point at target itself
 				break
 			}
+			it.prevCache, it.prevKeys, it.own = cache, keys, it.key[:0]
 			return true
 		}
 		if it.nextOffset > target {
-			cache = cache[:0]
+			it.prevCache, it.prevKeys = cache[:0], keys
 			return it.corrupt(it.offset, "entry overlaps the next one")
 		}
-		if len(keys)+len(it.key) > maxPrevKeys {
+		if held += len(it.key); held > maxPrevKeys {
 			// Keep only the interval's tail: writers restart every 16
 			// entries, but a damaged block may not, and its keys are not
-			// to be held all at once.
-			cache, keys = cache[:0], keys[:0]
+			// to be held all at once (nor entries without end).
+			cache, keys, held = cache[:0], keys[:0], len(it.key)
 		}
-		start := len(keys)
-		keys = append(keys, it.key...)
-		valEnd := it.nextOffset
-		cache = append(cache, prevEntry{
-			offset: int32(it.offset), nextOffset: int32(valEnd),
-			keyStart: int32(start), keyEnd: int32(len(keys)),
-			valStart: int32(valEnd - len(it.val)), valEnd: int32(valEnd),
-			shared: int32(it.shared),
-		})
-		if it.nextOffset == target && target == it.restartsOff {
-			return true // the block's last entry: nothing follows it
+		valStart := it.nextOffset - len(it.val)
+		e := prevEntry{offset: int32(it.offset), nextOffset: int32(it.nextOffset),
+			valStart: int32(valStart), shared: int32(it.shared)}
+		if it.shared == 0 { // stored whole, just before the value
+			e.keyStart, e.keyEnd, e.inData = int32(valStart-len(it.key)), int32(valStart), true
+		} else {
+			e.keyStart = int32(len(keys))
+			keys = append(keys, it.key...)
+			e.keyEnd = int32(len(keys))
+		}
+		cache = append(cache, e)
+		if it.nextOffset == target && known {
+			if cur != nil {
+				k := it.key[:len(it.key)-base.TrailerLen]
+				cache[len(cache)-1].sameAsNext = bytes.Equal(k, cur)
+			}
+			// own keeps the buffer next grew, if it did, for the next fill.
+			it.prevCache, it.prevKeys, it.own = cache, keys, it.key[:0]
+			return true
 		}
 	}
-	cache = cache[:0]
+	it.prevCache, it.prevKeys = cache[:0], keys
 	if it.err != nil {
 		it.valid = false
 		return false

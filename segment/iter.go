@@ -250,6 +250,13 @@ func (it *Iter) SameUserKey() bool { return it.blk.sameUser }
 // value across Prev copies it first when this is true.
 func (it *Iter) LeavesBlock() bool { return it.blk.offset == 0 }
 
+// KeyInBlock reports whether Key aliases the current block, as Value does,
+// rather than a buffer that the next step rewrites: it then stays valid
+// until a step leaves the block (LeavesBlock), as Value does. Prev leaves
+// it so at an entry whose key the block stores whole (a restart point's;
+// every entry's, with values of about 40 bytes and more).
+func (it *Iter) KeyInBlock() bool { return it.blk.keyInData }
+
 // SeekGE moves to the first entry whose user key is >= key (its newest
 // version).
 func (it *Iter) SeekGE(key []byte) bool {
