@@ -581,9 +581,11 @@ func (it *Iterator) findPrevSeg() bool {
 			// Backward, a key's versions come oldest first: the last
 			// visible one is its newest.
 			if seq, kind := base.SplitTrailer(trailer); seq <= it.seq {
-				found, value = kind == base.KindPut, nil
-				if aliased = found; found {
-					value = s.Value()
+				found, value, aliased = kind == base.KindPut, nil, false
+				if found {
+					// A value stored apart from its key (a value record)
+					// does not live in the block.
+					value, aliased = s.Value(), s.ValueInBlock()
 				}
 			}
 			if (aliased || keyAliased) && s.LeavesBlock() {

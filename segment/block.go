@@ -571,16 +571,25 @@ func touch(p []byte) byte {
 const maxPrevKeys = 1 << 20
 
 // prevEntry is one entry of the prev cache: where it lies in the block,
-// where its key is (in data if inData, else in prevKeys), and whether the
-// entry after it has the same user key. Its value ends at nextOffset.
+// where its key is (keyIn), and whether the entry after it has the same
+// user key. Its value ends at nextOffset.
 type prevEntry struct {
 	offset, nextOffset int32 // a block is smaller than 2 GiB (maxBlockLen)
 	keyStart, keyEnd   int32
 	valStart           int32
 	shared             int32
 	sameAsNext         bool
-	inData             bool
+	keyIn              uint8
 }
+
+// Where a prevEntry's key is: [keyStart, keyEnd) of prevKeys or of data
+// (a key stored whole), or own[:keyEnd], where fillPrev decoded the last
+// entry it cached, which prev pops first.
+const (
+	keyInPrevKeys = iota
+	keyInData
+	keyInOwn
+)
 
 // prev moves to the entry before the current one (it.offset; the block's
 // end after last). Entries only link forward, so the first prev into a
@@ -607,14 +616,18 @@ func (it *blockIter) prev() bool {
 		n = len(it.prevCache)
 	}
 	e := &it.prevCache[n-1]
-	// The key is not copied: key aliases the block, or its copy in
-	// prevKeys. A next or seek from here rebuilds keys over the latter,
-	// and over the keys after it, which belong to entries already popped;
-	// the entries still cached keep theirs, below it. The block it never
-	// writes (keyInData).
-	if e.inData {
+	// The key is not copied: key aliases the block, own, or its copy in
+	// prevKeys. A next or seek from here rebuilds keys over the last, and
+	// over the keys after it, which belong to entries already popped; the
+	// entries still cached keep theirs, below it. The block it never
+	// writes (keyInData); own, the next fill rewrites, by when the one
+	// entry whose key is there (the last decoded) has been popped.
+	switch e.keyIn {
+	case keyInData:
 		it.key, it.keyInData = it.data[e.keyStart:e.keyEnd:e.keyEnd], true
-	} else {
+	case keyInOwn:
+		it.key, it.keyInData = it.own[:e.keyEnd], false
+	default:
 		it.key, it.keyInData = it.prevKeys[e.keyStart:e.keyEnd], false
 	}
 	it.val = it.data[e.valStart:e.nextOffset:e.nextOffset]
@@ -744,18 +757,31 @@ func (it *blockIter) fillPrev(lo, target int, cur []byte, known bool) bool {
 			// to be held all at once (nor entries without end).
 			cache, keys, held = cache[:0], keys[:0], len(it.key)
 		}
-		valStart := it.nextOffset - len(it.val)
-		e := prevEntry{offset: int32(it.offset), nextOffset: int32(it.nextOffset),
-			valStart: int32(valStart), shared: int32(it.shared)}
-		if it.shared == 0 { // stored whole, just before the value
-			e.keyStart, e.keyEnd, e.inData = int32(valStart-len(it.key)), int32(valStart), true
+		// The entry is written field by field where it goes: built on the
+		// stack and copied, it was stored in small pieces and loaded back
+		// whole, which the CPU cannot forward from its store buffer (a
+		// stall that took a third of a backward scan of small entries).
+		if len(cache) < cap(cache) {
+			cache = cache[:len(cache)+1]
 		} else {
-			e.keyStart = int32(len(keys))
+			cache = append(cache, prevEntry{})
+		}
+		e := &cache[len(cache)-1]
+		valStart := it.nextOffset - len(it.val)
+		e.offset, e.nextOffset = int32(it.offset), int32(it.nextOffset)
+		e.valStart, e.shared, e.sameAsNext = int32(valStart), int32(it.shared), false
+		last := it.nextOffset == target && known
+		switch {
+		case it.shared == 0: // stored whole, just before the value
+			e.keyStart, e.keyEnd, e.keyIn = int32(valStart-len(it.key)), int32(valStart), keyInData
+		case last: // left in own, where it was decoded
+			e.keyStart, e.keyEnd, e.keyIn = 0, int32(len(it.key)), keyInOwn
+		default:
+			e.keyStart, e.keyIn = int32(len(keys)), keyInPrevKeys
 			keys = append(keys, it.key...)
 			e.keyEnd = int32(len(keys))
 		}
-		cache = append(cache, e)
-		if it.nextOffset == target && known {
+		if last {
 			if cur != nil {
 				k := it.key[:len(it.key)-base.TrailerLen]
 				cache[len(cache)-1].sameAsNext = bytes.Equal(k, cur)

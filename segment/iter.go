@@ -250,6 +250,12 @@ func (it *Iter) SameUserKey() bool { return it.blk.sameUser }
 // value across Prev copies it first when this is true.
 func (it *Iter) LeavesBlock() bool { return it.blk.offset == 0 }
 
+// ValueInBlock reports whether Value aliases the current block: not when
+// the value is a value record, which lives in the file's mapping or a
+// buffer of its own. Only a value in the block can be overwritten by a
+// step that leaves the block (LeavesBlock).
+func (it *Iter) ValueInBlock() bool { return it.apart == nil }
+
 // KeyInBlock reports whether Key aliases the current block, as Value does,
 // rather than a buffer that the next step rewrites: it then stays valid
 // until a step leaves the block (LeavesBlock), as Value does. Prev leaves
