@@ -12,7 +12,8 @@ import (
 // backward against a map: one compacted segment of small blocks whose
 // entries are partly short (restart intervals of several entries, keys
 // rebuilt from shared prefixes) and partly of 64 bytes and more (an
-// interval each, keys aliased in the block), with deletions and old
+// interval each, keys aliased in the block) or stored apart (value
+// records), with deletions and old
 // versions that snapshots keep, some keys' versions spanning blocks.
 // Values compress, so that an iterator that does not fill the cache
 // decodes each block into the buffer of the one before: a key or value
@@ -22,6 +23,7 @@ import (
 func TestIteratorSingleSegmentReverseModel(t *testing.T) {
 	rng := rand.New(rand.NewPCG(*modelSeed, 23))
 	o := smallOptions()
+	o.LargeValueSize = 200 // the longest values are stored apart, as value records
 	db := mustOpen(t, t.TempDir(), o)
 	defer db.Close()
 	value := func(round int) string {

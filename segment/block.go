@@ -298,6 +298,11 @@ type blockIter struct {
 	// next fill, at that point's offset, is of the interval before it,
 	// which saves the binary search.
 	prevRestart int
+	// multi says the last interval prev decoded held more than one
+	// entry: the next is not tried as one (prevWhole), which would read
+	// its first header twice to learn the same in a block of small
+	// entries.
+	multi bool
 	// own is the key buffer of the blockIter's own: prev points key into
 	// prevKeys or data instead of copying, and fillPrev, which rewrites
 	// prevKeys, and init go back to own. keyInData says key aliases data,
@@ -607,7 +612,7 @@ func (it *blockIter) prev() bool {
 	if n == 0 || int(it.prevCache[n-1].nextOffset) != target {
 		lo, whole := it.intervalBefore(target)
 		cur, known := it.curUserKey(target)
-		if whole && known && it.prevWhole(lo, target, cur) {
+		if whole && known && !it.multi && it.prevWhole(lo, target, cur) {
 			return true
 		}
 		if !it.fillPrev(lo, target, cur, known) {
@@ -707,6 +712,10 @@ func (it *blockIter) prevWhole(lo, target int, cur []byte) bool {
 		}
 	}
 	// The entry must fill p exactly: this also bounds unshared and vlen.
+	if shared == 0 && unshared <= uint64(len(p)-h) && vlen < uint64(len(p)-h)-unshared {
+		it.multi = true // more entries follow it in its interval
+		return false
+	}
 	if shared != 0 || unshared > uint64(len(p)-h) || vlen != uint64(len(p)-h)-unshared ||
 		unshared > uint64(it.maxKey) || (it.internal && unshared < base.TrailerLen) {
 		return false
@@ -788,6 +797,7 @@ func (it *blockIter) fillPrev(lo, target int, cur []byte, known bool) bool {
 			}
 			// own keeps the buffer next grew, if it did, for the next fill.
 			it.prevCache, it.prevKeys, it.own = cache, keys, it.key[:0]
+			it.multi = len(cache) > 1
 			return true
 		}
 	}
