@@ -591,9 +591,9 @@ type prevEntry struct {
 // (a key stored whole), or own[:keyEnd], where fillPrev decoded the last
 // entry it cached, which prev pops first.
 const (
-	keyInPrevKeys = iota
-	keyInData
-	keyInOwn
+	inPrevKeys = iota
+	inData
+	inOwn
 )
 
 // prev moves to the entry before the current one (it.offset; the block's
@@ -628,9 +628,9 @@ func (it *blockIter) prev() bool {
 	// writes (keyInData); own, the next fill rewrites, by when the one
 	// entry whose key is there (the last decoded) has been popped.
 	switch e.keyIn {
-	case keyInData:
+	case inData:
 		it.key, it.keyInData = it.data[e.keyStart:e.keyEnd:e.keyEnd], true
-	case keyInOwn:
+	case inOwn:
 		it.key, it.keyInData = it.own[:e.keyEnd], false
 	default:
 		it.key, it.keyInData = it.prevKeys[e.keyStart:e.keyEnd], false
@@ -782,11 +782,11 @@ func (it *blockIter) fillPrev(lo, target int, cur []byte, known bool) bool {
 		last := it.nextOffset == target && known
 		switch {
 		case it.shared == 0: // stored whole, just before the value
-			e.keyStart, e.keyEnd, e.keyIn = int32(valStart-len(it.key)), int32(valStart), keyInData
+			e.keyStart, e.keyEnd, e.keyIn = int32(valStart-len(it.key)), int32(valStart), inData
 		case last: // left in own, where it was decoded
-			e.keyStart, e.keyEnd, e.keyIn = 0, int32(len(it.key)), keyInOwn
+			e.keyStart, e.keyEnd, e.keyIn = 0, int32(len(it.key)), inOwn
 		default:
-			e.keyStart, e.keyIn = int32(len(keys)), keyInPrevKeys
+			e.keyStart, e.keyIn = int32(len(keys)), inPrevKeys
 			keys = append(keys, it.key...)
 			e.keyEnd = int32(len(keys))
 		}

@@ -245,9 +245,10 @@ func (it *Iter) NextVisible(seq uint64) bool {
 func (it *Iter) SameUserKey() bool { return it.blk.sameUser }
 
 // LeavesBlock reports whether Prev from the current entry moves to another
-// data block. Value aliases the current block, which an Iter that does not
-// fill the cache may decode the next block into: a caller that keeps a
-// value across Prev copies it first when this is true.
+// data block. Value (when ValueInBlock) and Key (when KeyInBlock) alias
+// the current block, which an Iter that does not fill the cache may decode
+// the next block into: a caller that keeps one across Prev copies it first
+// when this is true.
 func (it *Iter) LeavesBlock() bool { return it.blk.offset == 0 }
 
 // ValueInBlock reports whether Value aliases the current block: not when
