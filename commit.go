@@ -87,6 +87,7 @@ type commitQueue struct {
 	timer    *time.Timer   // ends a wait at its deadline (gatherTimeout)
 	timerSet bool          // timer is running
 	timerAt  time.Time     // when it fires
+	timedOut bool          // a wait ran out since the last fsync ended
 	syncTime time.Duration // fsyncs' duration, smoothed
 	waitFor  time.Duration // tests: the wait's bound instead of syncTime × gatherShare
 }
@@ -352,6 +353,9 @@ func (q *commitQueue) gatherTimeout(db *DB) {
 	// A timer set for an earlier wait may fire during a later one, which
 	// takeSyncLocked then sets it for again.
 	take := q.takeSyncLocked(db)
+	// A wait that ran out cost the groups the time and their fsync the
+	// writers still away: the next fsync does not wait (see synced).
+	q.timedOut = q.timedOut || take
 	q.pmu.Unlock()
 	if take {
 		q.syncRole(db)
@@ -441,9 +445,12 @@ func (q *commitQueue) synced(db *DB, err error, took time.Duration, done []*comm
 	}
 	// The next fsync waits for the writers this one acknowledged only if
 	// those the last one acknowledged all wrote again before this one
-	// ended: writers that come back at once (a loop of synced writes),
-	// not one-off writes that a wait would only delay.
-	returning := q.written >= q.expect
+	// ended, and no wait ran out since: writers that come back at once (a
+	// loop of synced writes), not one-off writes that a wait would only
+	// delay, nor writers that come back slower than an fsync (on a busy
+	// CPU), whom the pipeline serves better.
+	returning := q.written >= q.expect && !q.timedOut
+	q.timedOut = false
 	q.expect = q.written + uint64(acked)
 	q.deadline = time.Time{}
 	// A smoothed fsync time, so that one slow fsync does not make the
