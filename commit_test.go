@@ -196,7 +196,7 @@ func TestCommitWaitsForWriters(t *testing.T) {
 			db.commit.pmu.Lock()
 			db.commit.waitFor = 30 * time.Second // past every wait below: only what the test does ends a wait
 			if end == "deadline" {
-				db.commit.waitFor = 200 * time.Millisecond
+				db.commit.waitFor = time.Second
 			}
 			db.commit.pmu.Unlock()
 			mustDo(t, db.Put([]byte("k0"), []byte("v0")))
@@ -210,11 +210,13 @@ func TestCommitWaitsForWriters(t *testing.T) {
 			put := func(key string) chan error {
 				return async(func() error { return db.Put([]byte(key), []byte("v")) })
 			}
-			entered := func() bool {
+			// entered reports whether an fsync starts within d: 10 s where
+			// one must, 20 ms (room for a wrong one) where none may.
+			entered := func(d time.Duration) bool {
 				select {
 				case <-fs.entered:
 					return true
-				case <-time.After(20 * time.Millisecond):
+				case <-time.After(d):
 					return false
 				}
 			}
@@ -229,7 +231,7 @@ func TestCommitWaitsForWriters(t *testing.T) {
 			}
 
 			a := put("a1")
-			if !entered() {
+			if !entered(10 * time.Second) {
 				t.Fatal("no fsync for a1")
 			}
 			// b1 is written while a1's fsync is in flight.
@@ -241,13 +243,13 @@ func TestCommitWaitsForWriters(t *testing.T) {
 			fs.release <- struct{}{}
 			wait(a, "a1")
 			// a1's writer is acknowledged; b1's fsync waits for it.
-			if entered() {
+			if entered(20 * time.Millisecond) {
 				t.Fatal("b1's fsync began before a1's writer wrote again")
 			}
 			switch end {
 			case "returns":
 				a = put("a2")
-				if !entered() {
+				if !entered(10 * time.Second) {
 					t.Fatal("no fsync once a1's writer wrote again")
 				}
 				fs.release <- struct{}{}
@@ -255,9 +257,7 @@ func TestCommitWaitsForWriters(t *testing.T) {
 				wait(b, "b1")
 				wait(a, "a2")
 			case "deadline":
-				select {
-				case <-fs.entered:
-				case <-time.After(10 * time.Second):
+				if !entered(10 * time.Second) {
 					t.Fatal("no fsync after the wait's deadline")
 				}
 				fs.release <- struct{}{}
