@@ -109,7 +109,7 @@ func (db *DB) captureCheckpoint() (*checkpoint, error) {
 	db.commit.exclusive(db, func() {
 		// Every group written is published first, so the WAL captured
 		// holds no write whose fsync may still fail.
-		db.commit.drain()
+		db.commit.drain(db)
 		db.mu.Lock()
 		defer db.mu.Unlock()
 		if db.closed {

@@ -3,6 +3,7 @@ package bloomkv
 import (
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/bloomkv/bloomkv/internal/base"
 	"github.com/bloomkv/bloomkv/internal/batch"
@@ -44,12 +45,15 @@ const rangeDelRotateShare = 16
 // one (Options.Sync or a WriteSync in it) is published when a completed
 // fsync covers its bytes. One goroutine at a time holds the sync role: it
 // fsyncs the WAL outside every lock while the next group is written, then
-// publishes every group the fsync covered, and fsyncs again at once if
-// groups wait (a few times at most, maxSyncTurn) before it passes the role
-// to a writer of the first group still waiting. So the fsync of group k
-// never waits for the copy of group k+1, and k+1's fsync starts as soon as
-// k's ends; a writer is never acknowledged before its own bytes are
-// durable.
+// publishes every group the fsync covered, and fsyncs again if groups are
+// ready for it (a few times at most, maxSyncTurn) before it passes the
+// role to a writer of the first group still waiting, or drops it. A group
+// is ready once the writers the last fsync acknowledged have written
+// again, or a short wait for them has passed (takeSyncLocked): so one
+// fsync covers the writers that come straight back, not half of them, and
+// the writer whose write ends the wait takes the role. So the fsync of
+// group k never waits for the copy of group k+1, and a writer is never
+// acknowledged before its own bytes are durable.
 //
 // Sequence numbers become visible in order: a group is published only
 // after every group before it, and the entries of an unpublished group,
@@ -71,6 +75,21 @@ type commitQueue struct {
 	queue   []*commitGroup // written, not yet published, oldest first; the first needs an fsync
 	syncing bool           // a goroutine holds the sync role (or it is on its way to one)
 	failed  error          // a WAL write or fsync failed: nothing more is published
+
+	// For takeSyncLocked: written counts the batches enqueued so far;
+	// until it reaches expect, or until deadline, writers that the last
+	// fsync acknowledged may still come back with their next writes,
+	// which the next fsync should cover too.
+	written  uint64
+	expect   uint64
+	deadline time.Time
+	urgent   int           // goroutines in acquireSync or drain: no waiting for writers
+	timer    *time.Timer   // ends a wait at its deadline (gatherTimeout)
+	timerSet bool          // timer is running
+	timerAt  time.Time     // when it fires
+	timedOut bool          // a wait ran out since the last fsync ended
+	syncTime time.Duration // fsyncs' duration, smoothed
+	waitFor  time.Duration // tests: the wait's bound instead of syncTime × gatherShare
 }
 
 // commitGroup is one group of batches between writing and publication.
@@ -175,7 +194,7 @@ func (q *commitQueue) lead(db *DB) {
 		// Queued for publication before leadership passes on, so that
 		// groups enter the queue in the order of their sequence numbers.
 		mustSync := q.enqueue(db, g, err)
-		if sync {
+		if sync || mustSync {
 			q.handOff()
 			if mustSync {
 				q.syncRole(db)
@@ -226,13 +245,13 @@ func (q *commitQueue) enqueue(db *DB, g *commitGroup, err error) (mustSync bool)
 		// failed groups' entries, which its sequence numbers follow.
 		err = fmt.Errorf("%w: %w", ErrReadOnly, q.failed)
 	case err == nil && g.n > 0 && (g.sync || len(q.queue) > 0):
+		q.written += uint64(g.n)
 		q.queue = append(q.queue, g)
-		if g.sync && !q.syncing {
-			q.syncing, mustSync = true, true
-		}
+		mustSync = q.takeSyncLocked(db)
 		q.pmu.Unlock()
 		return mustSync
 	case err == nil && g.n > 0:
+		q.written += uint64(g.n)
 		q.publishLocked(db, g)
 	}
 	q.pmu.Unlock()
@@ -274,20 +293,81 @@ func ackGroup(g *commitGroup, err error) {
 
 // maxSyncTurn bounds the fsyncs one holder of the sync role issues in a
 // row. Passing the role on wakes a sleeping writer, and on a busy machine
-// the device waits for that wakeup; a holder that finds more groups
-// waiting when its fsync ends therefore starts the next fsync itself, as
-// Pebble's LogWriter flush loop does. But the holder is a writer whose
-// own write was acknowledged by its first fsync, and whose call returns
-// only when it lets go of the role: the bound keeps its latency within a
-// few fsyncs.
+// the device waits for that wakeup; a holder that finds groups ready for
+// an fsync when its fsync ends (see takeSyncLocked) therefore starts the
+// next one itself, as Pebble's LogWriter flush loop does. But the holder
+// is a writer whose own write was acknowledged by its first fsync, and
+// whose call returns only when it lets go of the role: the bound keeps its
+// latency within a few fsyncs.
 const maxSyncTurn = 4
 
+// gatherShare is how long, at most, the groups queued for an fsync wait
+// for the writers the last fsync acknowledged to write again
+// (takeSyncLocked), as a share of the smoothed duration of an fsync.
+const gatherShare = 1.0
+
+// takeSyncLocked takes the sync role for the caller, and reports true, if
+// the role is free, a group waits for an fsync, and it is time for one.
+// q.pmu is held.
+//
+// It is time once every writer the last fsync acknowledged has written
+// again (q.written has reached q.expect), once the wait for them has
+// lasted gatherShare of an fsync (q.deadline), or at once while
+// acquireSync or drain waits (q.urgent). This is what lets one fsync
+// cover more than half the writers. An fsync covers only what was written
+// before it began; if the next fsync began as soon as the last ended, it
+// would cover only the writers that wrote during the last one, while
+// those the last one acknowledged woke up, wrote again and then waited
+// for the fsync after: with N writers each fsync would cover about N/2
+// of them (Pebble's LogWriter does just that). Waiting for them costs the
+// time they take to write again, a few microseconds each, and lets one
+// fsync cover all N. The wait is made only for writers that do come back
+// (see synced), and a timer ends it at its deadline (gatherTimeout).
+func (q *commitQueue) takeSyncLocked(db *DB) bool {
+	if q.syncing || len(q.queue) == 0 {
+		return false
+	}
+	if q.written < q.expect && q.urgent == 0 {
+		if wait := time.Until(q.deadline); wait > 0 {
+			if !q.timerSet || q.deadline.Before(q.timerAt) {
+				q.timerSet, q.timerAt = true, q.deadline
+				if q.timer == nil {
+					q.timer = time.AfterFunc(wait, func() { q.gatherTimeout(db) })
+				} else {
+					q.timer.Reset(wait)
+				}
+			}
+			return false
+		}
+	}
+	q.syncing = true
+	return true
+}
+
+// gatherTimeout ends a wait for writers (takeSyncLocked) that did not all
+// come back: it runs the fsync the queued groups wait for, in the timer's
+// goroutine.
+func (q *commitQueue) gatherTimeout(db *DB) {
+	q.pmu.Lock()
+	q.timerSet = false
+	// A timer set for an earlier wait may fire during a later one, which
+	// takeSyncLocked then sets it for again.
+	take := q.takeSyncLocked(db)
+	// A wait that ran out cost the groups the time and their fsync the
+	// writers still away: the next fsync does not wait (see synced).
+	q.timedOut = q.timedOut || take
+	q.pmu.Unlock()
+	if take {
+		q.syncRole(db)
+	}
+}
+
 // syncRole exercises the sync role, which the caller holds: an fsync of
-// the WAL of the first group waiting, the publication of what it covered,
-// again while groups wait (up to maxSyncTurn fsyncs), and then the role
-// passed on to a writer of the first group still waiting (or dropped if
-// none is) before the writers are woken, so that the next fsync starts at
-// once.
+// the WAL of the first group waiting and the publication of what it
+// covered, again while groups are ready for the next one (takeSyncLocked,
+// up to maxSyncTurn fsyncs); then the role is dropped, or passed on to a
+// writer of the first group still waiting if that group is ready, before
+// the writers are woken, so that the next fsync starts at once.
 func (q *commitQueue) syncRole(db *DB) {
 	for turn := 1; ; turn++ {
 		q.pmu.Lock()
@@ -298,17 +378,19 @@ func (q *commitQueue) syncRole(db *DB) {
 		}
 		logw := q.queue[0].logw
 		q.pmu.Unlock()
+		start := time.Now()
 		err := logw.Sync()
 		var buf [8]*commitGroup
-		done, err := q.synced(db, err, buf[:0])
+		done, err := q.synced(db, err, time.Since(start), buf[:0])
 		q.pmu.Lock()
+		q.syncing = false
+		again := q.takeSyncLocked(db)
 		var next *commitReq
-		stop := len(q.queue) == 0 || turn >= maxSyncTurn
 		switch {
-		case len(q.queue) == 0:
+		case !again:
 			q.releaseLocked()
-		case stop:
-			next = q.queue[0].reqs[0]
+		case turn >= maxSyncTurn:
+			next = q.queue[0].reqs[0] // the role stays taken, for next
 		}
 		q.pmu.Unlock()
 		if next != nil {
@@ -317,18 +399,20 @@ func (q *commitQueue) syncRole(db *DB) {
 		for _, g := range done {
 			ackGroup(g, err)
 		}
-		if stop {
+		if !again || next != nil {
 			return
 		}
 	}
 }
 
-// synced takes the result of an fsync by the sync role's holder: it
-// publishes the groups now covered and returns them appended to done, with the error to
-// acknowledge them with, for the caller to acknowledge outside q.pmu. A
-// failed fsync fails every group waiting (the first waited for it, the
-// others follow it) and makes the DB read-only.
-func (q *commitQueue) synced(db *DB, err error, done []*commitGroup) ([]*commitGroup, error) {
+// synced takes the result of an fsync, which took took, by the sync
+// role's holder: it publishes the groups now covered and returns them
+// appended to done, with the error to acknowledge them with, for the
+// caller to acknowledge outside q.pmu; and it sets the next fsync to wait
+// for their writers (takeSyncLocked). A failed fsync fails every group
+// waiting (the first waited for it, the others follow it) and makes the
+// DB read-only.
+func (q *commitQueue) synced(db *DB, err error, took time.Duration, done []*commitGroup) ([]*commitGroup, error) {
 	if err != nil {
 		db.fail(fmt.Errorf("WAL sync: %w", err))
 		err = fmt.Errorf("%w: %w", ErrReadOnly, err)
@@ -344,19 +428,44 @@ func (q *commitQueue) synced(db *DB, err error, done []*commitGroup) ([]*commitG
 		q.queue = q.queue[:0]
 		return done, err
 	}
-	n := 0
+	n, acked := 0, 0
 	for _, g := range q.queue {
 		if g.sync && g.end > g.logw.Synced() {
 			break
 		}
 		q.publishLocked(db, g)
 		n++
+		acked += g.n
 	}
 	done = append(done, q.queue[:n]...)
 	q.queue = append(q.queue[:0], q.queue[n:]...)
 	clear(q.queue[len(q.queue) : len(q.queue)+n])
 	if len(q.queue) == 0 {
 		q.pidle.Broadcast()
+	}
+	// The next fsync waits for the writers this one acknowledged only if
+	// those the last one acknowledged all wrote again before this one
+	// ended, and no wait ran out since: writers that come back at once (a
+	// loop of synced writes), not one-off writes that a wait would only
+	// delay, nor writers that come back slower than an fsync (on a busy
+	// CPU), whom the pipeline serves better.
+	returning := q.written >= q.expect && !q.timedOut
+	q.timedOut = false
+	q.expect = q.written + uint64(acked)
+	q.deadline = time.Time{}
+	// A smoothed fsync time, so that one slow fsync does not make the
+	// next wait as long.
+	if q.syncTime == 0 {
+		q.syncTime = took
+	} else {
+		q.syncTime += (took - q.syncTime) / 8
+	}
+	if returning {
+		wait := time.Duration(float64(q.syncTime) * gatherShare)
+		if q.waitFor != 0 {
+			wait = q.waitFor
+		}
+		q.deadline = time.Now().Add(wait)
 	}
 	return done, nil
 }
@@ -373,18 +482,37 @@ func (q *commitQueue) releaseLocked() {
 // covers every group waiting.
 func (q *commitQueue) acquireSync() {
 	q.pmu.Lock()
+	q.urgent++
 	for q.syncing {
 		q.pidle.Wait()
 	}
+	q.urgent--
 	q.syncing = true
 	q.pmu.Unlock()
+}
+
+// syncQueued fsyncs the groups waiting, if any, as the holder of the sync
+// role (acquireSync): with the role free, groups may wait for their
+// writers (takeSyncLocked).
+func (q *commitQueue) syncQueued(db *DB) error {
+	q.pmu.Lock()
+	var logw *wal.Writer
+	if len(q.queue) > 0 {
+		logw = q.queue[0].logw
+	}
+	q.pmu.Unlock()
+	if logw == nil {
+		return nil
+	}
+	return q.syncHeld(db, logw)
 }
 
 // syncHeld fsyncs logw as the holder of the sync role (acquireSync),
 // publishes and acknowledges the groups it covered, and keeps the role.
 func (q *commitQueue) syncHeld(db *DB, logw *wal.Writer) error {
+	start := time.Now()
 	err := logw.Sync()
-	done, err := q.synced(db, err, nil)
+	done, err := q.synced(db, err, time.Since(start), nil)
 	for _, g := range done {
 		ackGroup(g, err)
 	}
@@ -392,11 +520,12 @@ func (q *commitQueue) syncHeld(db *DB, logw *wal.Writer) error {
 }
 
 // releaseSync drops the sync role taken with acquireSync, passing it on
-// if a group waits for an fsync.
-func (q *commitQueue) releaseSync() {
+// if a group is ready for an fsync (takeSyncLocked).
+func (q *commitQueue) releaseSync(db *DB) {
 	q.pmu.Lock()
+	q.syncing = false
 	var next *commitReq
-	if len(q.queue) > 0 {
+	if q.takeSyncLocked(db) {
 		next = q.queue[0].reqs[0]
 	} else {
 		q.releaseLocked()
@@ -410,11 +539,19 @@ func (q *commitQueue) releaseSync() {
 // drain waits until every written group is published. The commit leader
 // calls it before it admits a transaction: the conflict check needs the
 // writes of every earlier group in the history, which publication records.
-func (q *commitQueue) drain() {
+func (q *commitQueue) drain(db *DB) {
 	q.pmu.Lock()
+	q.urgent++ // no wait for writers: the caller, leading, keeps them out
 	for len(q.queue) > 0 {
+		if q.takeSyncLocked(db) {
+			q.pmu.Unlock()
+			q.syncRole(db)
+			q.pmu.Lock()
+			continue
+		}
 		q.pidle.Wait()
 	}
+	q.urgent--
 	q.pmu.Unlock()
 }
 
@@ -429,7 +566,7 @@ func (db *DB) commitGroup(g *commitGroup) error {
 		txn = txn || r.check != nil
 	}
 	if txn {
-		db.commit.drain()
+		db.commit.drain(db)
 	}
 	logw, mem, err := db.makeRoom(size, rangeDels)
 	if err != nil {
@@ -586,7 +723,7 @@ func (db *DB) rotate() error {
 	// closed; its groups are published by this fsync.
 	q := &db.commit
 	q.acquireSync()
-	defer q.releaseSync()
+	defer q.releaseSync(db)
 	old, oldNum := db.logw, db.logNum // the leader's: they change only here
 	if err := q.syncHeld(db, old); err != nil {
 		return err // the DB is read-only now (synced)
@@ -667,7 +804,7 @@ func (db *DB) Sync() error {
 		}
 		db.commit.acquireSync()
 		err = db.commit.syncHeld(db, logw)
-		db.commit.releaseSync()
+		db.commit.releaseSync(db)
 	})
 	return err
 }

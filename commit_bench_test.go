@@ -1,8 +1,10 @@
 package bloomkv
 
 import (
+	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -56,5 +58,50 @@ func BenchmarkPutParallelSync(b *testing.B) {
 	runParallelPuts(b, db)
 	if syncs := fs.syncs.Load() - start; syncs > 0 {
 		b.ReportMetric(float64(b.N)/float64(syncs), "puts/fsync")
+	}
+}
+
+// BenchmarkPutSyncWriters is BenchmarkPutParallelSync with a fixed number
+// of writer goroutines whatever GOMAXPROCS is: 1, 4, 16 and 64 writers
+// share b.N synced Puts, as enginebench -sync-scaling runs them (there
+// on 2 Ps). With more writers than Ps, what it measures is how groups
+// form while writers wait for fsyncs and wakeups, not CPU scaling.
+func BenchmarkPutSyncWriters(b *testing.B) {
+	for _, writers := range []int{1, 4, 16, 64} {
+		b.Run(fmt.Sprintf("writers=%d", writers), func(b *testing.B) {
+			fs := &syncCountFS{FS: vfs.Default}
+			o := DefaultOptions()
+			o.Sync, o.FS = true, fs
+			db := mustOpen(b, b.TempDir(), o)
+			defer db.Close()
+			start := fs.syncs.Load()
+			b.ReportAllocs()
+			b.SetBytes(116)
+			var next atomic.Int64
+			var wg sync.WaitGroup
+			b.ResetTimer()
+			for range writers {
+				wg.Go(func() {
+					var k [16]byte
+					v := make([]byte, 100)
+					for {
+						i := next.Add(1)
+						if i > int64(b.N) {
+							return
+						}
+						if err := db.Put(benchKey(k[:], uint64(i)), benchValue(v, uint64(i))); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
+			if syncs := fs.syncs.Load() - start; syncs > 0 {
+				b.ReportMetric(float64(b.N)/float64(syncs), "puts/fsync")
+			}
+		})
 	}
 }

@@ -77,7 +77,7 @@ func (f *gateMappedFile) MapFd() (uintptr, bool) { return vfs.MapFd(f.File) }
 // flight, group k+1 is written to the WAL (its bytes counted in
 // Stats.WALBytes), yet neither is acknowledged nor visible; when k's fsync
 // ends, k is visible, and k+1 only after an fsync of its own, which starts
-// right away.
+// once the wait for k's writer (who does not write again) ends.
 func TestPipelinedCommit(t *testing.T) {
 	for _, mapped := range []bool{false, true} {
 		name := "write"
@@ -151,7 +151,7 @@ func TestPipelinedCommit(t *testing.T) {
 			}
 
 			fs.release <- struct{}{} // group k's fsync ends (it is blocked: entered)
-			waitEntered("group k+1") // k+1's starts at once
+			waitEntered("group k+1") // k+1's starts after the wait for k1's writer
 			// Group k is published now. Its writer may still be busy
 			// with k+1's fsync (the sync role's next turn), so its call
 			// need not have returned.
@@ -174,6 +174,108 @@ func TestPipelinedCommit(t *testing.T) {
 			}
 			if !visible("k2") {
 				t.Fatal("group k+1 acknowledged but not visible")
+			}
+		})
+	}
+}
+
+// TestCommitWaitsForWriters pins the wait before an fsync
+// (takeSyncLocked): a group queued while the last fsync ran waits for the
+// writers that fsync acknowledged to write again, and the next fsync
+// covers both; a wait for a writer who does not come back ends at its
+// deadline; DB.Sync, a transaction's commit and Close do not wait for it.
+func TestCommitWaitsForWriters(t *testing.T) {
+	for _, end := range []string{"returns", "deadline", "Sync", "txn", "Close"} {
+		t.Run(end, func(t *testing.T) {
+			fs := newGateFS(true)
+			o := smallOptions()
+			o.FS, o.Sync, o.MemtableSize = fs, true, 1<<20
+			db := mustOpen(t, t.TempDir(), o)
+			defer db.Close()
+			defer close(fs.done) // first: a failed test leaves no Sync blocked
+			db.commit.pmu.Lock()
+			db.commit.waitFor = 30 * time.Second // past every wait below: only what the test does ends a wait
+			if end == "deadline" {
+				db.commit.waitFor = time.Second
+			}
+			db.commit.pmu.Unlock()
+			mustDo(t, db.Put([]byte("k0"), []byte("v0")))
+			fs.armed.Store(true)
+
+			async := func(fn func() error) chan error {
+				c := make(chan error, 1)
+				go func() { c <- fn() }()
+				return c
+			}
+			put := func(key string) chan error {
+				return async(func() error { return db.Put([]byte(key), []byte("v")) })
+			}
+			// entered reports whether an fsync starts within d: 10 s where
+			// one must, 20 ms (room for a wrong one) where none may.
+			entered := func(d time.Duration) bool {
+				select {
+				case <-fs.entered:
+					return true
+				case <-time.After(d):
+					return false
+				}
+			}
+			wait := func(c chan error, what string) {
+				t.Helper()
+				select {
+				case err := <-c:
+					mustDo(t, err)
+				case <-time.After(10 * time.Second):
+					t.Fatalf("%s not acknowledged", what)
+				}
+			}
+
+			a := put("a1")
+			if !entered(10 * time.Second) {
+				t.Fatal("no fsync for a1")
+			}
+			// b1 is written while a1's fsync is in flight.
+			before := db.Stats().WALBytes
+			b := put("b1")
+			for db.Stats().WALBytes == before {
+				time.Sleep(time.Millisecond)
+			}
+			fs.release <- struct{}{}
+			wait(a, "a1")
+			// a1's writer is acknowledged; b1's fsync waits for it.
+			if entered(20 * time.Millisecond) {
+				t.Fatal("b1's fsync began before a1's writer wrote again")
+			}
+			switch end {
+			case "returns":
+				a = put("a2")
+				if !entered(10 * time.Second) {
+					t.Fatal("no fsync once a1's writer wrote again")
+				}
+				fs.release <- struct{}{}
+				// Both in that one fsync: another would block in the gate.
+				wait(b, "b1")
+				wait(a, "a2")
+			case "deadline":
+				if !entered(10 * time.Second) {
+					t.Fatal("no fsync after the wait's deadline")
+				}
+				fs.release <- struct{}{}
+				wait(b, "b1")
+			case "Sync":
+				fs.armed.Store(false)
+				wait(async(db.Sync), "DB.Sync")
+				wait(b, "b1")
+			case "txn":
+				fs.armed.Store(false)
+				txn := db.NewTransaction(true)
+				mustDo(t, txn.Put([]byte("t"), []byte("v")))
+				wait(async(txn.Commit), "the transaction")
+				wait(b, "b1")
+			case "Close":
+				fs.armed.Store(false)
+				wait(async(db.Close), "Close")
+				wait(b, "b1")
 			}
 		})
 	}
@@ -221,7 +323,7 @@ func TestRotationCrashBeforeSwap(t *testing.T) {
 			db.commit.exclusive(db, func() {
 				// rotate's steps up to the swap, then the crash.
 				db.commit.acquireSync()
-				defer db.commit.releaseSync()
+				defer db.commit.releaseSync(db)
 				mustDo(t, db.commit.syncHeld(db, db.logw))
 				num, err := db.manifest.NewFileNum()
 				mustDo(t, err)

@@ -34,7 +34,11 @@ func openPebble(dir string) (Engine, error) {
 }
 
 // openPebbleDB opens a Pebble DB with the adapter's settings.
-func openPebbleDB(dir string) (*pebble.DB, error) {
+func openPebbleDB(dir string) (*pebble.DB, error) { return openPebbleDBWith(dir, nil) }
+
+// openPebbleDBWith is openPebbleDB with edit applied to the options (if
+// not nil) before the open.
+func openPebbleDBWith(dir string, edit func(*pebble.Options)) (*pebble.DB, error) {
 	cache := pebble.NewCache(BlockCacheSize)
 	defer cache.Unref() // the DB holds its own reference
 	opts := &pebble.Options{
@@ -46,6 +50,9 @@ func openPebbleDB(dir string) (*pebble.DB, error) {
 	for i := range opts.Levels {
 		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(BitsPerKey)
 		opts.Levels[i].FilterType = pebble.TableFilter
+	}
+	if edit != nil {
+		edit(opts)
 	}
 	return pebble.Open(dir, opts)
 }

@@ -3,16 +3,20 @@ package engines
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/bloomkv/bloomkv"
+	bkvfs "github.com/bloomkv/bloomkv/vfs"
 	"github.com/cockroachdb/pebble/v2"
+	pebblevfs "github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/dgraph-io/badger/v4"
 	"github.com/syndtr/goleveldb/leveldb"
 	"github.com/syndtr/goleveldb/leveldb/opt"
@@ -63,24 +67,117 @@ func LookupSync(name string) (SyncSpec, error) {
 	return specs[i], nil
 }
 
-func openBloomkvSync(dir string) (SyncWriter, error) {
-	o := bloomkv.DefaultOptions()
-	o.Sync = true
-	return bloomkv.Open(dir, o) // *DB: Put and Close, safe for concurrent use
+// walSyncer is a SyncWriter that counts the fsyncs of its write-ahead
+// log, for puts per fsync: how many writers one group commit served.
+type walSyncer interface {
+	WALSyncs() int64
 }
 
-type pebbleSync struct{ db *pebble.DB }
+type bloomkvSync struct {
+	*bloomkv.DB // Put and Close, safe for concurrent use
+	fs          *bloomkvSyncCountFS
+}
 
-func openPebbleSync(dir string) (SyncWriter, error) {
-	db, err := openPebbleDB(dir)
+func (b bloomkvSync) WALSyncs() int64 { return b.fs.syncs.Load() }
+
+func openBloomkvSync(dir string) (SyncWriter, error) {
+	o := bloomkv.DefaultOptions()
+	fs := &bloomkvSyncCountFS{FS: bkvfs.Default}
+	o.Sync, o.FS = true, fs
+	db, err := bloomkv.Open(dir, o)
 	if err != nil {
 		return nil, err
 	}
-	return pebbleSync{db}, nil
+	return bloomkvSync{db, fs}, nil
+}
+
+// bloomkvSyncCountFS is the operating system's file system, counting the
+// fsyncs of WAL files, which bloomkv can still map (vfs.Mapper).
+type bloomkvSyncCountFS struct {
+	bkvfs.FS
+	syncs atomic.Int64
+}
+
+func (c *bloomkvSyncCountFS) Create(name string) (bkvfs.File, error) {
+	f, err := c.FS.Create(name)
+	if err != nil || !strings.HasSuffix(name, ".wal") {
+		return f, err
+	}
+	return &bloomkvSyncCountFile{File: f, n: &c.syncs}, nil
+}
+
+type bloomkvSyncCountFile struct {
+	bkvfs.File
+	n *atomic.Int64
+}
+
+func (f *bloomkvSyncCountFile) Sync() error {
+	f.n.Add(1)
+	return f.File.Sync()
+}
+
+func (f *bloomkvSyncCountFile) WriteAt(b []byte, off int64) (int, error) {
+	return f.File.(io.WriterAt).WriteAt(b, off)
+}
+
+func (f *bloomkvSyncCountFile) MapFd() (uintptr, bool) { return bkvfs.MapFd(f.File) }
+
+type pebbleSync struct {
+	db    *pebble.DB
+	syncs *atomic.Int64
+}
+
+func openPebbleSync(dir string) (SyncWriter, error) {
+	syncs := new(atomic.Int64)
+	db, err := openPebbleDBWith(dir, func(o *pebble.Options) { o.FS = pebbleSyncCountFS{pebblevfs.Default, syncs} })
+	if err != nil {
+		return nil, err
+	}
+	return pebbleSync{db, syncs}, nil
 }
 
 func (p pebbleSync) Put(k, v []byte) error { return p.db.Set(k, v, pebble.Sync) }
 func (p pebbleSync) Close() error          { return p.db.Close() }
+func (p pebbleSync) WALSyncs() int64       { return p.syncs.Load() }
+
+// pebbleSyncCountFS counts the fsyncs (Sync or SyncData) of Pebble's WAL
+// files, new or recycled.
+type pebbleSyncCountFS struct {
+	pebblevfs.FS
+	syncs *atomic.Int64
+}
+
+func (c pebbleSyncCountFS) Create(name string, cat pebblevfs.DiskWriteCategory) (pebblevfs.File, error) {
+	f, err := c.FS.Create(name, cat)
+	return c.wrap(name, f, err)
+}
+
+func (c pebbleSyncCountFS) ReuseForWrite(old, name string, cat pebblevfs.DiskWriteCategory) (pebblevfs.File, error) {
+	f, err := c.FS.ReuseForWrite(old, name, cat)
+	return c.wrap(name, f, err)
+}
+
+func (c pebbleSyncCountFS) wrap(name string, f pebblevfs.File, err error) (pebblevfs.File, error) {
+	if err != nil || !strings.HasSuffix(name, ".log") {
+		return f, err
+	}
+	return pebbleSyncCountFile{f, c.syncs}, nil
+}
+
+type pebbleSyncCountFile struct {
+	pebblevfs.File
+	syncs *atomic.Int64
+}
+
+func (f pebbleSyncCountFile) Sync() error {
+	f.syncs.Add(1)
+	return f.File.Sync()
+}
+
+func (f pebbleSyncCountFile) SyncData() error {
+	f.syncs.Add(1)
+	return f.File.SyncData()
+}
 
 type goleveldbSync struct{ db *leveldb.DB }
 
@@ -176,6 +273,10 @@ type SyncCell struct {
 	// WriteBytesPerPut is /proc/self/io write_bytes over the cell ÷ Puts
 	// (0 where unavailable): what the device was asked to write per Put.
 	WriteBytesPerPut float64 `json:"write_bytes_per_put,omitempty"`
+	// PutsPerFsync is Puts ÷ fsyncs of the write-ahead log in the cell,
+	// for the stores whose WAL fsyncs are counted (bloomkv, Pebble; 0
+	// otherwise): how many writers one group commit's fsync served.
+	PutsPerFsync float64 `json:"puts_per_fsync,omitempty"`
 }
 
 // SyncResult is one store's sync-write scaling, one JSON line in
@@ -243,6 +344,11 @@ func runSyncCell(spec SyncSpec, w *workload, writers int, cfg SyncConfig) (cell 
 		putErr  error
 		lat     = make([][]time.Duration, writers)
 	)
+	counted, _ := s.(walSyncer)
+	var syncs0 int64
+	if counted != nil {
+		syncs0 = counted.WALSyncs()
+	}
 	io0, ioErr := readIOCounters()
 	start := time.Now()
 	deadline := start.Add(cfg.Duration)
@@ -276,6 +382,11 @@ func runSyncCell(spec SyncSpec, w *workload, writers int, cfg SyncConfig) (cell 
 	}
 	if io1, err := readIOCounters(); ioErr == nil && err == nil && len(all) > 0 {
 		cell.WriteBytesPerPut = float64(io1.WriteBytes-io0.WriteBytes) / float64(len(all))
+	}
+	if counted != nil {
+		if n := counted.WALSyncs() - syncs0; n > 0 {
+			cell.PutsPerFsync = float64(len(all)) / float64(n)
+		}
 	}
 	return cell, nil
 }

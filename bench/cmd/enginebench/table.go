@@ -216,24 +216,31 @@ func writeSyncTable(w io.Writer, results []engines.SyncResult) {
 	}
 	head += fmt.Sprintf(" %d/%d |", ws[len(ws)-1], ws[0])
 	rule += "--:|"
-	head += " p50 µs | p99 µs | device KiB written/Put |"
-	rule += "--:|--:|--:|"
+	head += " p50 µs | p99 µs | device KiB written/Put | Puts/WAL fsync |"
+	rule += "--:|--:|--:|--:|"
 	fmt.Fprintln(w, head)
 	fmt.Fprintln(w, rule)
 	for _, r := range results {
 		row := fmt.Sprintf("| %s | %s |", r.Engine, r.Version)
-		var p50, p99, wb []string
+		var p50, p99, wb, pf []string
 		for _, c := range r.Cells {
 			row += " " + opsCell(c.OpsPerSec) + " |"
 			p50 = append(p50, fmt.Sprintf("%.0f", c.P50Micros))
 			p99 = append(p99, fmt.Sprintf("%.0f", c.P99Micros))
 			wb = append(wb, fmt.Sprintf("%.1f", c.WriteBytesPerPut/1024))
+			if c.PutsPerFsync > 0 {
+				pf = append(pf, fmt.Sprintf("%.1f", c.PutsPerFsync))
+			}
 		}
-		row += fmt.Sprintf(" %.2f | %s | %s | %s |", r.Scaling, join(p50), join(p99), join(wb))
+		puts := "–" // not counted for this store
+		if len(pf) == len(r.Cells) {
+			puts = join(pf)
+		}
+		row += fmt.Sprintf(" %.2f | %s | %s | %s | %s |", r.Scaling, join(p50), join(p99), join(wb), puts)
 		fmt.Fprintln(w, row)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintf(w, "p50, p99 and device KiB written per Put are given per cell, %s writers.\n", join(intStrings(ws)))
+	fmt.Fprintf(w, "p50, p99, device KiB written per Put and Puts per WAL fsync (counted for bloomkv and Pebble) are given per cell, %s writers.\n", join(intStrings(ws)))
 	fmt.Fprintln(w)
 	for _, r := range results {
 		fmt.Fprintf(w, "* %s: %s\n", r.Engine, r.Settings)
