@@ -102,10 +102,12 @@ func readMapped(t *testing.T, b []byte) [][]byte {
 // lie wholly within the mapping at or past the bytes already appended
 // (never over a record), come in chunks (not one per group), and cover
 // every byte a record is copied to; past the mapping WriteAt appends the records themselves. A
-// failed write of zeros must only stop the zeroing. The log must read
-// back as every record, in order, throughout.
+// failed write of zeros must only stop the zeroing, and without
+// Mapping.ZeroAhead there must be none. The log must read back as every
+// record, in order, throughout.
 func TestMappedZeroAhead(t *testing.T) {
-	for _, fail := range []bool{false, true} {
+	for _, tc := range []struct{ zeroAhead, fail bool }{{false, false}, {true, false}, {true, true}} {
+		fail := tc.fail
 		rng := rand.New(rand.NewPCG(21, 22))
 		f := &fakeFile{}
 		w, err := NewMarkedWriter(f, "000009.wal", Mark{Synced: 1})
@@ -147,6 +149,7 @@ func TestMappedZeroAhead(t *testing.T) {
 				copy(file[off:], b)
 				return len(b), nil
 			},
+			ZeroAhead: tc.zeroAhead,
 		})
 		var want [][]byte
 		for len(file) < 7*zeroChunk {
@@ -162,7 +165,7 @@ func TestMappedZeroAhead(t *testing.T) {
 				t.Fatal(err)
 			}
 			want = append(want, payloads...)
-			if end := w.Size(); end <= mapLen && !failed && w.zeroed < end {
+			if end := w.Size(); end <= mapLen && tc.zeroAhead && !failed && w.zeroed < end {
 				t.Fatalf("records copied into the mapping up to %d, but zeros written only to %d", end, w.zeroed)
 			}
 			got := readMapped(t, file[:max(w.Size(), mapLen)])
@@ -174,6 +177,12 @@ func TestMappedZeroAhead(t *testing.T) {
 					t.Fatalf("record %d differs", i)
 				}
 			}
+		}
+		if !tc.zeroAhead {
+			if zeroWrites > 0 || pastWrites == 0 {
+				t.Fatalf("without ZeroAhead: %d writes of zeros and %d past the mapping; want none and some", zeroWrites, pastWrites)
+			}
+			continue
 		}
 		if zeroWrites < 3 || pastWrites == 0 {
 			t.Fatalf("fail=%v: %d writes of zeros and %d past the mapping; the test wants several of each", fail, zeroWrites, pastWrites)

@@ -55,6 +55,7 @@ type Writer struct {
 	mapped  []byte // see UseMapping
 	writeAt func([]byte, int64) (int, error)
 	release func(size int64) error
+	zeroing bool  // see Mapping.ZeroAhead
 	zeroed  int64 // mapped[:zeroed] has been written through writeAt (see zeroAhead)
 }
 
@@ -69,11 +70,12 @@ type Mapping struct {
 	// Bytes is the mapping of the file from offset 0.
 	Bytes []byte
 	// WriteAt writes past the mapping (a group that does not fit): from
-	// then on the Writer appends through it. Within the mapping, the
-	// Writer also uses it to write zeros over the still-zero region just
-	// ahead of its records (see zeroAhead); nil where the file cannot be
-	// written beside its mapping.
+	// then on the Writer appends through it.
 	WriteAt func(b []byte, off int64) (int, error)
+	// ZeroAhead has the Writer also write zeros through WriteAt over the
+	// still-zero region just ahead of its records (see zeroAhead): for a
+	// log whose writes are not each fsynced.
+	ZeroAhead bool
 	// Release is called by Close with the log's size: it unmaps and trims
 	// the file to that size.
 	Release func(size int64) error
@@ -82,7 +84,7 @@ type Mapping struct {
 // UseMapping makes later writes go through m (see Mapping).
 func (w *Writer) UseMapping(m Mapping) {
 	w.mapped, w.writeAt, w.release = m.Bytes, m.WriteAt, m.Release
-	w.zeroed = w.size.Load()
+	w.zeroing, w.zeroed = m.ZeroAhead && m.WriteAt != nil, w.size.Load()
 }
 
 // zeroChunk is how far ahead of its records the Writer writes zeros into
@@ -106,7 +108,10 @@ var zeros [zeroChunk]byte
 // change (the region read as zeros before), so nothing a crash or a
 // power cut leaves behind changes either; what does is that an fsync also
 // writes out the zeroed pages not yet written back, at most about
-// 2*zeroChunk more than it would have. The region is only ever written
+// 2*zeroChunk more than it would have. That is why it is for logs whose
+// writes are not each fsynced (Mapping.ZeroAhead): appending 130-byte
+// records each followed by an fsync measured about 7% slower with it
+// (ext4, Linux 6.18), where one fault per 30 fsyncs is no cost. The region is only ever written
 // ahead of size, by the one goroutine that appends, so no record is ever
 // overwritten. A failed write of zeros changes nothing the log holds
 // either; the Writer just stops zeroing and takes the slow faults.
@@ -225,7 +230,7 @@ func (w *Writer) syncErr() error {
 func (w *Writer) write(b []byte) (int64, error) {
 	size := w.size.Load()
 	if end := size + int64(len(b)); end <= int64(len(w.mapped)) {
-		if end > w.zeroed && w.writeAt != nil {
+		if end > w.zeroed && w.zeroing {
 			w.zeroAhead(end)
 		}
 		copyRecords(w.mapped[size:], b)
