@@ -111,10 +111,12 @@ var zeros [zeroChunk]byte
 // 2*zeroChunk more than it would have. That is why it is for logs whose
 // writes are not each fsynced (Mapping.ZeroAhead): appending 130-byte
 // records each followed by an fsync measured about 7% slower with it
-// (ext4, Linux 6.18), where one fault per 30 fsyncs is no cost. The region is only ever written
-// ahead of size, by the one goroutine that appends, so no record is ever
-// overwritten. A failed write of zeros changes nothing the log holds
-// either; the Writer just stops zeroing and takes the slow faults.
+// (ext4, Linux 6.18), where one fault per 30 fsyncs is no cost.
+//
+// The region is only ever written ahead of size, by the one goroutine
+// that appends, so no record is ever overwritten. A failed write of zeros
+// changes nothing the log holds either; the Writer just stops zeroing and
+// takes the slow faults.
 func (w *Writer) zeroAhead(end int64) {
 	limit := min((end+2*zeroChunk-1)&^(zeroChunk-1), int64(len(w.mapped)))
 	for w.zeroed < limit {
