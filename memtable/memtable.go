@@ -97,18 +97,25 @@ func nodeOverhead(height int) int {
 	return int(unsafe.Sizeof(node{}))
 }
 
-// compare orders n against the internal key (key, trailer), whose key
-// prefix is prefix. Comparing the cached 8-byte prefixes as integers
-// settles almost every comparison a search makes without touching the
-// key bytes in the arena (as Pebble's arenaskl does).
-func (n *node) compare(prefix uint64, key []byte, trailer uint64) int {
-	switch {
-	case n.prefix < prefix:
-		return -1
-	case n.prefix > prefix:
-		return 1
+// before reports whether n sorts before the internal key (key, trailer),
+// whose key prefix is prefix. Comparing the cached 8-byte prefixes as
+// integers settles almost every comparison a search makes without
+// touching the key bytes in the arena (as Pebble's arenaskl does). It is
+// small enough to be inlined into the search loops, which call it at
+// every step; only a tie calls out (beforeTie).
+func (n *node) before(prefix uint64, key []byte, trailer uint64) bool {
+	if n.prefix != prefix {
+		return n.prefix < prefix
 	}
-	return base.Compare(n.key, n.trailer, key, trailer)
+	return n.beforeTie(key, trailer)
+}
+
+// beforeTie is before for a node whose key prefix equals the key's. Not
+// inlined into before, which it would make too large to inline.
+//
+//go:noinline
+func (n *node) beforeTie(key []byte, trailer uint64) bool {
+	return base.Compare(n.key, n.trailer, key, trailer) < 0
 }
 
 // Memtable is a sorted in-memory table of internal keys. Add must be called
@@ -335,7 +342,7 @@ func (m *Memtable) seekGE(key []byte, trailer uint64, prev *[maxHeight]*node) *n
 	p := base.KeyPrefix(key)
 	for {
 		next := x.next(level).Load()
-		if next != nil && next.compare(p, key, trailer) < 0 {
+		if next != nil && next.before(p, key, trailer) {
 			x = next // still before the target: move right
 			continue
 		}
@@ -357,7 +364,7 @@ func (m *Memtable) seekLT(key []byte, trailer uint64) *node {
 	p := base.KeyPrefix(key)
 	for {
 		next := x.next(level).Load()
-		if next != nil && next.compare(p, key, trailer) < 0 {
+		if next != nil && next.before(p, key, trailer) {
 			x = next
 			continue
 		}
