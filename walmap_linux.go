@@ -48,6 +48,10 @@ func (db *DB) mapWAL(f vfs.File, w *wal.Writer) {
 	w.UseMapping(wal.Mapping{
 		Bytes:   m,
 		WriteAt: wa.WriteAt,
+		// Zeros written ahead make a store's page faults cheap, but an
+		// fsync then also writes the zeroed pages: not for a log whose
+		// every write is fsynced.
+		ZeroAhead: !db.opts.Sync,
 		Release: func(size int64) error {
 			// Trimmed to the records, so a closed log has no zero tail.
 			err := unix.Munmap(m)

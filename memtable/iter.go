@@ -19,7 +19,7 @@ func (m *Memtable) NewIter() *Iter { return &Iter{m: m} }
 
 // First moves to the first entry and reports whether there is one.
 func (it *Iter) First() bool {
-	it.n = it.m.head.tower[0].Load()
+	it.n = it.m.head.low[0].Load()
 	return it.n != nil
 }
 
@@ -35,7 +35,7 @@ func (it *Iter) Next() bool {
 	if it.n == nil {
 		return false
 	}
-	it.n = it.n.tower[0].Load()
+	it.n = it.n.low[0].Load()
 	return it.n != nil
 }
 

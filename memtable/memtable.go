@@ -31,21 +31,52 @@ const (
 	// than a memtable of a few MiB holds.
 	maxHeight = 12
 
-	// Nodes and their towers are allocated in slabs rather than one by
-	// one, which keeps Add at (amortized) zero allocations.
-	nodeSlabLen  = 256
-	towerSlabLen = 512
+	// inlineLevels is how many levels of a node's tower are stored in
+	// the node itself (low); a taller node's upper levels are in a
+	// separate array (high). Three nodes in four have height 1 and 15 in
+	// 16 at most 2, and the lower levels are where a search meets nodes
+	// it has not met recently: with the next pointer beside the key prefix
+	// it compares, such a step costs one cache miss instead of two (node,
+	// then its tower elsewhere).
+	inlineLevels = 2
+
+	// Nodes and the upper towers are allocated in slabs rather than one
+	// by one, which keeps Add at (amortized) zero allocations.
+	nodeSlabLen = 256
+	highSlabLen = 64
 )
 
-// node is one entry of the skiplist. Everything but tower is written once,
-// before the node is published, and never changes afterwards.
+// highTower is the upper part of a tower taller than inlineLevels.
+type highTower [maxHeight - inlineLevels]atomic.Pointer[node]
+
+// node is one entry of the skiplist. Everything but the tower (low and
+// the array high points to) is written once, before the node is
+// published, and never changes afterwards.
+//
+// What a search step reads (prefix, low, high) comes first, in 32 bytes,
+// and the node is 96 bytes, so that in a slab (whose start the allocator
+// aligns to at least 64 bytes) those 32 bytes never straddle two cache
+// lines.
 type node struct {
-	prefix  uint64 // base.KeyPrefix(key): most comparisons end here
+	prefix uint64 // base.KeyPrefix(key): most comparisons end here
+	// low[i] is the next node on level i, for i < inlineLevels.
+	low [inlineLevels]atomic.Pointer[node]
+	// high[i] is the next node on level inlineLevels+i; nil for a node
+	// of height inlineLevels or less. The node's height is not stored:
+	// only the writer needs it, while linking the node in.
+	high    *highTower
+	trailer uint64 // base.MakeTrailer(seq, kind)
 	key     []byte // user key, in the arena
 	value   []byte // in the arena; empty for deletions
-	trailer uint64 // base.MakeTrailer(seq, kind)
-	// tower[i] is the next node on level i; len(tower) is the node's height.
-	tower []atomic.Pointer[node]
+	_       [8]byte
+}
+
+// next returns the link to the next node on level.
+func (n *node) next(level int) *atomic.Pointer[node] {
+	if level < inlineLevels {
+		return &n.low[level]
+	}
+	return &n.high[level-inlineLevels]
 }
 
 func (n *node) seq() uint64 {
@@ -60,21 +91,31 @@ func (n *node) kind() base.Kind {
 
 // nodeOverhead is what a node costs besides its key and value bytes.
 func nodeOverhead(height int) int {
-	return int(unsafe.Sizeof(node{})) + height*int(unsafe.Sizeof(atomic.Pointer[node]{}))
+	if height > inlineLevels {
+		return int(unsafe.Sizeof(node{}) + unsafe.Sizeof(highTower{}))
+	}
+	return int(unsafe.Sizeof(node{}))
 }
 
-// compare orders n against the internal key (key, trailer), whose key
-// prefix is prefix. Comparing the cached 8-byte prefixes as integers
-// settles almost every comparison a search makes without touching the
-// key bytes in the arena (as Pebble's arenaskl does).
-func (n *node) compare(prefix uint64, key []byte, trailer uint64) int {
-	switch {
-	case n.prefix < prefix:
-		return -1
-	case n.prefix > prefix:
-		return 1
+// before reports whether n sorts before the internal key (key, trailer),
+// whose key prefix is prefix. Comparing the cached 8-byte prefixes as
+// integers settles almost every comparison a search makes without
+// touching the key bytes in the arena (as Pebble's arenaskl does). It is
+// small enough to be inlined into the search loops, which call it at
+// every step; only a tie calls out (beforeTie).
+func (n *node) before(prefix uint64, key []byte, trailer uint64) bool {
+	if n.prefix != prefix {
+		return n.prefix < prefix
 	}
-	return base.Compare(n.key, n.trailer, key, trailer)
+	return n.beforeTie(key, trailer)
+}
+
+// beforeTie is before for a node whose key prefix equals the key's. Not
+// inlined into before, which it would make too large to inline.
+//
+//go:noinline
+func (n *node) beforeTie(key []byte, trailer uint64) bool {
+	return base.Compare(n.key, n.trailer, key, trailer) < 0
 }
 
 // Memtable is a sorted in-memory table of internal keys. Add must be called
@@ -95,10 +136,10 @@ type Memtable struct {
 	pointBytes    atomic.Int64
 
 	// Writer-only state.
-	arena  arena
-	nodes  []node                 // unused nodes of the current slab
-	towers []atomic.Pointer[node] // unused tower slots of the current slab
-	rng    rand.PCG               // tower heights; per memtable, so no shared lock
+	arena arena
+	nodes []node      // unused nodes of the current slab
+	highs []highTower // unused upper towers of the current slab
+	rng   rand.PCG    // tower heights; per memtable, so no shared lock
 }
 
 // New returns an empty memtable. sizeHint is the expected capacity in bytes
@@ -106,7 +147,7 @@ type Memtable struct {
 // caller decides when the table is full by watching ApproximateSize.
 func New(sizeHint int) *Memtable {
 	m := &Memtable{
-		head:  &node{tower: make([]atomic.Pointer[node], maxHeight)},
+		head:  &node{high: new(highTower)},
 		arena: newArena(sizeHint),
 	}
 	m.rng.Seed(rand.Uint64(), rand.Uint64())
@@ -136,7 +177,9 @@ func (m *Memtable) Add(seq uint64, kind base.Kind, key, value []byte) {
 	// spot is exactly where (key, seq, kind) belongs.
 	var prev [maxHeight]*node
 	next := m.seekGE(key, seqMaxTrailer(seq), &prev)
-	if next != nil && bytes.Equal(next.key, key) && next.seq() == seq {
+	// The prefix first: it settles almost every case without reading the
+	// key bytes in the arena, another cache miss.
+	if next != nil && next.prefix == base.KeyPrefix(key) && next.seq() == seq && bytes.Equal(next.key, key) {
 		panic("memtable: duplicate key and sequence number")
 	}
 
@@ -152,11 +195,11 @@ func (m *Memtable) Add(seq uint64, kind base.Kind, key, value []byte) {
 
 	n := m.newNode(key, value, base.MakeTrailer(seq, kind), height)
 	for level := range height {
-		n.tower[level].Store(prev[level].tower[level].Load())
+		n.next(level).Store(prev[level].next(level).Load())
 	}
 	// Publish bottom-up: once n is on level 0 it is visible to everyone.
 	for level := range height {
-		prev[level].tower[level].Store(n)
+		prev[level].next(level).Store(n)
 	}
 	charge := int64(len(key) + len(value) + nodeOverhead(height))
 	m.size.Add(charge)
@@ -298,8 +341,8 @@ func (m *Memtable) seekGE(key []byte, trailer uint64, prev *[maxHeight]*node) *n
 	level := int(m.height.Load()) - 1
 	p := base.KeyPrefix(key)
 	for {
-		next := x.tower[level].Load()
-		if next != nil && next.compare(p, key, trailer) < 0 {
+		next := x.next(level).Load()
+		if next != nil && next.before(p, key, trailer) {
 			x = next // still before the target: move right
 			continue
 		}
@@ -320,8 +363,8 @@ func (m *Memtable) seekLT(key []byte, trailer uint64) *node {
 	level := int(m.height.Load()) - 1
 	p := base.KeyPrefix(key)
 	for {
-		next := x.tower[level].Load()
-		if next != nil && next.compare(p, key, trailer) < 0 {
+		next := x.next(level).Load()
+		if next != nil && next.before(p, key, trailer) {
 			x = next
 			continue
 		}
@@ -340,7 +383,7 @@ func (m *Memtable) seekLT(key []byte, trailer uint64) *node {
 func (m *Memtable) last() *node {
 	x := m.head
 	for level := int(m.height.Load()) - 1; level >= 0; level-- {
-		for next := x.tower[level].Load(); next != nil; next = x.tower[level].Load() {
+		for next := x.next(level).Load(); next != nil; next = x.next(level).Load() {
 			x = next
 		}
 	}
@@ -370,11 +413,13 @@ func (m *Memtable) newNode(key, value []byte, trailer uint64, height int) *node 
 	n := &m.nodes[0]
 	m.nodes = m.nodes[1:]
 
-	if len(m.towers) < height {
-		m.towers = make([]atomic.Pointer[node], towerSlabLen)
+	if height > inlineLevels {
+		if len(m.highs) == 0 {
+			m.highs = make([]highTower, highSlabLen)
+		}
+		n.high = &m.highs[0]
+		m.highs = m.highs[1:]
 	}
-	n.tower = m.towers[:height:height]
-	m.towers = m.towers[height:]
 
 	// One arena allocation for both; the three-index slices keep an
 	// append to the key from overwriting the value.

@@ -96,3 +96,100 @@ func readMapped(t *testing.T, b []byte) [][]byte {
 		}
 	}
 }
+
+// TestMappedZeroAhead: a mapped Writer writes zeros through WriteAt just
+// ahead of its records (zeroAhead). Every such write must be all zeros,
+// lie wholly within the mapping at or past the bytes already appended
+// (never over a record), come in chunks (not one per group), and cover
+// every byte a record is copied to; past the mapping WriteAt appends the records themselves. A
+// failed write of zeros must only stop the zeroing, and without
+// Mapping.ZeroAhead there must be none. The log must read back as every
+// record, in order, throughout.
+func TestMappedZeroAhead(t *testing.T) {
+	for _, tc := range []struct{ zeroAhead, fail bool }{{false, false}, {true, false}, {true, true}} {
+		fail := tc.fail
+		rng := rand.New(rand.NewPCG(21, 22))
+		f := &fakeFile{}
+		w, err := NewMarkedWriter(f, "000009.wal", Mark{Synced: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		const mapLen = 5*zeroChunk + 1234
+		file := make([]byte, mapLen, 8*zeroChunk) // the file; its first mapLen bytes are mapped
+		copy(file, f.Bytes())
+		var zeroWrites, pastWrites int
+		failed := false
+		w.UseMapping(Mapping{
+			Bytes: file[:mapLen:mapLen],
+			WriteAt: func(b []byte, off int64) (int, error) {
+				isZeros := bytes.Equal(b, make([]byte, len(b)))
+				if !isZeros && off == w.Size() && off+int64(len(b)) > mapLen {
+					pastWrites++ // records that do not fit the mapping
+				} else {
+					zeroWrites++
+					switch {
+					case off < w.Size():
+						t.Fatalf("zeros written at %d, before the end of the records at %d", off, w.Size())
+					case off+int64(len(b)) > mapLen:
+						t.Fatalf("zeros written to [%d, %d), past the mapping's %d bytes", off, off+int64(len(b)), mapLen)
+					case !isZeros:
+						t.Fatalf("a write of zeros at %d holds non-zero bytes", off)
+					}
+					if fail && zeroWrites == 3 {
+						failed = true
+						return 0, errors.New("injected failure")
+					}
+					if failed {
+						t.Fatalf("zeros written at %d after a failed write of zeros", off)
+					}
+				}
+				if end := off + int64(len(b)); end > int64(len(file)) {
+					file = file[:end]
+				}
+				copy(file[off:], b)
+				return len(b), nil
+			},
+			ZeroAhead: tc.zeroAhead,
+		})
+		var want [][]byte
+		for len(file) < 7*zeroChunk {
+			var payloads [][]byte
+			for range 1 + rng.IntN(3) {
+				p := make([]byte, rng.IntN(3000))
+				for i := range p {
+					p[i] = byte(rng.IntN(255) + 1)
+				}
+				payloads = append(payloads, p)
+			}
+			if _, err := w.WriteRecords(payloads...); err != nil {
+				t.Fatal(err)
+			}
+			want = append(want, payloads...)
+			if end := w.Size(); end <= mapLen && tc.zeroAhead && !failed && w.zeroed < end {
+				t.Fatalf("records copied into the mapping up to %d, but zeros written only to %d", end, w.zeroed)
+			}
+			got := readMapped(t, file[:max(w.Size(), mapLen)])
+			if len(got) != len(want) {
+				t.Fatalf("%d records read back, %d written", len(got), len(want))
+			}
+			for i := range got {
+				if !bytes.Equal(got[i], want[i]) {
+					t.Fatalf("record %d differs", i)
+				}
+			}
+		}
+		if !tc.zeroAhead {
+			if zeroWrites > 0 || pastWrites == 0 {
+				t.Fatalf("without ZeroAhead: %d writes of zeros and %d past the mapping; want none and some", zeroWrites, pastWrites)
+			}
+			continue
+		}
+		if zeroWrites < 3 || pastWrites == 0 {
+			t.Fatalf("fail=%v: %d writes of zeros and %d past the mapping; the test wants several of each", fail, zeroWrites, pastWrites)
+		}
+		// Zeros go in chunks well ahead, not a system call per group.
+		if most := mapLen/zeroChunk + 2; zeroWrites > most {
+			t.Fatalf("%d writes of zeros for a %d-byte mapping; want at most %d", zeroWrites, mapLen, most)
+		}
+	}
+}

@@ -55,6 +55,8 @@ type Writer struct {
 	mapped  []byte // see UseMapping
 	writeAt func([]byte, int64) (int, error)
 	release func(size int64) error
+	zeroing bool  // see Mapping.ZeroAhead
+	zeroed  int64 // mapped[:zeroed] has been written through writeAt (see zeroAhead)
 }
 
 // Mapping lets a Writer append by copying into a shared, writable mapping
@@ -70,6 +72,10 @@ type Mapping struct {
 	// WriteAt writes past the mapping (a group that does not fit): from
 	// then on the Writer appends through it.
 	WriteAt func(b []byte, off int64) (int, error)
+	// ZeroAhead has the Writer also write zeros through WriteAt over the
+	// still-zero region just ahead of its records (see zeroAhead): for a
+	// log whose writes are not each fsynced.
+	ZeroAhead bool
 	// Release is called by Close with the log's size: it unmaps and trims
 	// the file to that size.
 	Release func(size int64) error
@@ -78,6 +84,49 @@ type Mapping struct {
 // UseMapping makes later writes go through m (see Mapping).
 func (w *Writer) UseMapping(m Mapping) {
 	w.mapped, w.writeAt, w.release = m.Bytes, m.WriteAt, m.Release
+	w.zeroing, w.zeroed = m.ZeroAhead && m.WriteAt != nil, w.size.Load()
+}
+
+// zeroChunk is how far ahead of its records the Writer writes zeros into
+// a mapped log (zeroAhead), and the size of each such write.
+const zeroChunk = 64 << 10
+
+// zeros is the source of zeroAhead's writes; it is never modified.
+var zeros [zeroChunk]byte
+
+// zeroAhead writes zeros through writeAt over the mapping from zeroed up
+// to the next zeroChunk boundary at least zeroChunk past end, so that the
+// copies into the mapping up to there take cheap page faults.
+//
+// A page of a preallocated (fallocate) region is an unwritten extent: the
+// first store to it through the mapping faults into the file system,
+// which on ext4 measured 3 to 14 µs a page, one fault per 30 Puts of
+// 100-byte values and one or more per Put of 4 KiB values. A write(2) of
+// zeros puts the pages in the page cache, and a store to a cached page
+// faults only to map it: 64 KiB of zeros written and then faulted in cost
+// about 0.6 µs a page (ext4, Linux 6.18). The file's contents do not
+// change (the region read as zeros before), so nothing a crash or a
+// power cut leaves behind changes either; what does is that an fsync also
+// writes out the zeroed pages not yet written back, at most about
+// 2*zeroChunk more than it would have. That is why it is for logs whose
+// writes are not each fsynced (Mapping.ZeroAhead): appending 130-byte
+// records each followed by an fsync measured about 7% slower with it
+// (ext4, Linux 6.18), where one fault per 30 fsyncs is no cost.
+//
+// The region is only ever written ahead of size, by the one goroutine
+// that appends, so no record is ever overwritten. A failed write of zeros
+// changes nothing the log holds either; the Writer just stops zeroing and
+// takes the slow faults.
+func (w *Writer) zeroAhead(end int64) {
+	limit := min((end+2*zeroChunk-1)&^(zeroChunk-1), int64(len(w.mapped)))
+	for w.zeroed < limit {
+		n := min(limit-w.zeroed, zeroChunk)
+		if _, err := w.writeAt(zeros[:n], w.zeroed); err != nil {
+			w.zeroed = int64(len(w.mapped))
+			return
+		}
+		w.zeroed += n
+	}
 }
 
 // NewWriter starts a log on f, which must be empty, by writing the file
@@ -182,9 +231,12 @@ func (w *Writer) syncErr() error {
 // file, so a concurrent Sync never claims bytes still being copied.
 func (w *Writer) write(b []byte) (int64, error) {
 	size := w.size.Load()
-	if size+int64(len(b)) <= int64(len(w.mapped)) {
+	if end := size + int64(len(b)); end <= int64(len(w.mapped)) {
+		if end > w.zeroed && w.zeroing {
+			w.zeroAhead(end)
+		}
 		copyRecords(w.mapped[size:], b)
-		w.size.Store(size + int64(len(b)))
+		w.size.Store(end)
 		return int64(len(b)), nil
 	}
 	var n int
