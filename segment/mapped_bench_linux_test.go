@@ -1,13 +1,10 @@
 package segment
 
 import (
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/bloomkv/bloomkv/bloom"
 	"github.com/bloomkv/bloomkv/internal/base"
-	"golang.org/x/sys/unix"
 )
 
 // BenchmarkLookupMapped is a warm point read of a mapped, uncompressed
@@ -33,26 +30,7 @@ func BenchmarkLookupMapped(b *testing.B) {
 }
 
 func benchLookupMapped(b *testing.B, valueLen int, opts WriterOptions) {
-	path := filepath.Join(b.TempDir(), "bench.seg")
-	f, err := os.Create(path)
-	if err != nil {
-		b.Fatal(err)
-	}
-	benchWriteValues(b, f, opts, valueLen)
-	st, err := f.Stat()
-	if err != nil {
-		b.Fatal(err)
-	}
-	m, err := unix.Mmap(int(f.Fd()), 0, int(st.Size()), unix.PROT_READ, unix.MAP_SHARED)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer unix.Munmap(m)
-	defer f.Close()
-	r, err := Open(f, st.Size(), ReaderOptions{Cache: NewCache(64 << 20), Counters: &Counters{}, FileNum: 1, Mapped: m})
-	if err != nil {
-		b.Fatal(err)
-	}
+	r := openMappedBench(b, valueLen, opts)
 	keys := make([][]byte, 4096)
 	for i := range keys {
 		keys[i] = benchKey(nil, (i*7919)%benchEntries)
