@@ -482,18 +482,9 @@ func (it *Iterator) Next() bool {
 			}
 			return it.findNextSeg()
 		}
-		// The common step of a scan: one loop in the segment (its
-		// versions, seq and tombstones) and the bound here.
-		it.lease.Expire()
-		if !s.NextVisible(it.seq) {
-			return it.stop()
-		}
-		k := s.Key()
-		if it.segUpper && bytes.Compare(k, it.upper) >= 0 {
-			return it.stop()
-		}
-		it.key, it.value = it.lease.Guard(k), it.lease.Guard(s.Value())
-		return true
+		// The common step of a scan: one loop in the segment over
+		// versions, seq, tombstones and the bound.
+		return it.atSeg(s.NextVisible(it.seq, it.segBound()))
 	}
 	if it.reverse {
 		// m is before the current key (kept in keyBuf): seek back to it,
@@ -531,30 +522,32 @@ func (it *Iterator) skipVersions() {
 // findNextSeg is findNext reading the one segment seg directly: with no
 // range tombstone to apply, a key is shown at its newest visible version
 // unless that is a deletion, and the segment steps over the older
-// versions by itself (NextUserKey). Key and Value alias the segment's
-// block, as its Iter's do.
+// versions by itself (SkipToVisible, NextVisible). Key and Value alias the
+// segment's block, as its Iter's do.
 func (it *Iterator) findNextSeg() bool {
+	return it.atSeg(it.seg.SkipToVisible(it.seq, it.segBound()))
+}
+
+// atSeg ends a forward move over the one segment seg: at its current
+// entry if ok, else unpositioned.
+func (it *Iterator) atSeg(ok bool) bool {
 	it.lease.Expire()
 	it.reverse = false
-	s := it.seg
-	for s.Valid() {
-		k, trailer := s.InternalKey()
-		if it.segUpper && bytes.Compare(k, it.upper) >= 0 {
-			break
-		}
-		seq, kind := base.SplitTrailer(trailer)
-		if seq > it.seq { // written after the iterator was made
-			s.Next()
-			continue
-		}
-		if kind == base.KindDelete {
-			s.NextUserKey()
-			continue
-		}
-		it.key, it.value, it.valid = it.lease.Guard(k), it.lease.Guard(s.Value()), true
-		return true
+	if !ok {
+		return it.stop()
 	}
-	return it.stop()
+	s := it.seg
+	it.key, it.value, it.valid = it.lease.Guard(s.Key()), it.lease.Guard(s.Value()), true
+	return true
+}
+
+// segBound is the bound a move over seg stops at: nil when seg has no key
+// at or above upper.
+func (it *Iterator) segBound() []byte {
+	if it.segUpper {
+		return it.upper
+	}
+	return nil
 }
 
 // findPrevSeg is findPrev reading the one segment seg directly. The key

@@ -2,7 +2,6 @@ package segment
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 
 	"github.com/bloomkv/bloomkv/internal/base"
@@ -211,23 +210,36 @@ func (it *Iter) NextUserKey() bool {
 // NextVisible moves to the next user key's newest version at or below
 // seq that is a put, past the rest of the current key's versions, the
 // versions newer than seq, and keys whose newest version at or below seq
-// is a tombstone. It is the forward step of a store's iterator over one
-// segment (no other source, no range tombstone), done here in one loop
-// over the block iterator rather than through Next and NextUserKey, which
-// a full scan of 100-byte values called once per key at a cost of about
-// a third of the step.
-func (it *Iter) NextVisible(seq uint64) bool {
-	skipKey := true // pass over the versions of the user key last seen
+// is a tombstone. It reports false at the end, on an error, or at the
+// first user key >= upper (if upper is not nil), where it leaves the Iter.
+// It is the forward step of a store's iterator over one segment (no other
+// source, no range tombstone), done here in one loop over the block
+// iterator rather than through Next and NextUserKey, which a full scan of
+// 100-byte values called once per key at a cost of about a third of the
+// step.
+func (it *Iter) NextVisible(seq uint64, upper []byte) bool { return it.visible(seq, upper, true) }
+
+// SkipToVisible is NextVisible from the current entry instead of the next
+// user key: it stays there if that is a visible put. For a store's
+// iterator after a seek.
+func (it *Iter) SkipToVisible(seq uint64, upper []byte) bool {
+	return it.visible(seq, upper, false)
+}
+
+func (it *Iter) visible(seq uint64, upper []byte, step bool) bool {
+	skipKey := step // pass over the versions of the user key last seen
 	for it.Valid() {
-		if !it.blk.next() && !it.cross(it.forward) {
+		if step && !it.blk.next() && !it.cross(it.forward) {
 			return false
 		}
+		step = true
 		if skipKey && it.blk.sameUser {
 			continue
 		}
-		k := it.blk.key
-		t := binary.LittleEndian.Uint64(k[len(k)-base.TrailerLen:])
+		ukey, t := splitInternalKey(it.blk.key)
 		switch {
+		case upper != nil && bytes.Compare(ukey, upper) >= 0:
+			return false
 		case t>>8 > seq: // too new: an older version may be visible
 			skipKey = false
 		case base.Kind(t) == base.KindDelete:

@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/bloomkv/bloomkv/internal/base"
 )
 
 // TestIterRandomWalk moves an Iter at random (seeks, Next, Prev,
@@ -127,5 +129,40 @@ func TestPrevCacheBoundsDamagedBlock(t *testing.T) {
 	}
 	if most > 2*maxPrevKeys {
 		t.Fatalf("prev cache grew to %d key bytes, bound %d", most, maxPrevKeys)
+	}
+}
+
+// TestNextVisibleStopsAtBound checks the store iterator's step over one
+// segment: it passes over tombstones and versions too new for its seq,
+// and stops at the first user key at or past upper, however many
+// tombstones lie beyond (it must not scan them).
+func TestNextVisibleStopsAtBound(t *testing.T) {
+	es := []entry{
+		{key: []byte("a"), seq: 50, kind: base.KindPut, value: []byte("a50")},
+		{key: []byte("a"), seq: 10, kind: base.KindPut, value: []byte("a10")},
+		{key: []byte("b"), seq: 60, kind: base.KindPut, value: []byte("b60")}, // too new for seq 40
+		{key: []byte("b"), seq: 20, kind: base.KindDelete},
+		{key: []byte("c"), seq: 30, kind: base.KindPut, value: []byte("c30")},
+	}
+	for i := range 1000 {
+		es = append(es, entry{key: fmt.Appendf(nil, "d%04d", i), seq: 5, kind: base.KindDelete})
+	}
+	es = append(es, entry{key: []byte("e"), seq: 5, kind: base.KindPut, value: []byte("e5")})
+	data, _ := writeSegment(t, es, WriterOptions{BlockSize: 64})
+	r := openSegment(t, data, ReaderOptions{Name: "b.seg"})
+	it := r.NewIter(false)
+	defer it.Close()
+	if !it.First() || !it.SkipToVisible(40, nil) || string(it.Value()) != "a10" {
+		t.Fatalf("SkipToVisible at seq 40 from a: %q@%d %q", it.Key(), it.Seq(), it.Value())
+	}
+	if !it.NextVisible(40, nil) || string(it.Value()) != "c30" {
+		t.Fatalf("NextVisible at seq 40 from a: %q@%d %q, want c30 (b is too new, then deleted)", it.Key(), it.Seq(), it.Value())
+	}
+	if it.NextVisible(40, []byte("d0000")) || string(it.Key()) != "d0000" {
+		t.Fatalf("NextVisible with bound d0000 from c: %v at %q, want false at d0000", it.Valid(), it.Key())
+	}
+	it.SeekGE([]byte("c"))
+	if !it.NextVisible(40, nil) || string(it.Value()) != "e5" {
+		t.Fatalf("NextVisible without a bound from c: %q %q, want e5", it.Key(), it.Value())
 	}
 }
