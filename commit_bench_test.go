@@ -43,17 +43,24 @@ func (f *syncCountFile) WriteAt(b []byte, off int64) (int, error) {
 
 func (f *syncCountFile) MapFd() (uintptr, bool) { return vfs.MapFd(f.File) }
 
+// openSyncCounting opens a store with Options.Sync on a syncCountFS,
+// closed when b ends.
+func openSyncCounting(b *testing.B) (*DB, *syncCountFS) {
+	fs := &syncCountFS{FS: vfs.Default}
+	o := DefaultOptions()
+	o.Sync, o.FS = true, fs
+	db := mustOpen(b, b.TempDir(), o)
+	b.Cleanup(func() { db.Close() })
+	return db, fs
+}
+
 // BenchmarkPutParallelSync is BenchmarkPutParallel with Options.Sync:
 // every Put is acknowledged only once an fsync covers it, so what it
 // measures is how well group commit shares fsyncs among writers (one per
 // -cpu) and overlaps them with the next group's write. puts/fsync is the
 // sharing, which the machine's load disturbs less than ops/s.
 func BenchmarkPutParallelSync(b *testing.B) {
-	fs := &syncCountFS{FS: vfs.Default}
-	o := DefaultOptions()
-	o.Sync, o.FS = true, fs
-	db := mustOpen(b, b.TempDir(), o)
-	defer db.Close()
+	db, fs := openSyncCounting(b)
 	start := fs.syncs.Load()
 	runParallelPuts(b, db)
 	if syncs := fs.syncs.Load() - start; syncs > 0 {
@@ -69,11 +76,7 @@ func BenchmarkPutParallelSync(b *testing.B) {
 func BenchmarkPutSyncWriters(b *testing.B) {
 	for _, writers := range []int{1, 4, 16, 64} {
 		b.Run(fmt.Sprintf("writers=%d", writers), func(b *testing.B) {
-			fs := &syncCountFS{FS: vfs.Default}
-			o := DefaultOptions()
-			o.Sync, o.FS = true, fs
-			db := mustOpen(b, b.TempDir(), o)
-			defer db.Close()
+			db, fs := openSyncCounting(b)
 			start := fs.syncs.Load()
 			b.ReportAllocs()
 			b.SetBytes(116)

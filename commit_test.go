@@ -32,6 +32,19 @@ func newGateFS(mapped bool) *gateFS {
 	return &gateFS{FS: vfs.Default, mapped: mapped, entered: make(chan struct{}), release: make(chan struct{}), done: make(chan struct{})}
 }
 
+// openGated opens a store with Sync on a gateFS, closed when t ends: the
+// gate's done channel first, so that a failed test leaves no Sync
+// blocked, then the store.
+func openGated(t *testing.T, mapped bool) (*DB, *gateFS) {
+	fs := newGateFS(mapped)
+	o := smallOptions()
+	o.FS, o.Sync, o.MemtableSize = fs, true, 1<<20
+	db := mustOpen(t, t.TempDir(), o)
+	t.Cleanup(func() { db.Close() })
+	t.Cleanup(func() { close(fs.done) })
+	return db, fs
+}
+
 func (g *gateFS) Create(name string) (vfs.File, error) {
 	f, err := g.FS.Create(name)
 	if err != nil || !strings.HasSuffix(name, base.WALExt) {
@@ -85,12 +98,7 @@ func TestPipelinedCommit(t *testing.T) {
 			name = "mapped"
 		}
 		t.Run(name, func(t *testing.T) {
-			fs := newGateFS(mapped)
-			o := smallOptions()
-			o.FS, o.Sync, o.MemtableSize = fs, true, 1<<20
-			db := mustOpen(t, t.TempDir(), o)
-			defer db.Close()
-			defer close(fs.done) // first: a failed test leaves no Sync blocked
+			db, fs := openGated(t, mapped)
 			mustDo(t, db.Put([]byte("k0"), []byte("v0")))
 			fs.armed.Store(true)
 
@@ -187,12 +195,7 @@ func TestPipelinedCommit(t *testing.T) {
 func TestCommitWaitsForWriters(t *testing.T) {
 	for _, end := range []string{"returns", "deadline", "Sync", "txn", "Close"} {
 		t.Run(end, func(t *testing.T) {
-			fs := newGateFS(true)
-			o := smallOptions()
-			o.FS, o.Sync, o.MemtableSize = fs, true, 1<<20
-			db := mustOpen(t, t.TempDir(), o)
-			defer db.Close()
-			defer close(fs.done) // first: a failed test leaves no Sync blocked
+			db, fs := openGated(t, true)
 			db.commit.pmu.Lock()
 			db.commit.waitFor = 30 * time.Second // past every wait below: only what the test does ends a wait
 			if end == "deadline" {
