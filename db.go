@@ -604,16 +604,7 @@ func (db *DB) getFromSegments(ts *rangeCover, pin int) ([]byte, error) {
 		if deleted > s.meta.MaxSeq {
 			return nil, ErrNotFound
 		}
-		var v []byte
-		var vseq uint64
-		var kind base.Kind
-		var ok bool
-		var err error
-		if ts.withValue {
-			v, vseq, kind, ok, err = s.reader.Lookup(ts.key, p.hash, ts.seq)
-		} else { // Has: a value stored apart from its key need not be read
-			_, vseq, kind, ok, err = s.reader.LookupKey(ts.key, p.hash, ts.seq)
-		}
+		v, vseq, kind, ok, err := s.lookup(ts.key, p.hash, ts.seq, ts.withValue)
 		if err != nil {
 			return nil, fmt.Errorf("bloomkv: get: %w", err)
 		}
@@ -625,6 +616,15 @@ func (db *DB) getFromSegments(ts *rangeCover, pin int) ([]byte, error) {
 		}
 	}
 	return nil, ErrNotFound
+}
+
+// lookup is the segment's Lookup, or LookupKey where the caller needs no
+// value (Has): a value stored apart from its key is then not read.
+func (s *segHandle) lookup(key []byte, hash, seq uint64, withValue bool) ([]byte, uint64, base.Kind, bool, error) {
+	if withValue {
+		return s.reader.Lookup(key, hash, seq)
+	}
+	return s.reader.LookupKey(key, hash, seq)
 }
 
 // probe counts one Get's filter probes: counted locally and published
