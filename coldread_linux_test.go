@@ -58,6 +58,22 @@ func residentSegmentPages(t *testing.T, db *DB) int {
 	return n
 }
 
+// openEvicted opens a store with o, closed when t ends, writes n keys
+// (faultKey, faultValue), compacts them into one segment and evicts its
+// pages from the page cache, or skips t where eviction does not work.
+func openEvicted(t *testing.T, o *Options, n int) *DB {
+	db := mustOpen(t, t.TempDir(), o)
+	t.Cleanup(func() { db.Close() })
+	for i := range n {
+		mustDo(t, db.Put(faultKey(i), faultValue(i)))
+	}
+	mustDo(t, db.Compact())
+	if !evictSegments(t, db) {
+		t.Skip("segment pages stay resident after eviction here")
+	}
+	return db
+}
+
 // TestColdGetReadsOnlyItsBlock: a Get of an evicted segment brings its
 // block's pages into the page cache and nothing around them: neither the
 // mapping's fault read-around nor the file's read-ahead (the segment's
@@ -65,15 +81,7 @@ func residentSegmentPages(t *testing.T, db *DB) int {
 func TestColdGetReadsOnlyItsBlock(t *testing.T) {
 	o := smallOptions() // 512-byte blocks: one or two pages each
 	o.BlockCacheSize = 1
-	db := mustOpen(t, t.TempDir(), o)
-	defer db.Close()
-	for i := range 3000 {
-		mustDo(t, db.Put(faultKey(i), faultValue(i)))
-	}
-	mustDo(t, db.Compact())
-	if !evictSegments(t, db) {
-		t.Skip("segment pages stay resident after eviction here")
-	}
+	db := openEvicted(t, o, 3000)
 	for _, i := range []int{1500, 10, 2900} {
 		before := residentSegmentPages(t, db)
 		if v, err := db.Get(faultKey(i)); err != nil || !bytes.Equal(v, faultValue(i)) {
@@ -96,15 +104,7 @@ func TestColdGetReadsWithPread(t *testing.T) {
 	o := smallOptions()
 	o.FS = fs
 	o.BlockCacheSize = 1 // nothing cached: a compressed block is read too
-	db := mustOpen(t, t.TempDir(), o)
-	defer db.Close()
-	for i := range 600 {
-		mustDo(t, db.Put(faultKey(i), faultValue(i)))
-	}
-	mustDo(t, db.Compact())
-	if !evictSegments(t, db) {
-		t.Skip("segment pages stay resident after eviction here")
-	}
+	db := openEvicted(t, o, 600)
 	fs.SetFault(errorfs.Fault{Ops: vfs.OpRead, Name: "*.seg", Sticky: true})
 	_, err := db.Get(faultKey(5))
 	if !errors.Is(err, syscall.EIO) || errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), ".seg") {
