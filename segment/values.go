@@ -2,7 +2,6 @@ package segment
 
 import (
 	"encoding/binary"
-	"math/bits"
 	"sync/atomic"
 
 	"github.com/bloomkv/bloomkv/internal/base"
@@ -103,14 +102,6 @@ func (b verifiedBits) has(i uint64) bool {
 }
 
 func (b verifiedBits) set(i uint64) { b[i/64].Or(1 << (i % 64)) }
-
-// count is the number of records marked, for tests.
-func (b verifiedBits) count() (n int) {
-	for i := range b {
-		n += bits.OnesCount64(b[i].Load())
-	}
-	return n
-}
 
 // value returns the value of an entry of data block i whose stored value
 // is the handle enc. A value record must lie wholly in the gap between

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math/bits"
 	"math/rand/v2"
 	"testing"
 
@@ -353,4 +354,12 @@ func TestSkipValueRecords(t *testing.T) {
 	if err := it.Close(); err != nil || i != len(es) {
 		t.Fatalf("saw %d of %d entries: %v", i, len(es), err)
 	}
+}
+
+// count is the number of records marked.
+func (b verifiedBits) count() (n int) {
+	for i := range b {
+		n += bits.OnesCount64(b[i].Load())
+	}
+	return n
 }
