@@ -108,8 +108,15 @@ func (db *DB) captureCheckpoint() (*checkpoint, error) {
 	var err error
 	db.commit.exclusive(db, func() {
 		// Every group written is published first, so the WAL captured
-		// holds no write whose fsync may still fail.
-		db.commit.drain(db)
+		// holds no write whose fsync may still fail; and a WAL a rotation
+		// replaced is sealed first (sealWAL holds the sync role until it
+		// is), so that its copy, read after a reboot, is known whole.
+		db.commit.acquireSync()
+		err = db.commit.syncQueued(db)
+		db.commit.releaseSync(db)
+		if err != nil {
+			return
+		}
 		db.mu.Lock()
 		defer db.mu.Unlock()
 		if db.closed {

@@ -707,49 +707,73 @@ type frozen struct {
 	maxSeq uint64        // last sequence number it holds
 	logNum uint64        // the WAL that holds the same writes
 	done   chan struct{} // closed when flushed (or when the flush failed)
+	// sealed is closed once sealWAL is done with the WAL (sealed and
+	// closed, or failed): the flush removes the file only then, so that
+	// no file is unlinked while it is open (which Windows refuses).
+	sealed chan struct{}
 }
 
 // rotate freezes the memtable and starts a new one with a new WAL. Only
 // the commit leader calls it (from makeRoom, or Flush through exclusive),
-// without db.mu: the file work — the old WAL's fsync, the new WAL's
-// creation, preallocation and mapping, the old one's close — runs outside
-// it, and db.mu is held only to swap the memtable and WAL in one step, so
-// that readers and checkpoints see either both old or both new.
+// without db.mu, which it holds only to swap the memtable and WAL in one
+// step, so that readers and checkpoints see either both old or both new.
+//
+// The old WAL's fsync (a whole memtable's bytes, tens of milliseconds)
+// is not the writer's to wait for: rotate takes the sync role and hands
+// it, with the old WAL, to sealWAL, which runs in a goroutine of its own
+// while the leader goes on writing the new WAL. Holding the role, sealWAL
+// is the only goroutine that may fsync, so no group in the new WAL is
+// acknowledged as synced before the old WAL is sealed, which recovery
+// relies on (mayHaveLostTail). rotate waits only for the previous
+// holder of the role: an fsync in flight, or the previous rotation's
+// sealWAL, which bounds the WALs being sealed at one.
 func (db *DB) rotate() error {
-	// The old WAL is synced before the next one exists, so only the newest
-	// WAL can hold unsynced writes: Sync needs one fsync, and after a power
-	// cut every WAL but the newest was complete on disk. The sync role is
-	// held throughout, so no fsync of the old WAL is in flight when it is
-	// closed; its groups are published by this fsync.
 	q := &db.commit
 	q.acquireSync()
-	defer q.releaseSync(db)
 	old, oldNum := db.logw, db.logNum // the leader's: they change only here
-	if err := q.syncHeld(db, old); err != nil {
-		return err // the DB is read-only now (synced)
-	}
 	num, err := db.manifest.NewFileNum()
 	var logw *wal.Writer
 	if err == nil {
-		logw, err = db.createWAL(num, true)
+		logw, err = db.createWAL(num, false)
 	}
 	if err != nil {
+		// The old WAL stays the active one, unsealed: the DB is read-only
+		// from here, and Close syncs and seals it.
+		q.releaseSync(db)
 		db.fail(err)
 		return fmt.Errorf("%w: %w", ErrReadOnly, err)
 	}
-	// Nothing uses the old WAL any more: only the leader writes it, and
-	// the sync role, held here, syncs it.
-	if err := old.Close(); err != nil {
-		db.logger.Warn("closing WAL", "num", oldNum, "err", err)
-	}
+	f := &frozen{mem: db.mem, logNum: oldNum, done: make(chan struct{}), sealed: make(chan struct{})}
 	db.mu.Lock()
-	defer db.mu.Unlock()
-	db.imm = append(db.imm, &frozen{mem: db.mem, maxSeq: db.lastSeq, logNum: oldNum, done: make(chan struct{})})
+	f.maxSeq = db.lastSeq
+	db.imm = append(db.imm, f)
 	db.mem = memtable.New(db.opts.MemtableSize)
 	db.logw, db.logNum = logw, num
 	db.publishLocked()
 	db.scheduleFlushLocked()
+	db.mu.Unlock()
+	go db.sealWAL(old, oldNum, f.sealed)
 	return nil
+}
+
+// sealWAL fsyncs WAL num, the one rotate replaced, as the holder of the
+// sync role rotate passed it, publishing the groups the fsync covers;
+// then it seals and closes the WAL, and only then releases the role, so
+// that the next fsync (of the new WAL) follows the seal. A failed fsync
+// or seal makes the DB read-only. It closes done when it is finished.
+func (db *DB) sealWAL(w *wal.Writer, num uint64, done chan struct{}) {
+	q := &db.commit
+	defer close(done)
+	defer q.releaseSync(db)
+	err := q.syncHeld(db, w)
+	if err == nil {
+		if err = w.Seal(); err != nil {
+			db.fail(fmt.Errorf("seal WAL: %w", err))
+		}
+	}
+	if cerr := w.Close(); cerr != nil && err == nil {
+		db.logger.Warn("closing WAL", "num", num, "err", cerr)
+	}
 }
 
 // createWAL creates WAL file num, begins it with a mark (wal.Mark: this

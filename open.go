@@ -375,16 +375,39 @@ func (db *DB) replay(logs []uint64, flushedSeq uint64) (*memtable.Memtable, erro
 		case res.TornTail:
 			db.logger.Warn("WAL ends in a torn tail (a write in flight at a crash)", "file", name, "bytes", res.TornBytes)
 		}
+		if i < len(logs)-1 && mayHaveLostTail(opts, res) {
+			db.logger.Warn("WAL was not sealed and the machine has restarted since it was written: a power cut may have lost its last writes, so the writes of later WALs, none of them synced, are not recovered",
+				"file", name, "later_logs_ignored", len(logs)-i-1)
+			return mem, nil
+		}
 	}
 	return mem, nil
 }
 
+// mayHaveLostTail reports whether a power cut may have lost the last
+// records of a log that has a successor. A rotation hands the old WAL's
+// fsync to a goroutine of its own (sealWAL) and writes the next WAL at
+// once, so the next WAL may hold writes the kernel put on the device
+// before the old WAL's last ones, and a power cut may have kept those
+// and lost these. The store's history then ends with the old WAL: no
+// synced write is lost, for a write in the next WAL is acknowledged as
+// synced only after the old WAL is sealed. A log is known whole if it is
+// sealed (it says it was fsynced to its end), if its successor vouches
+// for it (opts.Complete: the rotations of earlier versions fsynced a WAL
+// before they created the next), if it was written under this boot (the
+// page cache held it), or if it has no marks (a version-1 log, which
+// those earlier rotations also fsynced first).
+func mayHaveLostTail(opts wal.RecoverOptions, res wal.Result) bool {
+	return res.Marked && !res.Sealed && !res.ThisBoot && !opts.Complete
+}
+
 // walRecoverOptions says how far recovery may trust logs[i]: a power cut
 // may have lost its unsynced writes unless its successor vouches that it
-// was synced to its end before the successor was created (every rotation
-// does so; the WAL an Open starts does not, as it follows logs that Open
-// had already recovered). A log so vouched for is complete: no crash can
-// have torn its last record, so damage there is corruption.
+// was synced to its end before the successor was created (the rotations
+// of earlier versions did; a rotation now seals the old WAL beside the
+// writes to the new one, see mayHaveLostTail). A log so vouched for is
+// complete: no crash can have torn its last record, so damage there is
+// corruption.
 func walRecoverOptions(fsys vfs.FS, dir string, logs []uint64, i int, boot [16]byte) wal.RecoverOptions {
 	opts := wal.RecoverOptions{UnsyncedMayBeLost: true, BootID: boot}
 	if i+1 < len(logs) {

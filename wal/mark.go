@@ -19,6 +19,11 @@ import (
 //     proves the damage is not a power cut's.
 //   - PrevSynced says the previous log was fsynced to its end before this
 //     one was created, so damage anywhere in it is corruption.
+//   - Seal says the mark ends the log (Writer.Seal, format version 3):
+//     every byte before it was fsynced before it was written, nothing is
+//     written after it, and it was fsynced too before anything that
+//     depends on the log being whole happened. A log that ends in a seal
+//     cannot have lost its last records to a power cut.
 //
 // The first record of every log the store writes is a mark; a writer adds
 // another before a write whenever an fsync has happened since the last.
@@ -26,10 +31,17 @@ type Mark struct {
 	BootID     [16]byte
 	Synced     int64
 	PrevSynced bool
+	Seal       bool
 }
 
 // markLen is the payload size of a mark record.
 const markLen = 16 + 8 + 1
+
+// Bits of a mark's flags byte (its last).
+const (
+	markPrevSynced = 1 << 0
+	markSeal       = 1 << 1 // format version 3
+)
 
 // appendMark appends a mark record to dst.
 func appendMark(dst []byte, m Mark) []byte {
@@ -37,14 +49,17 @@ func appendMark(dst []byte, m Mark) []byte {
 	copy(p[:16], m.BootID[:])
 	binary.LittleEndian.PutUint64(p[16:], uint64(m.Synced))
 	if m.PrevSynced {
-		p[24] = 1
+		p[24] |= markPrevSynced
+	}
+	if m.Seal {
+		p[24] |= markSeal
 	}
 	return appendTyped(dst, recordMark, p[:])
 }
 
 // parseMark decodes a mark payload; ok is false if it is malformed.
 func parseMark(p []byte) (m Mark, ok bool) {
-	if len(p) != markLen || p[24] > 1 {
+	if len(p) != markLen || p[24]&^(markPrevSynced|markSeal) != 0 {
 		return Mark{}, false
 	}
 	copy(m.BootID[:], p[:16])
@@ -52,7 +67,7 @@ func parseMark(p []byte) (m Mark, ok bool) {
 	if synced > 1<<62 {
 		return Mark{}, false
 	}
-	m.Synced, m.PrevSynced = int64(synced), p[24] == 1
+	m.Synced, m.PrevSynced, m.Seal = int64(synced), p[24]&markPrevSynced != 0, p[24]&markSeal != 0
 	return m, true
 }
 

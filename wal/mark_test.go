@@ -253,3 +253,69 @@ func TestSealedLogLastRecordDamageIsCorrupt(t *testing.T) {
 		t.Fatalf("complete log with a zero tail: %d records, %v", n, err)
 	}
 }
+
+// TestRecoverReportsSealAndBoot: Result.Sealed is true only for a log whose
+// last record is a seal, and not for one whose last surviving record is an
+// ordinary mark that also claims every byte before it synced (the mark a
+// writer puts before the first write after an fsync) with the write after
+// it lost: recovery trusts a later log only if the earlier one is whole.
+// ThisBoot tells a log written under the current boot.
+func TestRecoverReportsSealAndBoot(t *testing.T) {
+	f := &fakeFile{}
+	w, err := NewMarkedWriter(f, "000007.wal", Mark{BootID: bootA})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.WriteRecords([]byte("first")); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	before := len(f.Bytes())
+	if _, err := w.WriteRecords([]byte("second")); err != nil { // a mark, then the record
+		t.Fatal(err)
+	}
+	withMark := bytes.Clone(f.Bytes())
+	lost := append(bytes.Clone(withMark[:before+recordHeaderSize+markLen]), make([]byte, len(withMark)-before-recordHeaderSize-markLen)...)
+	if err := w.Seal(); err != nil {
+		t.Fatal(err)
+	}
+	sealed := bytes.Clone(f.Bytes())
+	if m, ok := parseMark(sealed[len(sealed)-markLen:]); !ok || !m.Seal || m.Synced != int64(len(withMark)) {
+		t.Fatalf("seal = %+v, %v; want a seal claiming %d bytes", m, ok, len(withMark))
+	}
+	for _, tc := range []struct {
+		name         string
+		data         []byte
+		boot         [16]byte
+		records      int
+		wantSealed   bool
+		wantThisBoot bool
+	}{
+		{"sealed", sealed, bootB, 2, true, false},
+		{"sealed, this boot", sealed, bootA, 2, true, true},
+		{"ends in a record", withMark, bootB, 2, false, false},
+		{"ends in a mark, the record after it lost", lost, bootB, 1, false, false},
+		{"unknown boot", withMark, [16]byte{}, 2, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n, res, err := recoverWith(t, tc.data, RecoverOptions{UnsyncedMayBeLost: true, BootID: tc.boot})
+			if err != nil || n != tc.records || !res.Marked || res.Sealed != tc.wantSealed || res.ThisBoot != tc.wantThisBoot {
+				t.Fatalf("Recover = %d records, %+v, %v; want %d records, sealed %v, this boot %v",
+					n, res, err, tc.records, tc.wantSealed, tc.wantThisBoot)
+			}
+		})
+	}
+	// A seal in a version-2 log, which had no seals, is corruption.
+	v2 := bytes.Clone(sealed)
+	binary.LittleEndian.PutUint32(v2[8:], markFormatVersion)
+	binary.LittleEndian.PutUint32(v2[12:], crc32.Checksum(v2[:12], crcTable))
+	if _, _, err := recoverWith(t, v2, RecoverOptions{}); !errors.Is(err, base.ErrCorrupt) {
+		t.Fatalf("seal in a version-2 log: %v, want corruption", err)
+	}
+	v2 = v2[:len(withMark)]
+	if n, res, err := recoverWith(t, v2, RecoverOptions{}); err != nil || n != 2 || res.Sealed {
+		t.Fatalf("version-2 log without a seal: %d records, %+v, %v", n, res, err)
+	}
+}

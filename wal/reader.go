@@ -45,6 +45,7 @@ type Reader struct {
 	version uint32 // from the file header
 	err     error
 	first   *Mark // the log's first mark, once read
+	sealed  bool  // the last record read is a seal (Mark.Seal)
 
 	unsyncedMayBeLost bool     // AllowUnsyncedLoss was called
 	boot              [16]byte // the current boot, for AllowUnsyncedLoss
@@ -59,9 +60,9 @@ func NewReader(r io.Reader, name string) *Reader {
 // AllowUnsyncedLoss tells the reader that the machine may have lost power
 // since the log was written (boot is the current boot ID, zero if
 // unknown): damage that no mark proves durable is then the end of the
-// log's durable history (ErrUnsyncedTail), not corruption. Call it for the
-// newest log only: every older one was synced to its end before its
-// successor was created.
+// log's durable history (ErrUnsyncedTail), not corruption. Call it for
+// every log not known to be whole: the newest, and one whose fsync a
+// rotation left to run beside the writes to its successor.
 func (r *Reader) AllowUnsyncedLoss(boot [16]byte) {
 	r.unsyncedMayBeLost, r.boot = true, boot
 }
@@ -73,6 +74,11 @@ func (r *Reader) FirstMark() (Mark, bool) {
 	}
 	return *r.first, true
 }
+
+// Sealed reports whether the last record read is a seal (Writer.Seal):
+// once Next has reported the log's end, that the log was made durable to
+// its end and nothing was written after it.
+func (r *Reader) Sealed() bool { return r.sealed }
 
 // Offset returns the end of the last record Next returned, or of the file
 // header. After a torn tail, this is the size the log should be truncated
@@ -102,16 +108,21 @@ func (r *Reader) next() ([]byte, error) {
 	}
 	for {
 		p, typ, err := r.record()
-		if err != nil || typ == recordFull {
+		if err != nil {
 			return p, err
 		}
+		if typ == recordFull {
+			r.sealed = false
+			return p, nil
+		}
 		m, ok := parseMark(p)
-		if !ok {
+		if !ok || m.Seal && r.version < sealFormatVersion {
 			return nil, r.corrupt("malformed mark record")
 		}
 		if r.first == nil {
 			r.first = &m
 		}
+		r.sealed = m.Seal
 		r.off += recordHeaderSize + markLen
 	}
 }
@@ -158,7 +169,7 @@ func (r *Reader) readRecord() ([]byte, error) {
 		return nil, r.badRecord("record checksum mismatch")
 	}
 	switch typ := r.hdr[8]; {
-	case typ == recordMark && r.version >= formatVersion:
+	case typ == recordMark && r.version >= markFormatVersion:
 		return r.buf, nil // next parses it and advances r.off
 	case typ != recordFull:
 		return nil, r.corrupt("unknown record type %d", typ)
@@ -221,7 +232,7 @@ func (r *Reader) readFileHeader() error {
 		return r.corrupt("file header checksum mismatch")
 	}
 	r.version = binary.LittleEndian.Uint32(h[8:12])
-	if r.version != formatVersion && r.version != legacyFormatVersion {
+	if r.version < legacyFormatVersion || r.version > formatVersion {
 		return r.corrupt("unsupported format version %d", r.version)
 	}
 	r.off = fileHeaderSize

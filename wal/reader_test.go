@@ -315,8 +315,8 @@ func TestHeaderDamage(t *testing.T) {
 		mutate(b[:fileHeaderSize])
 		return b
 	}
-	version3 := withHeader(func(h []byte) {
-		binary.LittleEndian.PutUint32(h[8:], 3)
+	version4 := withHeader(func(h []byte) {
+		binary.LittleEndian.PutUint32(h[8:], formatVersion+1)
 		binary.LittleEndian.PutUint32(h[12:], crc32.Checksum(h[:12], crcTable))
 	})
 
@@ -337,7 +337,7 @@ func TestHeaderDamage(t *testing.T) {
 		{"bad magic", withHeader(func(h []byte) { h[0] = 'B' }), empty, true},
 		{"bad header checksum", withHeader(func(h []byte) { h[13] ^= 0x80 }), empty, true},
 		{"unchecksummed version change", withHeader(func(h []byte) { h[8] = 1 }), empty, true},
-		{"unsupported version", version3, empty, true},
+		{"unsupported version", version4, empty, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -21,6 +21,16 @@ type Result struct {
 	// a power cut may leave (only with RecoverOptions.UnsyncedMayBeLost);
 	// TornBytes counts what follows, unrecovered.
 	Unsynced bool
+	// Marked: the log has marks (every log the store wrote since marks
+	// exist; a version-1 log has none).
+	Marked bool
+	// Sealed: the log ends in the mark Writer.Seal writes, so it was
+	// durable to its end: a power cut cannot have lost its last records.
+	Sealed bool
+	// ThisBoot: the log was written under the current boot (its first
+	// mark says so, and the boot is known), so the page cache held every
+	// byte since: no power cut can have lost any of it.
+	ThisBoot bool
 }
 
 // RecoverOptions say what recovery may assume about the log.
@@ -80,6 +90,9 @@ func Recover(fsys vfs.FS, path string, opts RecoverOptions, fn func(payload []by
 			continue
 		}
 		res.ValidSize = r.Offset()
+		first, marked := r.FirstMark()
+		res.Marked, res.Sealed = marked, r.Sealed()
+		res.ThisBoot = marked && knownBoot(opts.BootID) && first.BootID == opts.BootID
 		switch {
 		case err == io.EOF:
 			return res, nil

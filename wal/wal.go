@@ -54,9 +54,12 @@ var ErrUnsyncedTail = errors.New("wal: damage after the last sync (power cut)")
 var ErrTornTail = errors.New("wal: torn tail")
 
 // formatVersion is the on-disk format version written in the file header.
-// Version 2 adds mark records; a version-1 log (no marks) is still read.
+// Version 2 adds mark records, version 3 the seal flag of a mark; logs of
+// versions 1 (no marks) and 2 are still read.
 const (
-	formatVersion       = 2
+	formatVersion       = 3
+	sealFormatVersion   = 3
+	markFormatVersion   = 2
 	legacyFormatVersion = 1
 )
 

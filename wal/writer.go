@@ -299,8 +299,13 @@ func (w *Writer) Synced() int64 { return w.synced.Load() }
 // may be written after Seal. A log without marks (NewWriter) is only
 // synced.
 func (w *Writer) Seal() error {
-	if err := w.Sync(); err != nil {
+	if err := w.syncErr(); err != nil {
 		return err
+	}
+	if w.synced.Load() < w.size.Load() { // else a rotation's sealWAL has just synced it
+		if err := w.Sync(); err != nil {
+			return err
+		}
 	}
 	if err := w.writeErr(); err != nil {
 		// A failed write may have left a partial record: a mark after it
@@ -311,7 +316,7 @@ func (w *Writer) Seal() error {
 		return nil
 	}
 	synced := w.synced.Load()
-	b := appendMark(make([]byte, 0, recordHeaderSize+markLen), Mark{BootID: w.boot, Synced: synced})
+	b := appendMark(make([]byte, 0, recordHeaderSize+markLen), Mark{BootID: w.boot, Synced: synced, Seal: true})
 	if _, err := w.write(b); err != nil {
 		return err
 	}

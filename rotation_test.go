@@ -1,0 +1,164 @@
+package bloomkv
+
+import (
+	"bytes"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/bloomkv/bloomkv/internal/base"
+	"github.com/bloomkv/bloomkv/vfs"
+	"github.com/bloomkv/bloomkv/wal"
+)
+
+// holdFS is the operating system's file system, except that the Sync of
+// one WAL (held, by base name) blocks until release is closed, and that a
+// WAL is read before it is removed, recording whether it ended in a seal.
+type holdFS struct {
+	vfs.FS
+	mu      sync.Mutex
+	held    string
+	entered chan struct{} // closed when the held WAL's Sync starts
+	release chan struct{}
+	sealed  map[string]bool // WAL name -> ended in a seal when removed
+}
+
+func (h *holdFS) Create(name string) (vfs.File, error) {
+	f, err := h.FS.Create(name)
+	if err != nil || filepath.Ext(name) != base.WALExt {
+		return f, err
+	}
+	hf := &holdFile{File: f, fs: h, name: filepath.Base(name)}
+	if _, ok := vfs.MapFd(f); ok {
+		return &holdMappedFile{hf}, nil
+	}
+	return hf, nil
+}
+
+func (h *holdFS) Remove(name string) error {
+	if filepath.Ext(name) == base.WALExt {
+		res, err := wal.Recover(h.FS, name, wal.RecoverOptions{}, func([]byte, int64) error { return nil })
+		h.mu.Lock()
+		h.sealed[filepath.Base(name)] = err == nil && res.Sealed
+		h.mu.Unlock()
+	}
+	return h.FS.Remove(name)
+}
+
+type holdFile struct {
+	vfs.File
+	fs   *holdFS
+	name string
+}
+
+func (f *holdFile) Sync() error {
+	f.fs.mu.Lock()
+	held := f.fs.held == f.name
+	f.fs.mu.Unlock()
+	if held {
+		select {
+		case <-f.fs.entered:
+		default:
+			close(f.fs.entered)
+		}
+		<-f.fs.release
+	}
+	return f.File.Sync()
+}
+
+// holdMappedFile lets the WAL be mapped: its writes bypass the wrapper,
+// its Syncs do not.
+type holdMappedFile struct{ *holdFile }
+
+func (f *holdMappedFile) MapFd() (uintptr, bool) { return vfs.MapFd(f.File) }
+
+// TestRotationDoesNotWaitForOldWALSync holds the fsync of the WAL a
+// rotation replaces, and checks what must and must not wait for it: the
+// writer that rotated, and the writes after it, do not (their bytes are in
+// the kernel, which is all an unsynced write promises); a synced write to
+// the new WAL does, for recovery after a power cut trusts the new WAL only
+// if the old one was sealed. Once the fsync is let go, the old WAL is
+// sealed before it is removed.
+func TestRotationDoesNotWaitForOldWALSync(t *testing.T) {
+	for _, mmap := range []bool{true, false} {
+		t.Run(map[bool]string{true: "mapped", false: "write"}[mmap], func(t *testing.T) {
+			h := &holdFS{FS: vfs.Default, entered: make(chan struct{}), release: make(chan struct{}), sealed: map[string]bool{}}
+			o := smallOptions()
+			o.FS, o.MemtableSize, o.DisableMmap = h, 64<<10, !mmap
+			db := mustOpen(t, t.TempDir(), o)
+			defer db.Close()
+			var once sync.Once
+			let := func() { once.Do(func() { close(h.release) }) }
+			defer let() // before Close: a failed test leaves no fsync held
+
+			db.mu.Lock()
+			first := base.WALFileName(db.logNum)
+			db.mu.Unlock()
+			h.mu.Lock()
+			h.held = first
+			h.mu.Unlock()
+
+			// Fill past one memtable, and then about half of the next: the
+			// rotation hands the first WAL's fsync to sealWAL, which blocks
+			// in it. (The next rotation would wait for it: one WAL is
+			// sealed at a time.)
+			logNum := func() uint64 {
+				db.mu.Lock()
+				defer db.mu.Unlock()
+				return db.logNum
+			}
+			start := logNum()
+			wrote := make(chan int, 1)
+			go func() {
+				n, after := 0, -1
+				for ; after < 0 || n < after+200; n++ {
+					if err := db.Put(faultKey(n), faultValue(n)); err != nil {
+						t.Error(err)
+						break
+					}
+					if after < 0 && logNum() != start {
+						after = n
+					}
+				}
+				wrote <- n
+			}()
+			var n int
+			select {
+			case n = <-wrote:
+			case <-time.After(30 * time.Second):
+				t.Fatal("unsynced Puts waited for the fsync of the WAL their rotation replaced")
+			}
+			select {
+			case <-h.entered:
+			case <-time.After(30 * time.Second):
+				t.Fatal("the replaced WAL was never fsynced")
+			}
+			for i := range n {
+				if v, err := db.Get(faultKey(i)); err != nil || !bytes.Equal(v, faultValue(i)) {
+					t.Fatalf("Get(%s) = %q, %v; want its value", faultKey(i), v, err)
+				}
+			}
+
+			// A synced write must wait for the old WAL's seal.
+			synced := make(chan error, 1)
+			go func() { synced <- db.Sync() }()
+			select {
+			case err := <-synced:
+				t.Fatalf("Sync returned (%v) while the replaced WAL's fsync was held", err)
+			case <-time.After(100 * time.Millisecond):
+			}
+			let()
+			if err := <-synced; err != nil {
+				t.Fatal(err)
+			}
+			mustDo(t, db.Flush())
+			h.mu.Lock()
+			sealed, removed := h.sealed[first]
+			h.mu.Unlock()
+			if !removed || !sealed {
+				t.Fatalf("replaced WAL %s: removed %v, sealed when removed %v; want both", first, removed, sealed)
+			}
+		})
+	}
+}
