@@ -718,30 +718,39 @@ type frozen struct {
 // without db.mu, which it holds only to swap the memtable and WAL in one
 // step, so that readers and checkpoints see either both old or both new.
 //
-// The old WAL's fsync (a whole memtable's bytes, tens of milliseconds)
-// is not the writer's to wait for: rotate takes the sync role and hands
-// it, with the old WAL, to sealWAL, which runs in a goroutine of its own
-// while the leader goes on writing the new WAL. Holding the role, sealWAL
-// is the only goroutine that may fsync, so no group in the new WAL is
-// acknowledged as synced before the old WAL is sealed, which recovery
-// relies on (mayHaveLostTail). rotate waits only for the previous
-// holder of the role: an fsync in flight, or the previous rotation's
-// sealWAL, which bounds the WALs being sealed at one.
+// The writer that rotates waits for no fsync of its own. The new WAL is
+// usually the spare that the previous rotation's sealWAL created ahead
+// (a creation costs two fsyncs: the file's and the directory's). The old
+// WAL's fsync (a whole memtable's bytes, several milliseconds) is left to
+// sealWAL too: rotate takes the sync role and hands it, with the old WAL,
+// to sealWAL, which runs in a goroutine of its own while the leader goes
+// on writing the new WAL. Holding the role, sealWAL is the only goroutine
+// that may fsync, so no group in the new WAL is acknowledged as synced
+// before the old WAL is sealed, which recovery relies on
+// (mayHaveLostTail). rotate waits only for the previous holder of the
+// role: an fsync in flight, or the previous rotation's sealWAL, which
+// bounds the WALs being sealed at one.
 func (db *DB) rotate() error {
 	q := &db.commit
 	q.acquireSync()
 	old, oldNum := db.logw, db.logNum // the leader's: they change only here
-	num, err := db.manifest.NewFileNum()
-	var logw *wal.Writer
-	if err == nil {
-		logw, err = db.createWAL(num, false)
-	}
-	if err != nil {
-		// The old WAL stays the active one, unsealed: the DB is read-only
-		// from here, and Close syncs and seals it.
-		q.releaseSync(db)
-		db.fail(err)
-		return fmt.Errorf("%w: %w", ErrReadOnly, err)
+	db.mu.Lock()
+	logw, num := db.spare, db.spareNum
+	db.spare = nil
+	db.mu.Unlock()
+	if logw == nil {
+		var err error
+		num, err = db.manifest.NewFileNum()
+		if err == nil {
+			logw, err = db.createWAL(num, false)
+		}
+		if err != nil {
+			// The old WAL stays the active one, unsealed: the DB is
+			// read-only from here, and Close syncs and seals it.
+			q.releaseSync(db)
+			db.fail(err)
+			return fmt.Errorf("%w: %w", ErrReadOnly, err)
+		}
 	}
 	f := &frozen{mem: db.mem, logNum: oldNum, done: make(chan struct{}), sealed: make(chan struct{})}
 	db.mu.Lock()
@@ -751,6 +760,7 @@ func (db *DB) rotate() error {
 	db.logw, db.logNum = logw, num
 	db.publishLocked()
 	db.scheduleFlushLocked()
+	db.bgWG.Add(1)
 	db.mu.Unlock()
 	go db.sealWAL(old, oldNum, f.sealed)
 	return nil
@@ -758,13 +768,17 @@ func (db *DB) rotate() error {
 
 // sealWAL fsyncs WAL num, the one rotate replaced, as the holder of the
 // sync role rotate passed it, publishing the groups the fsync covers;
-// then it seals and closes the WAL, and only then releases the role, so
-// that the next fsync (of the new WAL) follows the seal. A failed fsync
-// or seal makes the DB read-only. It closes done when it is finished.
+// then it seals and closes the WAL, so that the next fsync (of the new
+// WAL) follows the seal. A failed fsync or seal makes the DB read-only.
+// It closes done when it is done with the WAL, then creates the next
+// rotation's WAL (makeSpare), and only then releases the role: the next
+// rotation, which waits for the role, finds the spare ready, and no
+// rotation creates a WAL meanwhile, so the spare's number is above the
+// active WAL's, as the order of the writes wants (recovery replays WALs
+// in the order of their numbers).
 func (db *DB) sealWAL(w *wal.Writer, num uint64, done chan struct{}) {
+	defer db.bgWG.Done()
 	q := &db.commit
-	defer close(done)
-	defer q.releaseSync(db)
 	err := q.syncHeld(db, w)
 	if err == nil {
 		if err = w.Seal(); err != nil {
@@ -774,6 +788,57 @@ func (db *DB) sealWAL(w *wal.Writer, num uint64, done chan struct{}) {
 	if cerr := w.Close(); cerr != nil && err == nil {
 		db.logger.Warn("closing WAL", "num", num, "err", cerr)
 	}
+	close(done)
+	if err == nil {
+		db.makeSpare()
+	}
+	q.releaseSync(db)
+}
+
+// makeSpare creates the WAL the next rotation will start, unless one is
+// ready, as the holder of the sync role (sealWAL). A failure makes the
+// DB read-only, as it would in the rotation.
+func (db *DB) makeSpare() {
+	db.mu.Lock()
+	skip := db.spare != nil || db.closed || db.bgErr != nil
+	db.mu.Unlock()
+	if skip {
+		return
+	}
+	num, err := db.manifest.NewFileNum()
+	var w *wal.Writer
+	if err == nil {
+		w, err = db.createWAL(num, false)
+	}
+	if err != nil {
+		// The same failure as a rotation's own creation of the WAL, which
+		// makes the DB read-only: the file system that holds the WALs
+		// failed a creation or an fsync.
+		db.fail(fmt.Errorf("create the next WAL: %w", err))
+		return
+	}
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if db.spare == nil && !db.closed && db.bgErr == nil {
+		db.spare, db.spareNum = w, num
+		return
+	}
+	w.Close()
+	db.removeFile(base.WALFileName(num))
+}
+
+// dropSpareLocked closes and removes the spare WAL, if any: Close does,
+// once no sealWAL runs. It holds no write: a crash that leaves it behind
+// leaves an empty log, which the next Open replays and removes.
+func (db *DB) dropSpareLocked() {
+	if db.spare == nil {
+		return
+	}
+	if err := db.spare.Close(); err != nil {
+		db.logger.Warn("closing the spare WAL", "num", db.spareNum, "err", err)
+	}
+	db.removeFile(base.WALFileName(db.spareNum))
+	db.spare = nil
 }
 
 // createWAL creates WAL file num, begins it with a mark (wal.Mark: this

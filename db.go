@@ -406,9 +406,10 @@ type DB struct {
 	// so the leader may use them without mu.
 	//
 	// mu guards memory. A memtable rotation (rotate) does its file work —
-	// the old WAL's fsync, the new WAL's file number, creation,
-	// preallocation and mapping, the old WAL's close — as the commit
-	// leader without mu, and takes mu only to swap the memtable and WAL;
+	// the new WAL's file number, creation, preallocation and mapping, if
+	// no spare WAL is ready — as the commit leader without mu, and takes mu
+	// only to swap the memtable and WAL; the old WAL's fsync, seal and
+	// close, and the next spare WAL, are sealWAL's, in a goroutine;
 	// WAL writes and fsyncs, manifest commits (logAndApply), segment
 	// writes, and the closing, unmapping and removal of obsolete segments
 	// (the closer) all run outside it. What still holds it across a
@@ -424,6 +425,8 @@ type DB struct {
 	bgErr         error               // first background failure; makes the DB read-only
 	logw          *wal.Writer         // the WAL of mem
 	logNum        uint64              // file number of logw
+	spare         *wal.Writer         // the next rotation's WAL, if sealWAL made one ahead
+	spareNum      uint64              // file number of spare
 	mem           *memtable.Memtable  // takes the writes
 	imm           []*frozen           // full memtables waiting for flush, oldest first
 	segments      []*segHandle        // live segments, newest first
@@ -433,8 +436,8 @@ type DB struct {
 	stallAt       int                 // segment count at which writers wait for compaction
 	expectedReads float64             // predicted block reads per absent Get (filtermem.go)
 	history       []CompactionInfo    // the latest compactions, oldest first
-	// bgWG counts the background goroutines: the flush loop and every
-	// background compaction loop. Close waits for it.
+	// bgWG counts the background goroutines: the flush loop, every
+	// background compaction loop, and sealWAL. Close waits for it.
 	bgWG sync.WaitGroup
 
 	// closer closes and removes segments whose last reference went,

@@ -489,6 +489,7 @@ func (db *DB) closeFiles() error {
 		// a crash leaves.
 		errs = append(errs, db.logw.Seal(), db.logw.Close())
 	}
+	db.dropSpareLocked()
 	if rs := db.current.Swap(nil); rs != nil {
 		rs.retire()
 	}

@@ -162,3 +162,51 @@ func TestRotationDoesNotWaitForOldWALSync(t *testing.T) {
 		})
 	}
 }
+
+// TestSpareWAL: a rotation leaves the next WAL created ahead (sealWAL,
+// holding the sync role, so a Sync returns only after it exists), the
+// next rotation starts it instead of creating one, and Close removes the
+// spare it leaves, so that a closed store holds one WAL.
+func TestSpareWAL(t *testing.T) {
+	dir := t.TempDir()
+	db := mustOpen(t, dir, nil)
+	mustDo(t, db.Put([]byte("a"), []byte("1")))
+	mustDo(t, db.Flush())
+	mustDo(t, db.Sync())
+	db.mu.Lock()
+	spare, spareNum, active := db.spare, db.spareNum, db.logNum
+	db.mu.Unlock()
+	if spare == nil || spareNum <= active {
+		t.Fatalf("after a rotation: spare %v numbered %d, active WAL %d; want a spare numbered above it", spare != nil, spareNum, active)
+	}
+	mustDo(t, db.Put([]byte("b"), []byte("2")))
+	mustDo(t, db.Flush())
+	db.mu.Lock()
+	active = db.logNum
+	db.mu.Unlock()
+	if active != spareNum {
+		t.Fatalf("the rotation started WAL %d, not the spare %d", active, spareNum)
+	}
+	mustDo(t, db.Sync()) // the next spare exists
+	db.mu.Lock()
+	spare = db.spare
+	db.mu.Unlock()
+	if spare == nil {
+		t.Fatal("no spare after the second rotation")
+	}
+	mustDo(t, db.Close())
+	wals, err := filepath.Glob(filepath.Join(dir, "*"+base.WALExt))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(wals) != 1 || filepath.Base(wals[0]) != base.WALFileName(active) {
+		t.Fatalf("closed store holds WALs %v, want only %s", wals, base.WALFileName(active))
+	}
+	db = mustOpen(t, dir, nil)
+	defer db.Close()
+	for k, v := range map[string]string{"a": "1", "b": "2"} {
+		if got, err := db.Get([]byte(k)); err != nil || string(got) != v {
+			t.Fatalf("Get(%s) after reopen = %q, %v", k, got, err)
+		}
+	}
+}
