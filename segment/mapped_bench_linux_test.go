@@ -65,8 +65,9 @@ func benchLookupMapped(b *testing.B, valueLen int, opts WriterOptions) {
 // first read of each block or value record, which the Reader verifies and
 // (warm segment) may ask the page cache about (firstResident). Each pass
 // looks every key up once in a random order, on a fresh mapping and
-// Reader, so every read faults its pages into the mapping as a store's
-// first reads do. cpu-ns/op is CPU time per read.
+// Reader, so every read touches pages new to the mapping (page faults,
+// TLB and cache misses) as a store's first reads do. cpu-ns/op is the
+// process's CPU time per read, the reopening left out.
 func BenchmarkLookupMappedFirstRead(b *testing.B) {
 	const entries = 20_000
 	for _, c := range []struct {
