@@ -214,3 +214,114 @@ func TestColdReadErrors(t *testing.T) {
 		})
 	}
 }
+
+// largeValueEntries is n puts of distinct keys, in order, each with a
+// value of 600 bytes: a writer with SeparateValues 500 stores every one
+// as a value record.
+func largeValueEntries(n int) []entry {
+	es := make([]entry, n)
+	for i := range es {
+		v := bytes.Repeat([]byte{byte(i), byte(i >> 8), 'v'}, 200)
+		es[i] = entry{key: fmt.Appendf(nil, "key-%06d", i), seq: uint64(i + 1), kind: base.KindPut, value: v}
+	}
+	return es
+}
+
+// lookupEach looks up every key of es once, in order, checking the value,
+// and counts the lookups that read the file (ReadAt), not only the
+// mapping.
+func lookupEach(t *testing.T, r *Reader, f *coldFile, es []entry) (readers int) {
+	t.Helper()
+	for _, e := range es {
+		before := f.set(func(*coldFile) {})
+		v, _, _, found, err := r.Lookup(e.key, bloom.Hash(e.key), base.MaxSeq)
+		if err != nil || !found || !bytes.Equal(v, e.value) {
+			t.Fatalf("Lookup(%q) = %q, %v, %v; want %q", e.key, v, found, err, e.value)
+		}
+		if n := f.set(func(*coldFile) {}); n > 0 {
+			readers++
+		}
+		f.set(func(f *coldFile) { f.reads = before }) // set cleared the count
+	}
+	return readers
+}
+
+// TestFirstReadsTrustWarmSegment: the first reads of blocks and value
+// records ask the page cache on every read until warmTrust answers in a
+// row said resident, and then one time in firstSample. When such a
+// trusted segment loses its pages, a sampled question soon notices: the
+// segment turns cold and its reads use pread.
+func TestFirstReadsTrustWarmSegment(t *testing.T) {
+	es := largeValueEntries(4000)
+	r, f, _, resident, asked := coldReader(t, es, WriterOptions{BlockSize: 512, SeparateValues: 500}, nil)
+	*resident = true
+	half := len(es) / 2
+	// Each lookup reads its record for the first time, and every few
+	// lookups a block: fewer than warmTrust first reads in all.
+	untrusted := warmTrust - 16
+	n := lookupEach(t, r, f, es[:untrusted])
+	blocks := 0
+	for i := range r.index {
+		if r.index[i].verified.Load() {
+			blocks++
+		}
+	}
+	if first := untrusted + blocks; n != 0 || *asked != first || first >= warmTrust {
+		t.Fatalf("untrusted: %d first reads asked %d times and read the file in %d lookups; want a question each, no reads",
+			first, *asked, n)
+	}
+	*asked = 0
+	// Over 2,000 more first reads, which ask about 1 in firstSample once
+	// the segment is trusted.
+	if n := lookupEach(t, r, f, es[untrusted:half]); n != 0 || *asked == 0 || *asked > half/4 {
+		t.Fatalf("trusted: %d lookups asked %d times and read the file in %d; want about %d questions, no reads",
+			half-untrusted, *asked, n, half/firstSample)
+	}
+	*resident = false // evicted
+	// Lookups of keys not read yet: the first read that asks makes the
+	// segment cold, and every lookup from then on reads the file. Those
+	// before it read the mapping: about firstSample first reads; 20 times
+	// as many happen with a probability below 1e-8.
+	rest := es[half:]
+	if n := lookupEach(t, r, f, rest); n < len(rest)-20*firstSample {
+		t.Fatalf("evicted: %d of %d lookups read the file, want all but the few before a question noticed", n, len(rest))
+	}
+	if r.warmAnswers.Load() != 0 || r.coldAnswers.Load() == 0 {
+		t.Fatalf("evicted: warmAnswers %d, coldAnswers %d; want untrusted and cold", r.warmAnswers.Load(), r.coldAnswers.Load())
+	}
+}
+
+// TestFirstReadOfEvictedRecordUsesPread: a point read of a value record
+// the page cache does not hold, in a segment whose data blocks it holds,
+// reads the record with ReadAt (pread), not through the mapping, and the
+// segment turns cold. The test's "mapping" has each record damaged, so a
+// read of one there would be ErrCorrupt; the file is intact.
+func TestFirstReadOfEvictedRecordUsesPread(t *testing.T) {
+	es := largeValueEntries(300)
+	r, f, _, resident, _ := coldReader(t, es, WriterOptions{BlockSize: 512, SeparateValues: 500}, nil)
+	*resident = true
+	records := make(map[uint64]bool)
+	for _, rec := range valueRecords(t, r) { // reads every data block through the mapping
+		records[rec.h.offset] = true
+		r.opts.Mapped[rec.h.offset+7] ^= 0x40
+	}
+	if len(records) != len(es) || r.coldAnswers.Load() != 0 {
+		t.Fatalf("%d value records, want %d; coldAnswers %d, want 0", len(records), len(es), r.coldAnswers.Load())
+	}
+	asked := 0
+	r.inCache = func(m []byte, off, n uint64) bool {
+		asked++
+		return !records[off] // data blocks resident, value records not
+	}
+	f.set(func(f *coldFile) { f.reads = 0 })
+	for i, e := range es {
+		v, _, _, found, err := r.Lookup(e.key, bloom.Hash(e.key), base.MaxSeq)
+		if err != nil || !found || !bytes.Equal(v, e.value) {
+			t.Fatalf("Lookup %d of an evicted record: %q, %v, %v; want the file's value", i, v, found, err)
+		}
+		if reads := f.set(func(*coldFile) {}); i == 0 && (reads != 1 || asked != 1 || r.coldAnswers.Load() == 0) {
+			t.Fatalf("the first lookup of an evicted record read the file %d times and asked %d times, coldAnswers %d; want 1, 1 and cold",
+				reads, asked, r.coldAnswers.Load())
+		}
+	}
+}

@@ -1,7 +1,13 @@
 package segment
 
 import (
+	"encoding/binary"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/bloomkv/bloomkv/bloom"
 	"github.com/bloomkv/bloomkv/internal/base"
@@ -52,4 +58,90 @@ func benchLookupMapped(b *testing.B, valueLen int, opts WriterOptions) {
 		i++
 	}
 	b.ReportMetric((cpuSeconds()-c0)*1e9/float64(b.N), "cpu-ns/op")
+}
+
+// BenchmarkLookupMappedFirstRead is a point read of a mapped segment whose
+// pages are in the page cache but which this Reader has not read yet: the
+// first read of each block or value record, which the Reader verifies and
+// (warm segment) may ask the page cache about (firstResident). Each pass
+// looks every key up once in a random order, on a fresh mapping and
+// Reader, so every read touches pages new to the mapping (page faults,
+// TLB and cache misses) as a store's first reads do. cpu-ns/op is the
+// process's CPU time per read, the reopening left out.
+func BenchmarkLookupMappedFirstRead(b *testing.B) {
+	const entries = 20_000
+	for _, c := range []struct {
+		name  string
+		apart int
+	}{
+		{"value=4096/inline", 0},
+		{"value=4096/apart", 1024},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			path := filepath.Join(b.TempDir(), "first.seg")
+			f, err := os.Create(path)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer f.Close()
+			w := NewWriter(f, WriterOptions{BitsPerKey: 10, SeparateValues: c.apart})
+			value := make([]byte, 4096)
+			for i := range entries {
+				binary.LittleEndian.PutUint64(value, uint64(i))
+				if err := w.Add(benchKey(nil, i), 1, base.KindPut, value); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if _, err := w.Finish(); err != nil {
+				b.Fatal(err)
+			}
+			st, err := f.Stat()
+			if err != nil {
+				b.Fatal(err)
+			}
+			order := rand.New(rand.NewPCG(1, 2)).Perm(entries)
+			keys := make([][]byte, entries)
+			for i, k := range order {
+				keys[i] = benchKey(nil, k)
+			}
+			var r *Reader
+			var m []byte
+			reopen := func() {
+				if m != nil {
+					unix.Munmap(m)
+				}
+				if m, err = unix.Mmap(int(f.Fd()), 0, int(st.Size()), unix.PROT_READ, unix.MAP_SHARED); err != nil {
+					b.Fatal(err)
+				}
+				if err := unix.Madvise(m, unix.MADV_RANDOM); err != nil {
+					b.Fatal(err)
+				}
+				if r, err = Open(f, st.Size(), ReaderOptions{Counters: &Counters{}, FileNum: 1, Mapped: m}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			reopen()
+			defer func() { unix.Munmap(m) }()
+			b.ReportAllocs()
+			cpu, reopens := cpuSeconds(), 0.0
+			i := 0
+			for b.Loop() {
+				if i == len(keys) {
+					b.StopTimer()
+					c0 := cpuSeconds()
+					reopen()
+					reopens += cpuSeconds() - c0
+					i = 0
+					b.StartTimer()
+				}
+				k := keys[i]
+				v, _, _, found, err := r.Lookup(k, bloom.Hash(k), base.MaxSeq)
+				if !found || err != nil || binary.LittleEndian.Uint64(v) != uint64(order[i]) {
+					b.Fatal(found, err)
+				}
+				i++
+			}
+			b.ReportMetric((cpuSeconds()-cpu-reopens)*1e9/float64(b.N), "cpu-ns/op")
+		})
+	}
 }

@@ -83,6 +83,11 @@ type Reader struct {
 	// block cache and pread (see coldSample) until that many more
 	// answers of inCache (mincore; tests replace it) say resident.
 	coldAnswers atomic.Int32
+	// warmAnswers counts the answers of inCache since the last "not
+	// resident", up to warmTrust: a segment that has said "resident" that
+	// often in a row is trusted to be warm, and the first reads of its
+	// blocks and value records ask only now and then (firstResident).
+	warmAnswers atomic.Int32
 	inCache     func(m []byte, off, n uint64) bool
 
 	iters sync.Pool // *blockIter for Get, so that a cache hit allocates nothing
@@ -569,7 +574,7 @@ func (r *Reader) dataBlock(i int, mode cacheMode, ra *readahead) ([]byte, error)
 		}
 		end := h.offset + h.length
 		return r.opts.Mapped[h.offset:end:end], nil
-	case point && !cold && !r.blockResident(h): // a block's first read
+	case point && !cold && !r.firstResident(h): // a block's first read
 		return r.coldRead(i, mode, c, true)
 	}
 	b, src, err := r.readBlock(h, ra)
@@ -620,23 +625,54 @@ func (r *Reader) dataBlock(i int, mode cacheMode, ra *readahead) ([]byte, error)
 //     (the segment's pages are back in the page cache, as a working set
 //     that fits in memory will be) make it warm again, and its reads use
 //     the mapping as before.
+//
+// A first read asks every time only until the segment has earned trust:
+// after warmTrust "resident" answers in a row, first reads ask one time in
+// firstSample (firstResident). Where every read is a first read (a Get of
+// each key once, with values stored apart: each Get reads a value record
+// of its own) asking every time was about 30% of a warm Get's CPU time. The
+// price of trust is paid when a trusted segment loses its pages: until a
+// sampled question notices (about firstSample first reads), a first read
+// faults the pages of its block in through the mapping, one device read
+// per page instead of one pread. A segment that has not earned trust (just
+// opened, or just warm again) asks on every first read, so a store read
+// from cold reads with pread from its first Get.
 const (
-	coldSample = 256
-	coldAsk    = 16
-	coldWindow = 16
+	coldSample  = 256
+	coldAsk     = 16
+	coldWindow  = 16
+	warmTrust   = 64
+	firstSample = 16
 )
+
+// firstResident is blockResident for the first read of a block or value
+// record of a warm segment through the mapping (which checks its
+// checksum, and so touches every page of it): a segment trusted to be
+// warm (warmTrust) asks one time in firstSample and takes the other reads
+// as resident.
+func (r *Reader) firstResident(h blockHandle) bool {
+	if r.warmAnswers.Load() >= warmTrust && rand.Uint32()%firstSample != 0 {
+		return true
+	}
+	return r.blockResident(h)
+}
 
 // blockResident reports whether the page cache holds every page of the
 // block at h (and its trailer) and updates the segment's state: "no"
-// makes it cold, for coldWindow more "yes" answers.
+// makes it cold, for coldWindow more "yes" answers, and untrusted, for
+// warmTrust more.
 func (r *Reader) blockResident(h blockHandle) bool {
 	if r.inCache(r.opts.Mapped, h.offset, h.length+blockTrailerLen) {
 		if r.coldAnswers.Load() > 0 {
 			r.coldAnswers.Add(-1)
 		}
+		if r.warmAnswers.Load() < warmTrust {
+			r.warmAnswers.Add(1)
+		}
 		return true
 	}
 	r.coldAnswers.Store(coldWindow)
+	r.warmAnswers.Store(0)
 	return false
 }
 

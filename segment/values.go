@@ -145,8 +145,8 @@ func (r *Reader) value(i int, enc []byte, mode cacheMode, point bool) ([]byte, e
 	var v []byte
 	var err error
 	// A point read's first look at a record asks the page cache, as a
-	// data block's does (dataBlock).
-	if m != nil && !cold && (!point || r.blockResident(h.blockHandle)) {
+	// data block's does (dataBlock, firstResident).
+	if m != nil && !cold && (!point || r.firstResident(h.blockHandle)) {
 		if c := r.opts.Counters; c != nil {
 			c.BytesRead.Add(h.length + blockTrailerLen)
 		}
