@@ -687,7 +687,8 @@ func TestWALBeyondItsMapping(t *testing.T) {
 		rep := &VerifyReport{}
 		f, err := os.Open(filepath.Join(dir, name))
 		mustDo(t, err)
-		mustDo(t, scanWAL(context.Background(), f, name, false, wal.RecoverOptions{}, rep))
+		_, err = scanWAL(context.Background(), f, name, false, wal.RecoverOptions{}, rep)
+		mustDo(t, err)
 		f.Close()
 		if len(rep.Problems) > 0 || len(rep.Notes) > 0 {
 			t.Fatalf("%s after Close: %v", name, rep)

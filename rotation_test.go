@@ -2,12 +2,19 @@ package bloomkv
 
 import (
 	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/bloomkv/bloomkv/internal/base"
+	"github.com/bloomkv/bloomkv/internal/batch"
 	"github.com/bloomkv/bloomkv/vfs"
 	"github.com/bloomkv/bloomkv/wal"
 )
@@ -208,5 +215,87 @@ func TestSpareWAL(t *testing.T) {
 		if got, err := db.Get([]byte(k)); err != nil || string(got) != v {
 			t.Fatalf("Get(%s) after reopen = %q, %v", k, got, err)
 		}
+	}
+}
+
+// TestReplayEndsAtUnsealedWAL: of two WALs, the older one holding a and
+// the newer b, Open replays the newer only if the older is known whole:
+// sealed, or written under this boot. An older WAL that is neither may
+// have lost its last writes to a power cut while the newer one's reached
+// the disk (a rotation fsyncs the old WAL beside the writes to the new),
+// so the store's history ends with it: a is recovered, b is not, and
+// VerifyDir says so.
+func TestReplayEndsAtUnsealedWAL(t *testing.T) {
+	thisBoot := vfs.BootID(vfs.Default)
+	otherBoot := [16]byte{'o', 't', 'h', 'e', 'r'}
+	for _, tc := range []struct {
+		name  string
+		seal  bool
+		boot  [16]byte
+		wantB bool
+	}{
+		{"unsealed, another boot", false, otherBoot, false},
+		{"sealed, another boot", true, otherBoot, true},
+		{"unsealed, this boot", false, thisBoot, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.boot == ([16]byte{}) {
+				t.Skip("the boot ID is unknown on this system")
+			}
+			dir := t.TempDir()
+			db := mustOpen(t, dir, nil)
+			db.mu.Lock()
+			first := db.logNum
+			db.mu.Unlock()
+			mustDo(t, db.Close())
+			writeWAL := func(num uint64, boot [16]byte, seq uint64, key, value string, seal bool) {
+				t.Helper()
+				path := filepath.Join(dir, base.WALFileName(num))
+				if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+					t.Fatal(err)
+				}
+				f, err := vfs.Default.Create(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer f.Close()
+				w, err := wal.NewMarkedWriter(f, base.WALFileName(num), wal.Mark{BootID: boot})
+				if err != nil {
+					t.Fatal(err)
+				}
+				rec := batch.AppendOp(nil, base.KindPut, []byte(key), []byte(value))
+				batch.SetHeader(rec, seq, 1)
+				if _, err := w.WriteRecords(rec); err != nil {
+					t.Fatal(err)
+				}
+				if seal {
+					mustDo(t, w.Seal())
+				}
+			}
+			writeWAL(first, tc.boot, 1, "a", "1", tc.seal)
+			writeWAL(first+1, otherBoot, 2, "b", "2", false)
+
+			rep, err := VerifyDir(context.Background(), vfs.Default, dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			noted := strings.Contains(fmt.Sprint(rep.Notes), "ignores the 1 later WALs")
+			if noted == tc.wantB || len(rep.Problems) > 0 {
+				t.Errorf("VerifyDir notes %v, problems %v; want a note that later WALs are ignored: %v", rep.Notes, rep.Problems, !tc.wantB)
+			}
+
+			db = mustOpen(t, dir, nil)
+			defer db.Close()
+			if v, err := db.Get([]byte("a")); err != nil || string(v) != "1" {
+				t.Fatalf("Get(a) = %q, %v; want 1", v, err)
+			}
+			v, err := db.Get([]byte("b"))
+			switch {
+			case tc.wantB && (err != nil || string(v) != "2"):
+				t.Fatalf("Get(b) = %q, %v; want 2 (the older WAL is whole)", v, err)
+			case !tc.wantB && !errors.Is(err, ErrNotFound):
+				t.Fatalf("Get(b) = %q, %v; want ErrNotFound (the history ends with the older WAL)", v, err)
+			}
+		})
 	}
 }

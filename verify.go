@@ -186,7 +186,7 @@ func (db *DB) verifyWALs(ctx context.Context, wals []uint64, rep *VerifyReport) 
 			rep.problemf(name, "cannot be opened: %v", err)
 			continue
 		}
-		err = scanWAL(ctx, f, name, i == len(wals)-1, wal.RecoverOptions{}, rep)
+		_, err = scanWAL(ctx, f, name, i == len(wals)-1, wal.RecoverOptions{}, rep)
 		f.Close()
 		if err != nil {
 			return err
@@ -339,9 +339,14 @@ func verifyClosedDir(ctx context.Context, fsys vfs.FS, dir string, st manifest.S
 			rep.notef(name, "WAL already flushed; Open removes it")
 		case ext == base.WALExt:
 			sawLog = sawLog || num == st.LogNum
-			opts := walRecoverOptions(fsys, dir, logs, slices.Index(logs, num), boot)
-			if err := verifyWALFile(ctx, fsys, filepath.Join(dir, name), name, opts, rep); err != nil {
+			i := slices.Index(logs, num)
+			opts := walRecoverOptions(fsys, dir, logs, i, boot)
+			res, err := verifyWALFile(ctx, fsys, filepath.Join(dir, name), name, opts, rep)
+			if err != nil {
 				return err
+			}
+			if i < len(logs)-1 && mayHaveLostTail(opts, res) {
+				rep.notef(name, "not sealed, and written under another boot: a power cut may have lost its last writes, so Open recovers it and ignores the %d later WALs (none of their writes was synced)", len(logs)-i-1)
 			}
 		}
 	}
@@ -450,11 +455,11 @@ func checkResidentFilter(ctx context.Context, r *segment.Reader, f *bloom.Filter
 	return nil
 }
 
-func verifyWALFile(ctx context.Context, fsys vfs.FS, path, name string, opts wal.RecoverOptions, rep *VerifyReport) error {
+func verifyWALFile(ctx context.Context, fsys vfs.FS, path, name string, opts wal.RecoverOptions, rep *VerifyReport) (wal.Result, error) {
 	f, err := fsys.Open(path)
 	if err != nil {
 		rep.problemf(name, "cannot be opened: %v", err)
-		return nil
+		return wal.Result{}, nil
 	}
 	defer f.Close()
 	return scanWAL(ctx, f, name, false, opts, rep)
@@ -464,7 +469,7 @@ func verifyWALFile(ctx context.Context, fsys vfs.FS, path, name string, opts wal
 // the truncation that recovery does. active says a writer may be
 // appending to it, so that a torn tail is a write in progress, not worth
 // a note. Damage goes into rep; the error is ctx's.
-func scanWAL(ctx context.Context, f io.Reader, name string, active bool, opts wal.RecoverOptions, rep *VerifyReport) error {
+func scanWAL(ctx context.Context, f io.Reader, name string, active bool, opts wal.RecoverOptions, rep *VerifyReport) (wal.Result, error) {
 	rep.WALs++
 	r := wal.NewReader(f, name)
 	if opts.UnsyncedMayBeLost {
@@ -472,7 +477,7 @@ func scanWAL(ctx context.Context, f io.Reader, name string, active bool, opts wa
 	}
 	for n := 1; ; n++ {
 		if n%ctxEvery == 0 && ctx.Err() != nil {
-			return ctx.Err()
+			return wal.Result{}, ctx.Err()
 		}
 		off := r.Offset()
 		rec, err := r.Next()
@@ -480,7 +485,7 @@ func scanWAL(ctx context.Context, f io.Reader, name string, active bool, opts wa
 		case err == nil:
 			if err := batch.Decode(rec, name, off, func(uint64, batch.Op) {}); err != nil {
 				rep.problem(name, err)
-				return nil
+				return wal.Result{}, nil
 			}
 			rep.WALRecords++
 			continue
@@ -494,6 +499,8 @@ func scanWAL(ctx context.Context, f io.Reader, name string, active bool, opts wa
 		default:
 			rep.problem(name, err)
 		}
-		return nil
+		var res wal.Result
+		res.Marked, res.Sealed, res.ThisBoot = r.Whole(opts.BootID)
+		return res, nil
 	}
 }

@@ -75,10 +75,15 @@ func (r *Reader) FirstMark() (Mark, bool) {
 	return *r.first, true
 }
 
-// Sealed reports whether the last record read is a seal (Writer.Seal):
-// once Next has reported the log's end, that the log was made durable to
-// its end and nothing was written after it.
-func (r *Reader) Sealed() bool { return r.sealed }
+// Whole reports, once Next has reported the log's end, what tells that
+// the log was durable to its end: whether it has marks, whether it ends in
+// a seal (Writer.Seal: the log was made durable to its end and nothing
+// was written after it), and whether its first mark names boot, the current
+// boot (if known), under which the page cache held every byte.
+func (r *Reader) Whole(boot [16]byte) (marked, sealed, thisBoot bool) {
+	marked = r.first != nil
+	return marked, r.sealed, marked && knownBoot(boot) && r.first.BootID == boot
+}
 
 // Offset returns the end of the last record Next returned, or of the file
 // header. After a torn tail, this is the size the log should be truncated

@@ -90,9 +90,7 @@ func Recover(fsys vfs.FS, path string, opts RecoverOptions, fn func(payload []by
 			continue
 		}
 		res.ValidSize = r.Offset()
-		first, marked := r.FirstMark()
-		res.Marked, res.Sealed = marked, r.Sealed()
-		res.ThisBoot = marked && knownBoot(opts.BootID) && first.BootID == opts.BootID
+		res.Marked, res.Sealed, res.ThisBoot = r.Whole(opts.BootID)
 		switch {
 		case err == io.EOF:
 			return res, nil
