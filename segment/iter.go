@@ -26,13 +26,19 @@ type Iter struct {
 	err      error
 	left     []byte // the user key a step leaves a block with, for sameUser
 	keysOnly bool   // SkipValueRecords: settle does not read value records
+	// distinct: the segment holds one entry per user key, so no step
+	// lands on another version of the key it left (blockIter.distinct).
+	distinct bool
 	// buf backs the block iterator's key buffer and left, so that an
 	// Iter is one allocation (or none, inside a caller's: InitIter).
 	buf [96]byte
 	// apart is the value of the current entry when it is a value record
-	// (values.go), resolved by settle when the Iter moves there; nil
-	// otherwise, and Value returns the value in the block.
-	apart []byte
+	// (values.go, inApart), resolved by settle when the Iter moves there;
+	// otherwise Value returns the value in the block. inApart is a flag
+	// rather than apart's being nil so that settle, which every step
+	// calls, stores no pointer (and inlines).
+	apart   []byte
+	inApart bool
 }
 
 // NewIter returns an unpositioned iterator. With fillCache false, blocks
@@ -52,7 +58,7 @@ func (r *Reader) InitIter(it *Iter, fillCache bool) {
 	if fillCache {
 		mode = cacheFill
 	}
-	*it = Iter{r: r, mode: mode, idx: -1}
+	*it = Iter{r: r, mode: mode, idx: -1, distinct: r.props.Entries == r.props.DistinctKeys}
 	it.ra.reuseDecoded = !fillCache
 	it.blk.own, it.left = it.buf[:0:64], it.buf[64:64:96]
 }
@@ -93,6 +99,7 @@ func (it *Iter) load(i int) bool {
 		it.err = err
 		return false
 	}
+	it.blk.distinct = it.distinct
 	return true
 }
 
@@ -180,6 +187,9 @@ func (it *Iter) Prev() bool {
 // comparing with the user key it left, which the new block's decoding
 // overwrites: blocks may split a key's versions.
 func (it *Iter) cross(move func(bool) bool) bool {
+	if it.distinct {
+		return move(false) // sameUser stays false
+	}
 	if it.blk.err == nil {
 		k, _ := splitInternalKey(it.blk.key)
 		it.left = append(it.left[:0], k...)
@@ -267,7 +277,7 @@ func (it *Iter) LeavesBlock() bool { return it.blk.offset == 0 }
 // the value is a value record, which lives in the file's mapping or a
 // buffer of its own. Only a value in the block can be overwritten by a
 // step that leaves the block (LeavesBlock).
-func (it *Iter) ValueInBlock() bool { return it.apart == nil }
+func (it *Iter) ValueInBlock() bool { return !it.inApart }
 
 // KeyInBlock reports whether Key aliases the current block, as Value does,
 // rather than a buffer that the next step rewrites: it then stays valid
@@ -341,7 +351,7 @@ func (it *Iter) trailer() uint64 {
 // (possibly shared through the cache) or the file's mapping, so it must
 // not be modified.
 func (it *Iter) Value() []byte {
-	if it.apart != nil {
+	if it.inApart {
 		return it.apart
 	}
 	return it.blk.val
@@ -350,18 +360,24 @@ func (it *Iter) Value() []byte {
 // settle finishes a positioning call that reports ok: at an entry whose
 // value is a value record, it reads the record (checking it), so that
 // Value cannot fail. A damaged record stops the Iter with its error.
+// Written to inline (the kind byte read in place, as isValueHandle
+// does): every step of a scan ends here.
 func (it *Iter) settle(ok bool) bool {
-	it.apart = nil
-	if !ok || !isValueHandle(it.blk.key) {
-		return ok
-	}
+	it.inApart = false
+	return ok && (base.Kind(it.blk.key[len(it.blk.key)-base.TrailerLen]) != kindValueHandle || it.settleApart())
+}
+
+// settleApart is settle at an entry whose value is a value record; apart
+// from settle, which every step calls, so that settle inlines.
+func (it *Iter) settleApart() bool {
+	it.inApart = true
 	if it.keysOnly {
 		it.apart = []byte{}
 		return true
 	}
 	v, err := it.r.value(it.idx, it.blk.val, it.mode, false)
 	if err != nil {
-		it.err, it.blk.valid = err, false
+		it.err, it.blk.valid, it.inApart = err, false, false
 		return false
 	}
 	it.apart = v
