@@ -436,31 +436,32 @@ func (it *blockIter) next() bool {
 		it.sameUser = len(it.key) >= base.TrailerLen && shared+unshared == uint64(len(it.key)) &&
 			(shared >= ulen || (p[h] == it.key[shared] && bytes.Equal(p[h:h+int(ulen-shared)], it.key[shared:ulen])))
 	}
-	switch src := p[h:]; {
-	case shared == 0:
+	if shared == 0 {
 		// A key stored whole (a restart point's; every key of a block of
 		// entries of 64 bytes and more, which each start an interval) is
 		// left where it lies, as prev leaves it: no copy. The block is
 		// read-only (keyInData), so the next key that shares a prefix
 		// with it is rebuilt in own.
 		it.key, it.keyInData = p[h:keyEnd:keyEnd], true
-	case it.keyInData:
-		it.own = append(append(it.own[:0], it.key[:shared]...), p[h:keyEnd]...)
-		it.key, it.keyInData = it.own, false
-	case unshared <= 32 && len(src) >= 32 && cap(it.key)-int(shared) >= 32:
-		// A short key delta (a random 16-byte key's is about 22 bytes with
-		// its trailer) is copied as four words, over the key buffer's
-		// spare capacity and from the block bytes that follow it (its
-		// value, the next entries, the restart array), without a memmove
-		// call.
-		dst := it.key[shared : int(shared)+32 : int(shared)+32]
-		binary.LittleEndian.PutUint64(dst, binary.LittleEndian.Uint64(src))
-		binary.LittleEndian.PutUint64(dst[8:], binary.LittleEndian.Uint64(src[8:]))
-		binary.LittleEndian.PutUint64(dst[16:], binary.LittleEndian.Uint64(src[16:]))
-		binary.LittleEndian.PutUint64(dst[24:], binary.LittleEndian.Uint64(src[24:]))
-		it.key = it.key[:shared+unshared]
-	default:
-		it.key = append(it.key[:shared], p[h:keyEnd]...)
+	} else {
+		if it.keyInData {
+			it.ownPrefix(int(shared))
+		}
+		if src := p[h:]; unshared <= 32 && len(src) >= 32 && cap(it.key)-int(shared) >= 32 {
+			// A short key delta (a random 16-byte key's is about 22 bytes
+			// with its trailer) is copied as four words, over the key
+			// buffer's spare capacity and from the block bytes that follow
+			// it (its value, the next entries, the restart array), without
+			// a memmove call.
+			dst := it.key[shared : int(shared)+32 : int(shared)+32]
+			binary.LittleEndian.PutUint64(dst, binary.LittleEndian.Uint64(src))
+			binary.LittleEndian.PutUint64(dst[8:], binary.LittleEndian.Uint64(src[8:]))
+			binary.LittleEndian.PutUint64(dst[16:], binary.LittleEndian.Uint64(src[16:]))
+			binary.LittleEndian.PutUint64(dst[24:], binary.LittleEndian.Uint64(src[24:]))
+			it.key = it.key[:shared+unshared]
+		} else {
+			it.key = append(it.key[:shared], p[h:keyEnd]...)
+		}
 	}
 	it.shared = int(shared)
 	if it.internal && len(it.key) < base.TrailerLen {
@@ -485,6 +486,21 @@ func (it *blockIter) keyAtRestart(i int) ([]byte, bool) {
 		return nil, false
 	}
 	return p[h : h+int(unshared)], true
+}
+
+// ownPrefix puts the first shared bytes of key, which aliases the block,
+// in own, and points key there, for next to rebuild the following key
+// after them. The prefix of a random key is a few bytes: one word copies
+// it (internal keys are at least a trailer, 8 bytes, long).
+func (it *blockIter) ownPrefix(shared int) {
+	if shared <= 8 && len(it.key) >= 8 && cap(it.own) >= 8 {
+		binary.LittleEndian.PutUint64(it.own[:8], binary.LittleEndian.Uint64(it.key))
+		it.key = it.own[:shared]
+	} else {
+		it.own = append(it.own[:0], it.key[:shared]...)
+		it.key = it.own
+	}
+	it.keyInData = false
 }
 
 // keepOwn makes own the buffer next decoded the current key into, if next
