@@ -135,21 +135,15 @@ func (it *Iter) forward(ok bool) bool {
 // scan would otherwise meet two cache misses per block one after the
 // other; loaded now, they overlap with the work on this block. Only after
 // a block of one restart interval (16 entries or fewer: entries of 256
-// bytes and more in 4 KiB blocks), or before a block that value records
-// set apart from this one (a scan of 4 KiB values stored apart: 48 -> 43
-// cpu-ns/key): with small entries in blocks one after the other the work
-// on a block is long enough for the prefetchers, and the early loads cost
-// more than they save (a full scan with 100-byte values: 18.6 -> 24
-// cpu-ns/key).
+// bytes and more in 4 KiB blocks): with small entries the work on a block
+// is long enough for the prefetchers, and the early loads cost more than
+// they save (a full scan with 100-byte values: 18.6 -> 24 cpu-ns/key).
 func (it *Iter) touchNext() {
 	m, i := it.r.opts.Mapped, it.idx+1
-	if m == nil || i >= len(it.r.index) {
+	if m == nil || i >= len(it.r.index) || it.blk.numRestarts > 1 {
 		return
 	}
 	h := it.r.index[i].h
-	if it.blk.numRestarts > 1 && i > 0 && h.offset == it.r.index[i-1].h.end() {
-		return // the next block follows this one
-	}
 	if end := h.offset + h.length; h.length > 0 && end <= uint64(len(m)) {
 		it.blk.touched ^= m[h.offset] ^ m[end-1]
 	}
