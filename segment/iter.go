@@ -298,9 +298,10 @@ func (it *Iter) ValueInBlock() bool { return !it.inApart }
 
 // KeyInBlock reports whether Key aliases the current block, as Value does,
 // rather than a buffer that the next step rewrites: it then stays valid
-// until a step leaves the block (LeavesBlock), as Value does. Prev leaves
-// it so at an entry whose key the block stores whole (a restart point's;
-// every entry's, with values of about 40 bytes and more).
+// until a step leaves the block (LeavesBlock), as Value does. Every step
+// (Next, Prev, a seek) leaves it so at an entry whose key the block stores
+// whole (a restart point's; every entry's, with values of about 40 bytes
+// and more).
 func (it *Iter) KeyInBlock() bool { return it.blk.keyInData }
 
 // SeekGE moves to the first entry whose user key is >= key (its newest
