@@ -80,9 +80,11 @@ type Iterator struct {
 	// range and no range tombstone applies: the iterator then reads it
 	// directly (no merge, no key copies, no tombstone checks). segUpper
 	// and segLower say whether its keys reach past upper or below lower
-	// (else no key needs comparing with them).
-	seg                *segment.Iter
-	segUpper, segLower bool
+	// (else no key needs comparing with them). segAll says every entry
+	// of seg is a visible put of a key of its own (AllVisible): forward,
+	// the next key is seg's next entry.
+	seg                        *segment.Iter
+	segUpper, segLower, segAll bool
 	// rangeDels are the range tombstones of the iterator's memtables and
 	// segments, one cursor per source that has any; maxSeqs[i] is the
 	// largest sequence number of the i-th merge source, which decides
@@ -220,6 +222,7 @@ func (it *Iterator) build(prefix []byte) {
 		it.seg = it.srcs[0].(*segment.Iter)
 		it.segUpper = it.upper != nil && bytes.Compare(single.meta.Largest, it.upper) >= 0
 		it.segLower = it.lower != nil && bytes.Compare(single.meta.Smallest, it.lower) < 0
+		it.segAll = !it.segUpper && it.seg.AllVisible(it.seq)
 		return
 	}
 	it.m.Reset(it.srcs...)
@@ -481,6 +484,9 @@ func (it *Iterator) Next() bool {
 				s.NextUserKey()
 			}
 			return it.findNextSeg()
+		}
+		if it.segAll {
+			return it.atSeg(s.Next())
 		}
 		// The common step of a scan: one loop in the segment over
 		// versions, seq, tombstones and the bound.

@@ -116,3 +116,104 @@ func TestIteratorSingleSegmentReverseModel(t *testing.T) {
 		}
 	}
 }
+
+// TestIteratorSingleSegmentAllVisible checks when the single-segment path
+// steps forward without looking at sequence numbers and kinds
+// (Iterator.segAll): only over a segment of one put per key, all of them
+// visible. A snapshot older than some of the segment's keys (written after
+// it, kept by the compaction as their only version) and a segment that
+// holds tombstones of keys no other source has (a flush into an empty
+// store) must still hide those, forward and backward.
+func TestIteratorSingleSegmentAllVisible(t *testing.T) {
+	o := smallOptions()
+	o.LargeValueSize = 100   // some values stored apart
+	o.MemtableSize = 1 << 20 // one flush, one segment
+	db := mustOpen(t, t.TempDir(), o)
+	defer db.Close()
+	key := func(i int) []byte { return fmt.Appendf(nil, "k%05d", i) }
+	value := func(i int) []byte { return fmt.Appendf(nil, "v%d-%s", i, strings.Repeat("x", i%150)) }
+	// A flushed segment: puts of the even keys, tombstones of the odd
+	// ones, which the store never held.
+	for i := range 600 {
+		if i%2 == 0 {
+			mustDo(t, db.Put(key(i), value(i)))
+		} else {
+			mustDo(t, db.Delete(key(i)))
+		}
+	}
+	mustDo(t, db.Flush())
+	check := func(name string, it *Iterator, wantAll bool, want func(i int) bool) {
+		t.Helper()
+		if it.seg == nil || it.segAll != wantAll {
+			t.Fatalf("%s: single segment %v, segAll %v; want true, %v", name, it.seg != nil, it.segAll, wantAll)
+		}
+		var got, exp []string
+		for ok := it.First(); ok; ok = it.Next() {
+			got = append(got, string(it.Key())+"="+string(it.Value()))
+		}
+		for i := range 1200 {
+			if want(i) {
+				exp = append(exp, string(key(i))+"="+string(value(i)))
+			}
+		}
+		if it.Error() != nil || strings.Join(got, ",") != strings.Join(exp, ",") {
+			t.Fatalf("%s: forward scan of %d keys (%v), want %d", name, len(got), it.Error(), len(exp))
+		}
+		n := len(exp)
+		for ok := it.Last(); ok; ok = it.Prev() {
+			if n--; n < 0 || string(it.Key())+"="+string(it.Value()) != exp[n] {
+				t.Fatalf("%s: backward scan at %q, want key %d", name, it.Key(), n)
+			}
+		}
+		if it.Error() != nil || n != 0 {
+			t.Fatalf("%s: backward scan stopped %d keys early: %v", name, n, it.Error())
+		}
+		mustDo(t, it.Close())
+	}
+	rs := db.acquire()
+	tombstones := rs.segments[0].meta.Tombstones
+	rs.release()
+	if tombstones == 0 {
+		t.Fatal("the flushed segment holds no tombstones; the test needs them")
+	}
+	it, err := db.NewIterator(nil)
+	mustDo(t, err)
+	check("flushed with tombstones", it, false, func(i int) bool { return i < 600 && i%2 == 0 })
+
+	// Compacted, the segment holds only puts; keys written after a
+	// snapshot are kept as their only version, newer than it.
+	mustDo(t, db.Compact())
+	s, err := db.NewSnapshot()
+	mustDo(t, err)
+	defer s.Close()
+	for i := 600; i < 1200; i += 2 {
+		mustDo(t, db.Put(key(i), value(i)))
+	}
+	mustDo(t, db.Compact())
+	it, err = s.NewIterator(nil)
+	mustDo(t, err)
+	check("snapshot older than some keys", it, false, func(i int) bool { return i < 600 && i%2 == 0 })
+	it, err = db.NewIterator(nil)
+	mustDo(t, err)
+	check("all visible", it, true, func(i int) bool { return i%2 == 0 })
+
+	// A snapshot keeps the old versions of keys written again: the
+	// segment holds two versions of them, the newer one visible.
+	s2, err := db.NewSnapshot()
+	mustDo(t, err)
+	defer s2.Close()
+	old := value
+	value = func(i int) []byte {
+		if i%10 == 0 {
+			return fmt.Appendf(nil, "new%d", i)
+		}
+		return old(i)
+	}
+	for i := 0; i < 1200; i += 10 {
+		mustDo(t, db.Put(key(i), value(i)))
+	}
+	mustDo(t, db.Compact())
+	it, err = db.NewIterator(nil)
+	mustDo(t, err)
+	check("two versions of some keys", it, false, func(i int) bool { return i%2 == 0 })
+}

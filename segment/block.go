@@ -281,6 +281,12 @@ type blockIter struct {
 	// is false after a seek or a reset to a restart point, where there is
 	// no entry left.
 	sameUser bool
+	// distinct says the block's segment holds one entry per user key
+	// (Properties: Entries == DistinctKeys), as a compacted store's
+	// segments do: sameUser is then always false, and the steps do not
+	// compare keys to learn it (a sixth of a scan's step with small
+	// entries). Set after init, by the caller that knows the segment.
+	distinct bool
 	maxKey   int // longer keys are corruption (FORMAT.md, "Limits a reader enforces")
 	err      error
 
@@ -395,9 +401,6 @@ func (it *blockIter) next() bool {
 		it.valid = false
 		return false
 	}
-	if it.keyInData {
-		it.unalias()
-	}
 	p := it.data[it.offset:it.restartsOff]
 	var shared, unshared, vlen uint64
 	var h int
@@ -420,7 +423,9 @@ func (it *blockIter) next() bool {
 		return it.corrupt(it.offset, fmt.Sprintf("key of %d bytes, more than the %d allowed", shared+unshared, it.maxKey))
 	}
 	keyEnd := h + int(unshared)
-	if it.internal {
+	if it.distinct {
+		it.sameUser = false
+	} else if it.internal {
 		// The user key stays the same if the new key is as long as the
 		// old one and agrees with it up to its trailer. A writer shares
 		// the longest common prefix, so the bytes are compared only when
@@ -431,20 +436,32 @@ func (it *blockIter) next() bool {
 		it.sameUser = len(it.key) >= base.TrailerLen && shared+unshared == uint64(len(it.key)) &&
 			(shared >= ulen || (p[h] == it.key[shared] && bytes.Equal(p[h:h+int(ulen-shared)], it.key[shared:ulen])))
 	}
-	if src := p[h:]; unshared <= 32 && len(src) >= 32 && cap(it.key)-int(shared) >= 32 {
-		// A short key delta (a random 16-byte key's is about 22 bytes with
-		// its trailer) is copied as four words, over the key buffer's
-		// spare capacity and from the block bytes that follow it (its
-		// value, the next entries, the restart array), without a memmove
-		// call.
-		dst := it.key[shared : int(shared)+32 : int(shared)+32]
-		binary.LittleEndian.PutUint64(dst, binary.LittleEndian.Uint64(src))
-		binary.LittleEndian.PutUint64(dst[8:], binary.LittleEndian.Uint64(src[8:]))
-		binary.LittleEndian.PutUint64(dst[16:], binary.LittleEndian.Uint64(src[16:]))
-		binary.LittleEndian.PutUint64(dst[24:], binary.LittleEndian.Uint64(src[24:]))
-		it.key = it.key[:shared+unshared]
+	if shared == 0 {
+		// A key stored whole (a restart point's; every key of a block of
+		// entries of 64 bytes and more, which each start an interval) is
+		// left where it lies, as prev leaves it: no copy. The block is
+		// read-only (keyInData), so the next key that shares a prefix
+		// with it is rebuilt in own.
+		it.key, it.keyInData = p[h:keyEnd:keyEnd], true
 	} else {
-		it.key = append(it.key[:shared], p[h:keyEnd]...)
+		if it.keyInData {
+			it.ownPrefix(int(shared))
+		}
+		if src := p[h:]; unshared <= 32 && len(src) >= 32 && cap(it.key)-int(shared) >= 32 {
+			// A short key delta (a random 16-byte key's is about 22 bytes
+			// with its trailer) is copied as four words, over the key
+			// buffer's spare capacity and from the block bytes that follow
+			// it (its value, the next entries, the restart array), without
+			// a memmove call.
+			dst := it.key[shared : int(shared)+32 : int(shared)+32]
+			binary.LittleEndian.PutUint64(dst, binary.LittleEndian.Uint64(src))
+			binary.LittleEndian.PutUint64(dst[8:], binary.LittleEndian.Uint64(src[8:]))
+			binary.LittleEndian.PutUint64(dst[16:], binary.LittleEndian.Uint64(src[16:]))
+			binary.LittleEndian.PutUint64(dst[24:], binary.LittleEndian.Uint64(src[24:]))
+			it.key = it.key[:shared+unshared]
+		} else {
+			it.key = append(it.key[:shared], p[h:keyEnd]...)
+		}
 	}
 	it.shared = int(shared)
 	if it.internal && len(it.key) < base.TrailerLen {
@@ -471,11 +488,28 @@ func (it *blockIter) keyAtRestart(i int) ([]byte, bool) {
 	return p[h : h+int(unshared)], true
 }
 
-// unalias copies key, which prev left aliasing data, into own, where the
-// next entry's key can be rebuilt over it.
-func (it *blockIter) unalias() {
-	it.own = append(it.own[:0], it.key...)
-	it.key, it.keyInData = it.own, false
+// ownPrefix puts the first shared bytes of key, which aliases the block,
+// in own, and points key there, for next to rebuild the following key
+// after them. The prefix of a random key is a few bytes: one word copies
+// it (internal keys are at least a trailer, 8 bytes, long).
+func (it *blockIter) ownPrefix(shared int) {
+	if shared <= 8 && len(it.key) >= 8 && cap(it.own) >= 8 {
+		binary.LittleEndian.PutUint64(it.own[:8], binary.LittleEndian.Uint64(it.key))
+		it.key = it.own[:shared]
+	} else {
+		it.own = append(it.own[:0], it.key[:shared]...)
+		it.key = it.own
+	}
+	it.keyInData = false
+}
+
+// keepOwn makes own the buffer next decoded the current key into, if next
+// grew it, for the next fill; a key that aliases the block (keyInData) is
+// never own, which is written.
+func (it *blockIter) keepOwn() {
+	if !it.keyInData {
+		it.own = it.key[:0]
+	}
 }
 
 func (it *blockIter) seekToRestart(i int) {
@@ -722,7 +756,7 @@ func (it *blockIter) prevWhole(lo, target int, cur []byte) bool {
 	}
 	keyStart, keyEnd := off+h, off+h+int(unshared)
 	if it.internal {
-		it.sameUser = cur != nil && bytes.Equal(it.data[keyStart:keyEnd-base.TrailerLen], cur)
+		it.sameUser = cur != nil && !it.distinct && bytes.Equal(it.data[keyStart:keyEnd-base.TrailerLen], cur)
 	}
 	it.key, it.keyInData = it.data[keyStart:keyEnd:keyEnd], true
 	it.val = it.data[keyEnd:target:target]
@@ -753,7 +787,8 @@ func (it *blockIter) fillPrev(lo, target int, cur []byte, known bool) bool {
 			if len(cache) == 0 { // a restart point at target itself
 				break
 			}
-			it.prevCache, it.prevKeys, it.own = cache, keys, it.key[:0]
+			it.prevCache, it.prevKeys = cache, keys
+			it.keepOwn()
 			return true
 		}
 		if it.nextOffset > target {
@@ -791,12 +826,12 @@ func (it *blockIter) fillPrev(lo, target int, cur []byte, known bool) bool {
 			e.keyEnd = int32(len(keys))
 		}
 		if last {
-			if cur != nil {
+			if cur != nil && !it.distinct {
 				k := it.key[:len(it.key)-base.TrailerLen]
 				cache[len(cache)-1].sameAsNext = bytes.Equal(k, cur)
 			}
-			// own keeps the buffer next grew, if it did, for the next fill.
-			it.prevCache, it.prevKeys, it.own = cache, keys, it.key[:0]
+			it.prevCache, it.prevKeys = cache, keys
+			it.keepOwn()
 			it.multi = len(cache) > 1
 			return true
 		}

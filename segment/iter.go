@@ -26,13 +26,23 @@ type Iter struct {
 	err      error
 	left     []byte // the user key a step leaves a block with, for sameUser
 	keysOnly bool   // SkipValueRecords: settle does not read value records
+	// distinct: the segment holds one entry per user key, so no step
+	// lands on another version of the key it left (blockIter.distinct).
+	distinct bool
+	// gapLo and gapHi bound the value records of the loaded block's
+	// entries (the gap between the block before it and it), for
+	// valueMapped.
+	gapLo, gapHi uint64
 	// buf backs the block iterator's key buffer and left, so that an
 	// Iter is one allocation (or none, inside a caller's: InitIter).
 	buf [96]byte
 	// apart is the value of the current entry when it is a value record
-	// (values.go), resolved by settle when the Iter moves there; nil
-	// otherwise, and Value returns the value in the block.
-	apart []byte
+	// (values.go, inApart), resolved by settle when the Iter moves there;
+	// otherwise Value returns the value in the block. inApart is a flag
+	// rather than apart's being nil so that settle, which every step
+	// calls, stores no pointer (and inlines).
+	apart   []byte
+	inApart bool
 }
 
 // NewIter returns an unpositioned iterator. With fillCache false, blocks
@@ -52,7 +62,7 @@ func (r *Reader) InitIter(it *Iter, fillCache bool) {
 	if fillCache {
 		mode = cacheFill
 	}
-	*it = Iter{r: r, mode: mode, idx: -1}
+	*it = Iter{r: r, mode: mode, idx: -1, distinct: r.props.Entries == r.props.DistinctKeys}
 	it.ra.reuseDecoded = !fillCache
 	it.blk.own, it.left = it.buf[:0:64], it.buf[64:64:96]
 }
@@ -92,6 +102,11 @@ func (it *Iter) load(i int) bool {
 	if err := it.blk.init(data, true, it.r.opts.Name, int64(it.r.index[i].h.offset)); err != nil {
 		it.err = err
 		return false
+	}
+	it.blk.distinct = it.distinct
+	it.gapLo, it.gapHi = 0, it.r.index[i].h.offset
+	if i > 0 {
+		it.gapLo = it.r.index[i-1].h.end()
 	}
 	return true
 }
@@ -180,6 +195,9 @@ func (it *Iter) Prev() bool {
 // comparing with the user key it left, which the new block's decoding
 // overwrites: blocks may split a key's versions.
 func (it *Iter) cross(move func(bool) bool) bool {
+	if it.distinct {
+		return move(false) // sameUser stays false
+	}
 	if it.blk.err == nil {
 		k, _ := splitInternalKey(it.blk.key)
 		it.left = append(it.left[:0], k...)
@@ -251,6 +269,15 @@ func (it *Iter) visible(seq uint64, upper []byte, step bool) bool {
 	return false
 }
 
+// AllVisible reports whether every entry of the segment is a put, the
+// only version of its user key, with a sequence number at or below seq
+// (as in a compacted store, read at a later seq): a step to the next
+// visible entry is then Next, without NextVisible's checks.
+func (it *Iter) AllVisible(seq uint64) bool {
+	p := &it.r.props
+	return it.distinct && p.Tombstones == 0 && p.MaxSeq <= seq
+}
+
 // SameUserKey reports whether the last Next or Prev moved to an entry
 // with the user key of the entry it left (another version of it). After
 // any other positioning call it is false.
@@ -267,13 +294,14 @@ func (it *Iter) LeavesBlock() bool { return it.blk.offset == 0 }
 // the value is a value record, which lives in the file's mapping or a
 // buffer of its own. Only a value in the block can be overwritten by a
 // step that leaves the block (LeavesBlock).
-func (it *Iter) ValueInBlock() bool { return it.apart == nil }
+func (it *Iter) ValueInBlock() bool { return !it.inApart }
 
 // KeyInBlock reports whether Key aliases the current block, as Value does,
 // rather than a buffer that the next step rewrites: it then stays valid
-// until a step leaves the block (LeavesBlock), as Value does. Prev leaves
-// it so at an entry whose key the block stores whole (a restart point's;
-// every entry's, with values of about 40 bytes and more).
+// until a step leaves the block (LeavesBlock), as Value does. Every step
+// (Next, Prev, a seek) leaves it so at an entry whose key the block stores
+// whole (a restart point's; every entry's, with values of about 40 bytes
+// and more).
 func (it *Iter) KeyInBlock() bool { return it.blk.keyInData }
 
 // SeekGE moves to the first entry whose user key is >= key (its newest
@@ -341,7 +369,7 @@ func (it *Iter) trailer() uint64 {
 // (possibly shared through the cache) or the file's mapping, so it must
 // not be modified.
 func (it *Iter) Value() []byte {
-	if it.apart != nil {
+	if it.inApart {
 		return it.apart
 	}
 	return it.blk.val
@@ -350,18 +378,28 @@ func (it *Iter) Value() []byte {
 // settle finishes a positioning call that reports ok: at an entry whose
 // value is a value record, it reads the record (checking it), so that
 // Value cannot fail. A damaged record stops the Iter with its error.
+// Written to inline (the kind byte read in place, as isValueHandle
+// does): every step of a scan ends here.
 func (it *Iter) settle(ok bool) bool {
-	it.apart = nil
-	if !ok || !isValueHandle(it.blk.key) {
-		return ok
-	}
+	it.inApart = false
+	return ok && (base.Kind(it.blk.key[len(it.blk.key)-base.TrailerLen]) != kindValueHandle || it.settleApart())
+}
+
+// settleApart is settle at an entry whose value is a value record; apart
+// from settle, which every step calls, so that settle inlines.
+func (it *Iter) settleApart() bool {
+	it.inApart = true
 	if it.keysOnly {
 		it.apart = []byte{}
 		return true
 	}
+	if v, ok := it.valueMapped(); ok {
+		it.apart = v
+		return true
+	}
 	v, err := it.r.value(it.idx, it.blk.val, it.mode, false)
 	if err != nil {
-		it.err, it.blk.valid = err, false
+		it.err, it.blk.valid, it.inApart = err, false, false
 		return false
 	}
 	it.apart = v
@@ -369,6 +407,23 @@ func (it *Iter) settle(ok bool) bool {
 		it.apart = []byte{} // an empty value stored apart (not by this writer)
 	}
 	return true
+}
+
+// valueMapped is Reader.value for a scan's usual case: a record of a
+// mapped segment that was read, and its checksum verified, before. It
+// makes the same checks of the handle, against the bounds of the gap
+// that load kept, without the call and the index loads (with 4 KiB
+// values, a fifth of a scan's step). Any other case, and a handle that
+// fails a check, is left to Reader.value, which reads or reports it.
+func (it *Iter) valueMapped() ([]byte, bool) {
+	m := it.r.opts.Mapped
+	h, ok := decodeValueHandle(it.blk.val)
+	if !ok || m == nil || h.ordinal >= it.r.props.Values || h.offset < it.gapLo || h.offset > it.gapHi ||
+		it.gapHi-h.offset < blockTrailerLen || h.length > it.gapHi-h.offset-blockTrailerLen ||
+		!it.r.valuesVerified.has(h.ordinal) {
+		return nil, false
+	}
+	return m[h.offset : h.offset+h.length : h.offset+h.length], true
 }
 
 // Error returns the error that stopped the iteration, if any.

@@ -61,13 +61,14 @@ func decodeValueHandle(b []byte) (valueHandle, bool) {
 			}
 			c := b[j]
 			j++
-			if shift == 63 && c > 1 { // past 64 bits
-				return valueHandle{}, false
-			}
-			v |= uint64(c&0x7f) << shift
-			if c < 0x80 {
+			if c < 0x80 { // the last byte: only it can pass 64 bits
+				if shift == 63 && c > 1 {
+					return valueHandle{}, false
+				}
+				v |= uint64(c) << shift
 				break
 			}
+			v |= uint64(c&0x7f) << shift
 		}
 		x[i] = v
 	}

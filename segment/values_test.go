@@ -151,6 +151,16 @@ type valueRecord struct {
 	h   valueHandle
 }
 
+// value reads rec's value through Reader.value (rec is of block i).
+func (rec valueRecord) value(t testing.TB, r *Reader, i int) []byte {
+	t.Helper()
+	v, err := r.value(i, appendValueHandle(nil, rec.h), cacheLookup, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
 // valueRecords lists r's value records from its data blocks.
 func valueRecords(t testing.TB, r *Reader) []valueRecord {
 	t.Helper()
@@ -208,6 +218,30 @@ func TestValueHandleBounds(t *testing.T) {
 		if _, err := r.value(i, appendValueHandle(nil, rec.h), cacheLookup, false); err != nil {
 			t.Fatalf("the record's own handle: %v", err)
 		}
+		// A scan resolves a handle of the block it is in through its own
+		// fast path (Iter.valueMapped) where the record was verified: a
+		// first scan verifies them all, so that the path is taken.
+		scan := r.NewIter(false)
+		for ok := scan.First(); ok; ok = scan.Next() {
+		}
+		if err := scan.Close(); err != nil {
+			t.Fatal(err)
+		}
+		viaIter := func(enc []byte) ([]byte, error) {
+			it := r.NewIter(false)
+			defer it.Close()
+			if !it.load(i) {
+				t.Fatalf("load block %d: %v", i, it.err)
+			}
+			it.blk.val = enc
+			if !it.settleApart() {
+				return nil, it.err
+			}
+			return it.Value(), nil
+		}
+		if v, err := viaIter(appendValueHandle(nil, rec.h)); err != nil || !bytes.Equal(v, rec.value(t, r, i)) {
+			t.Fatalf("the record's own handle through an Iter: %v", err)
+		}
 		lo := r.index[i-1].h.end()
 		hi := r.index[i].h.offset
 		for _, h := range []valueHandle{
@@ -216,10 +250,15 @@ func TestValueHandleBounds(t *testing.T) {
 			{blockHandle{hi - 4, 0}, rec.h.ordinal},                                   // trailer runs into the block
 			{blockHandle{rec.h.offset, hi - rec.h.offset}, rec.h.ordinal},             // ends inside the block
 			{blockHandle{hi, 0}, rec.h.ordinal},                                       // the block itself
+			{blockHandle{hi + 10, 1}, rec.h.ordinal},                                  // inside the block
+			{blockHandle{rec.h.offset, rec.h.length}, r.props.Values + 64},            // past the verified marks
 			{blockHandle{rec.h.offset, ^uint64(0) - rec.h.offset + 1}, rec.h.ordinal}, // wraps around
 		} {
 			if _, err := r.value(i, appendValueHandle(nil, h), cacheLookup, false); !errors.Is(err, base.ErrCorrupt) {
 				t.Fatalf("handle %+v in gap [%d, %d): %v", h, lo, hi, err)
+			}
+			if _, err := viaIter(appendValueHandle(nil, h)); !errors.Is(err, base.ErrCorrupt) {
+				t.Fatalf("handle %+v in gap [%d, %d) through an Iter: %v", h, lo, hi, err)
 			}
 		}
 		if _, err := r.value(i, append(appendValueHandle(nil, rec.h), 0), cacheLookup, false); !errors.Is(err, base.ErrCorrupt) {
