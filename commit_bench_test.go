@@ -1,6 +1,7 @@
 package bloomkv
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -17,6 +18,10 @@ import (
 type syncCountFS struct {
 	vfs.FS
 	syncs atomic.Int64
+	// noop: a WAL's Sync returns at once, doing nothing (a test's
+	// instant fsync); while fail is set, it fails at once.
+	noop bool
+	fail atomic.Bool
 }
 
 func (c *syncCountFS) Create(name string) (vfs.File, error) {
@@ -24,16 +29,25 @@ func (c *syncCountFS) Create(name string) (vfs.File, error) {
 	if err != nil || !strings.HasSuffix(name, base.WALExt) {
 		return f, err
 	}
-	return &syncCountFile{File: f, n: &c.syncs}, nil
+	return &syncCountFile{File: f, n: &c.syncs, fs: c}, nil
 }
+
+var errSyncFailed = errors.New("injected fsync failure")
 
 type syncCountFile struct {
 	vfs.File
-	n *atomic.Int64
+	n  *atomic.Int64
+	fs *syncCountFS
 }
 
 func (f *syncCountFile) Sync() error {
 	f.n.Add(1)
+	switch {
+	case f.fs.fail.Load():
+		return errSyncFailed
+	case f.fs.noop:
+		return nil
+	}
 	return f.File.Sync()
 }
 
