@@ -93,10 +93,10 @@ type commitQueue struct {
 	timedOut bool          // a wait ran out since the last fsync ended
 	syncTime time.Duration // fsyncs' duration, smoothed
 	waitFor  time.Duration // tests: the wait's bound instead of syncTime × gatherShare
-	// gathering is set while the next fsync waits for the writers the
-	// last one acknowledged (from synced until they have all written
-	// again or the role is taken): read without pmu by leaders (lead).
-	gathering atomic.Bool
+	// gatherLeft is how many of the writers the last fsync acknowledged
+	// the next fsync still waits for (expect - written while a wait is
+	// on, else 0), for leaders to read without pmu (lead).
+	gatherLeft atomic.Int64
 }
 
 // commitGroup is one group of batches between writing and publication.
@@ -202,15 +202,15 @@ func (q *commitQueue) exclusive(db *DB, fn func()) {
 // (a wakeup) between groups.
 //
 // A leader of r, a synced write, first yields the CPU while the next
-// fsync waits for the writers the last one acknowledged (q.gathering):
-// those that have been woken but not yet run then queue behind it, and it
-// writes them all in one group, where each would otherwise lead a group
-// of one or two, at the cost of a lock round, a memtable lookup of the
-// WAL and a publication each. The fsync waits for them anyway, so the
-// yield delays nothing; with 64 writers on 2 CPUs it cut groups per fsync
-// from about 35 to 2 (commit_bench_test.go).
+// fsync waits for other writers than r's that the last one acknowledged
+// (q.gatherLeft): those woken but not yet run then queue behind it, and
+// it writes them all in one group, where each would otherwise lead a
+// group of one or two, each costing a lock round, a WAL write and a
+// publication. The fsync waits for them anyway; with 64 writers on 2
+// CPUs the yield cut groups per fsync from about 35 to 3
+// (BenchmarkPutSyncWriters).
 func (q *commitQueue) lead(db *DB, r *commitReq) {
-	if (r.sync || db.opts.Sync) && q.gathering.Load() {
+	if (r.sync || db.opts.Sync) && q.gatherLeft.Load() > 1 {
 		runtime.Gosched()
 	}
 	for {
@@ -251,8 +251,8 @@ func (q *commitQueue) lead(db *DB, r *commitReq) {
 // waits for), the fsync starts at once and the memtable inserts run
 // beside it: leadership passes, with the group to apply, to another of
 // its writers (msgApply). With many writers the group holds most of
-// them, and its inserts, which the fsync would otherwise wait for, take
-// about a third of the time between fsyncs.
+// them, and its memtable inserts, the biggest part of the CPU a small
+// write costs, would otherwise delay the fsync.
 func (q *commitQueue) leadSynced(db *DB, g *commitGroup) {
 	mustSync := q.enqueue(db, g, nil)
 	if mustSync && len(g.reqs) > 1 {
@@ -342,9 +342,7 @@ func (q *commitQueue) enqueue(db *DB, g *commitGroup, err error) (mustSync bool)
 		// Acknowledged only once applied (apply), whatever happens
 		// meanwhile: until then its writers' batches are in use.
 		q.written += uint64(g.n)
-		if q.written >= q.expect {
-			q.gathering.Store(false)
-		}
+		q.noteWrittenLocked()
 		q.queue = append(q.queue, g)
 		if q.failed == nil {
 			mustSync = q.takeSyncLocked(db)
@@ -357,9 +355,7 @@ func (q *commitQueue) enqueue(db *DB, g *commitGroup, err error) (mustSync bool)
 		err = fmt.Errorf("%w: %w", ErrReadOnly, q.failed)
 	case err == nil && g.n > 0 && (g.sync || len(q.queue) > 0):
 		q.written += uint64(g.n)
-		if q.written >= q.expect {
-			q.gathering.Store(false)
-		}
+		q.noteWrittenLocked()
 		q.queue = append(q.queue, g)
 		mustSync = q.takeSyncLocked(db)
 		q.pmu.Unlock()
@@ -458,7 +454,8 @@ func (q *commitQueue) takeSyncLocked(db *DB) bool {
 		}
 	}
 	q.syncing = true
-	q.gathering.Store(false)
+	q.deadline = time.Time{} // the wait is over (synced sets the next)
+	q.gatherLeft.Store(0)
 	if q.timerSet {
 		// The wait is over before its deadline: stopped, its timer does
 		// not start a goroutine for nothing once an fsync is under way.
@@ -604,8 +601,18 @@ func (q *commitQueue) synced(db *DB, err error, took time.Duration, done []*comm
 		}
 		q.deadline = time.Now().Add(wait)
 	}
-	q.gathering.Store(returning && acked > 0)
+	q.noteWrittenLocked()
 	return done, nil
+}
+
+// noteWrittenLocked updates gatherLeft after written, expect or deadline
+// changed. q.pmu is held.
+func (q *commitQueue) noteWrittenLocked() {
+	left := int64(0)
+	if !q.deadline.IsZero() && q.written < q.expect {
+		left = int64(q.expect - q.written)
+	}
+	q.gatherLeft.Store(left)
 }
 
 // releaseLocked drops the sync role.
