@@ -36,8 +36,10 @@ const rangeDelRotateShare = 16
 // it to the WAL in one write (a copy into the WAL's mapping, or one
 // write(2)), applies it to the memtable, and hands the group to the second
 // stage; then it passes leadership to the first writer queued meanwhile.
-// The leader is the only goroutine that writes the WAL or the memtable, so
-// neither needs a lock of its own.
+// (A group that needs an fsync is handed to the second stage before it is
+// applied, so that its fsync may start at once; it is published only once
+// applied: leadSynced.) The leader is the only goroutine that writes the
+// WAL or the memtable, so neither needs a lock of its own.
 //
 // Syncing and publishing: written groups wait in a queue, in order, until
 // they may be published — made visible to readers (visibleSeq) and
