@@ -67,6 +67,13 @@ func LookupSync(name string) (SyncSpec, error) {
 	return specs[i], nil
 }
 
+// FakeFsync, if set, replaces each WAL fsync of bloomkv and Pebble (the
+// stores whose fsyncs are counted) by a sleep of the thread this long:
+// on a shared machine, whose other work makes one fsync take twice as
+// long as the next, what is left to compare is the commit paths' CPU and
+// wakeups. Nothing is durable then. The other stores ignore it.
+var FakeFsync time.Duration
+
 // walSyncer is a SyncWriter that counts the fsyncs of its write-ahead
 // log, for puts per fsync: how many writers one group commit served.
 type walSyncer interface {
@@ -113,6 +120,10 @@ type bloomkvSyncCountFile struct {
 
 func (f *bloomkvSyncCountFile) Sync() error {
 	f.n.Add(1)
+	if FakeFsync > 0 {
+		sleepThread(FakeFsync)
+		return nil
+	}
 	return f.File.Sync()
 }
 
@@ -171,11 +182,19 @@ type pebbleSyncCountFile struct {
 
 func (f pebbleSyncCountFile) Sync() error {
 	f.syncs.Add(1)
+	if FakeFsync > 0 {
+		sleepThread(FakeFsync)
+		return nil
+	}
 	return f.File.Sync()
 }
 
 func (f pebbleSyncCountFile) SyncData() error {
 	f.syncs.Add(1)
+	if FakeFsync > 0 {
+		sleepThread(FakeFsync)
+		return nil
+	}
 	return f.File.SyncData()
 }
 

@@ -54,6 +54,7 @@ func main() {
 	writers := flag.String("sync-writers", strings.Join(intStrings(syncCfg.Writers), ","), "-sync-scaling: writer goroutine counts, comma-separated")
 	flag.IntVar(&syncCfg.Ops, "sync-ops", syncCfg.Ops, "-sync-scaling: at most this many Puts per cell")
 	flag.DurationVar(&syncCfg.Duration, "sync-duration", syncCfg.Duration, "-sync-scaling: at most this long per cell")
+	flag.DurationVar(&engines.FakeFsync, "sync-fake-fsync", 0, "-sync-scaling: bloomkv's and Pebble's WAL fsyncs are each a sleep this long instead (nothing is durable): the commit paths without a shared disk's noise")
 	flag.IntVar(&coldCfg.Ops, "cold-ops", coldCfg.Ops, "-cold: Gets per phase")
 	flag.IntVar(&coldCfg.Warm, "cold-warm", coldCfg.Warm, "-cold: untimed misses before the eviction")
 	flag.Parse()
@@ -229,6 +230,7 @@ func syncArgs(cfg engines.SyncConfig) []string {
 		"-sync-writers", strings.Join(ws, ","),
 		"-sync-ops", strconv.Itoa(cfg.Ops),
 		"-sync-duration", cfg.Duration.String(),
+		"-sync-fake-fsync", engines.FakeFsync.String(),
 		"-value-size", strconv.Itoa(cfg.ValueSize),
 		"-seed", strconv.FormatUint(cfg.Seed, 10),
 		"-dir", cfg.Dir,
