@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // TestCheckpointUnderLoad takes checkpoints while writers, flushes and
@@ -72,7 +73,22 @@ func TestCheckpointUnderLoad(t *testing.T) {
 	}
 	var dirs []string
 	var floors [][writers]int64
+	total := func() (n int64) {
+		for w := range writers {
+			n += acked[w].Load()
+		}
+		return n
+	}
 	for r := range rounds {
+		// Some writes between checkpoints: a checkpoint takes the commit
+		// queue ahead of queued writers, so back to back they would see
+		// almost none.
+		for start, deadline := total(), time.Now().Add(30*time.Second); total() < start+300; {
+			if time.Now().After(deadline) {
+				t.Fatalf("writers stalled: %d writes acknowledged", total())
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
 		var floor [writers]int64 // acknowledged before the checkpoint began
 		for w := range writers {
 			floor[w] = acked[w].Load()
