@@ -54,8 +54,14 @@ func FuzzReader(f *testing.F) {
 				t.Fatal(err)
 			}
 		}
-		if !bytes.Equal(out.Bytes(), data[:end]) {
-			t.Fatalf("re-encoding %d records gives %x, want %x", len(got), out.Bytes(), data[:end])
+		enc, want := out.Bytes(), data[:end]
+		if r.version != formatVersion {
+			// A log of an earlier version (a seed written then): the
+			// Writer writes today's file header, then the same records.
+			enc, want = enc[fileHeaderSize:], want[fileHeaderSize:]
+		}
+		if !bytes.Equal(enc, want) {
+			t.Fatalf("re-encoding %d records gives %x, want %x", len(got), enc, want)
 		}
 	})
 }
