@@ -111,10 +111,7 @@ func (db *DB) captureCheckpoint() (*checkpoint, error) {
 		// holds no write whose fsync may still fail; and a WAL a rotation
 		// replaced is sealed first (sealWAL holds the sync role until it
 		// is), so that its copy, read after a reboot, is known whole.
-		db.commit.acquireSync()
-		err = db.commit.syncQueued(db)
-		db.commit.releaseSync(db)
-		if err != nil {
+		if err = db.commit.syncQueued(db); err != nil {
 			return
 		}
 		db.mu.Lock()

@@ -649,10 +649,15 @@ func (q *commitQueue) acquireSync() {
 	q.pmu.Unlock()
 }
 
-// syncQueued fsyncs the groups waiting, if any, as the holder of the sync
-// role (acquireSync): with the role free, groups may wait for their
-// writers (takeSyncLocked).
+// syncQueued takes the sync role (acquireSync: after its holder, a
+// rotation's sealWAL included, is done), fsyncs the groups waiting, if
+// any, and releases the role. The commit leader calls it (Close,
+// Checkpoint), so that afterwards every group written is published and
+// every WAL a rotation replaced is sealed. (With the role free, groups
+// may wait for their writers: takeSyncLocked.)
 func (q *commitQueue) syncQueued(db *DB) error {
+	q.acquireSync()
+	defer q.releaseSync(db)
 	q.pmu.Lock()
 	var logw *wal.Writer
 	if len(q.queue) > 0 {

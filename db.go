@@ -756,9 +756,7 @@ func (db *DB) Close() error {
 	db.commit.exclusive(db, func() {
 		// Wait out the current leader, and the fsyncs of the groups
 		// written before: the sync role is dropped only once none waits.
-		db.commit.acquireSync()
 		db.commit.syncQueued(db)
-		db.commit.releaseSync(db)
 	})
 	db.bgWG.Wait()      // and the background flush and compactions
 	db.compactMu.Lock() // and a Compact in progress
