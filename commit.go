@@ -855,7 +855,11 @@ func (db *DB) makeRoom(size int, rangeDels bool) (*wal.Writer, *memtable.Memtabl
 		}
 		if len(db.imm) >= maxFrozen {
 			db.stats.writeStalls.Add(1)
+			db.flushWaiters.Add(1)
 			db.cond.Wait()
+			if db.flushWaiters.Add(-1) == 0 {
+				db.cond.Broadcast() // merges paused for the flush go on
+			}
 			continue
 		}
 		db.mu.Unlock()

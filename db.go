@@ -434,6 +434,8 @@ type DB struct {
 	compacting    int                 // background compactions scheduled or running
 	busy          map[*segHandle]bool // inputs of the running compactions
 	stallAt       int                 // segment count at which writers wait for compaction
+	flushWaiters  atomic.Int32        // writers stalled until a flush frees a memtable; merges pause meanwhile
+	urgentAt      int                 // segment count from which merges of the newest segments start beyond CompactionConcurrency
 	expectedReads float64             // predicted block reads per absent Get (filtermem.go)
 	history       []CompactionInfo    // the latest compactions, oldest first
 	// bgWG counts the background goroutines: the flush loop, every

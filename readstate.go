@@ -108,12 +108,14 @@ func (db *DB) view(i int) (*readState, uint64) {
 
 // segmentsChangedLocked is what follows a change of db.segments (a flush,
 // a compaction, recovery): the filters are refitted into
-// Options.FilterBudget, the write stall threshold is recomputed for the new
-// tiers, and the new read state is published. A memtable rotation, which
+// Options.FilterBudget, the write stall and urgent-merge thresholds are
+// recomputed for the new tiers, and the new read state is published. A memtable rotation, which
 // leaves the segments alone, only publishes. db.mu must be held.
 func (db *DB) segmentsChangedLocked() {
 	db.applyFilterBudgetLocked()
-	db.stallAt = db.policy.StallThreshold(db.policy.Tiers(db.metasLocked()))
+	tiers := db.policy.Tiers(db.metasLocked())
+	db.stallAt = db.policy.StallThreshold(tiers)
+	db.urgentAt = db.policy.UrgentThreshold(tiers)
 	db.publishLocked()
 }
 

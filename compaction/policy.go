@@ -129,6 +129,15 @@ func (p SizeTiered) StallThreshold(tiers int) int {
 	return p.MaxSegments(tiers) + 2*p.fanIn()
 }
 
+// UrgentThreshold is the segment count, halfway between MaxSegments and
+// StallThreshold, at which the DB should merge the newest segments even
+// while its allowed compactions are all busy with older ones: one tier-0
+// merge's worth of flushes past MaxSegments means a long merge holds the
+// only slot, and waiting for it would reach StallThreshold.
+func (p SizeTiered) UrgentThreshold(tiers int) int {
+	return p.MaxSegments(tiers) + p.fanIn()
+}
+
 func (p SizeTiered) fanIn() int {
 	if p.FanIn < 2 {
 		return DefaultFanIn

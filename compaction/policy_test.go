@@ -95,6 +95,9 @@ func TestSizeTieredLimits(t *testing.T) {
 	if got := p.StallThreshold(5); got != 24 {
 		t.Errorf("StallThreshold(5) = %d, want 16+8 = 24", got)
 	}
+	if got := p.UrgentThreshold(5); got != 20 {
+		t.Errorf("UrgentThreshold(5) = %d, want 16+4 = 20", got)
+	}
 }
 
 // sim drives a policy through a sequence of flushes like the DB would:

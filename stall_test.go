@@ -1,0 +1,168 @@
+package bloomkv
+
+import (
+	"bytes"
+	"context"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/bloomkv/bloomkv/internal/base"
+	"github.com/bloomkv/bloomkv/vfs"
+)
+
+// holdMergeFS is the operating system's file system, except that the Sync
+// of the first segment file more than twice the size of the first one
+// synced (a merge's output: every flush of the test is about the same
+// size) blocks until release is closed.
+type holdMergeFS struct {
+	vfs.FS
+	mu        sync.Mutex
+	flushSize int64
+	held      bool
+	entered   chan struct{} // closed when the held Sync starts
+	release   chan struct{}
+}
+
+func (h *holdMergeFS) Create(name string) (vfs.File, error) {
+	f, err := h.FS.Create(name)
+	if err != nil || filepath.Ext(name) != base.SegmentExt {
+		return f, err
+	}
+	return &holdMergeFile{File: f, fs: h}, nil
+}
+
+type holdMergeFile struct {
+	vfs.File
+	fs *holdMergeFS
+}
+
+func (f *holdMergeFile) Sync() error {
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	h := f.fs
+	h.mu.Lock()
+	hold := false
+	switch {
+	case h.flushSize == 0:
+		h.flushSize = st.Size()
+	case !h.held && st.Size() > 2*h.flushSize:
+		h.held, hold = true, true
+	}
+	h.mu.Unlock()
+	if hold {
+		close(h.entered)
+		<-h.release
+	}
+	return f.File.Sync()
+}
+
+// TestUrgentMergesBesideHeldMerge holds the first merge, with one
+// compaction allowed, while flushes go on. Waiting for it, the segments
+// would reach the stall threshold and writers would stop until it ended;
+// instead, past the urgent threshold, merges of the newer segments run
+// beside it, the writes finish, and every key reads back once the held
+// merge is let go.
+func TestUrgentMergesBesideHeldMerge(t *testing.T) {
+	h := &holdMergeFS{FS: vfs.Default, entered: make(chan struct{}), release: make(chan struct{})}
+	o := smallOptions()
+	o.FS, o.DisableCompression, o.CompactionConcurrency = h, true, 1
+	o.MemtableSize = 1 << 20 // the test flushes by hand, in equal parts
+	db := mustOpen(t, t.TempDir(), o)
+	defer db.Close()
+	var once sync.Once
+	let := func() { once.Do(func() { close(h.release) }) }
+	defer let()
+
+	const perFlush, flushes = 100, 48
+	done := make(chan error, 1)
+	go func() {
+		for i := range perFlush * flushes {
+			if err := db.Put(faultKey(i), faultValue(i)); err != nil {
+				done <- err
+				return
+			}
+			if i%perFlush == perFlush-1 {
+				if err := db.Flush(); err != nil {
+					done <- err
+					return
+				}
+			}
+		}
+		done <- nil
+	}()
+	select {
+	case <-h.entered:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no merge started")
+	}
+	select {
+	case err := <-done:
+		mustDo(t, err)
+	case <-time.After(30 * time.Second):
+		db.mu.Lock()
+		segs, stallAt := len(db.segments), db.stallAt
+		db.mu.Unlock()
+		t.Fatalf("writes stopped while a merge was held: %d segments, stall threshold %d", segs, stallAt)
+	}
+	// (Writers may still wait now and then where merges are slower than
+	// flushes, as under the race detector; what they must not do is wait
+	// for the held merge.)
+	if st := db.Stats(); st.Compactions == 0 {
+		t.Errorf("%d flushes while a merge was held, and no other merge", flushes)
+	}
+	let()
+	mustDo(t, db.WaitForCompactions(context.Background()))
+	for i := range perFlush * flushes {
+		if v, err := db.Get(faultKey(i)); err != nil || !bytes.Equal(v, faultValue(i)) {
+			t.Fatalf("Get(%s) = %q, %v; want its value", faultKey(i), v, err)
+		}
+	}
+}
+
+// TestMergePausesForStalledWriters: while a writer waits for a flush to
+// free a memtable, a merge pauses (the flush, not the merge, stands
+// between the writers and progress), and goes on once no writer waits.
+// The waiting writer is simulated by its count, for a real one would need
+// a flush held at the moment a merge runs.
+func TestMergePausesForStalledWriters(t *testing.T) {
+	o := smallOptions()
+	o.DisableAutoCompaction = true
+	db := mustOpen(t, t.TempDir(), o)
+	defer db.Close()
+	for i := range 300 {
+		mustDo(t, db.Put(faultKey(i), faultValue(i)))
+		if i%100 == 99 {
+			mustDo(t, db.Flush())
+		}
+	}
+	db.flushWaiters.Add(1)
+	compacted := make(chan error, 1)
+	go func() { compacted <- db.Compact() }()
+	select {
+	case err := <-compacted:
+		t.Fatalf("Compact returned (%v) while a writer waited for a flush", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	db.mu.Lock()
+	db.flushWaiters.Add(-1)
+	db.cond.Broadcast()
+	db.mu.Unlock()
+	select {
+	case err := <-compacted:
+		mustDo(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("Compact did not go on once no writer waited")
+	}
+	if st := db.Stats(); st.Segments != 1 {
+		t.Fatalf("%d segments after Compact, want 1", st.Segments)
+	}
+	for i := range 300 {
+		if v, err := db.Get(faultKey(i)); err != nil || !bytes.Equal(v, faultValue(i)) {
+			t.Fatalf("Get(%s) = %q, %v; want its value", faultKey(i), v, err)
+		}
+	}
+}
