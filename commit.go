@@ -86,7 +86,13 @@ type commitQueue struct {
 	pidle   sync.Cond      // signalled when the sync role is released or the queue empties
 	queue   []*commitGroup // written, not yet published, oldest first; the first needs an fsync
 	syncing bool           // a goroutine holds the sync role (or it is on its way to one)
-	failed  error          // a WAL write or fsync failed: nothing more is published
+	// seals are the WALs rotations replaced that are not yet sealed,
+	// oldest first; sealLoop seals them in order, and while one waits no
+	// other goroutine takes the sync role (takeSyncLocked, acquireSync).
+	// sealer says sealLoop runs.
+	seals  []sealJob
+	sealer bool
+	failed error // a WAL write or fsync failed: nothing more is published
 
 	// For takeSyncLocked: written counts the batches enqueued so far;
 	// until it reaches expect, or until deadline, writers that the last
@@ -447,8 +453,8 @@ const gatherShare = 1.0
 // fsync cover all N. The wait is made only for writers that do come back
 // (see synced), and a timer ends it at its deadline (gatherTimeout).
 func (q *commitQueue) takeSyncLocked(db *DB) bool {
-	if q.syncing || len(q.queue) == 0 {
-		return false
+	if q.syncing || len(q.queue) == 0 || len(q.seals) > 0 {
+		return false // held, nothing to do, or sealLoop's turn
 	}
 	if g := q.queue[0]; !g.applied && g.end <= g.logw.Synced() {
 		return false // it waits only for its leader to apply it
@@ -634,14 +640,15 @@ func (q *commitQueue) releaseLocked() {
 	q.pidle.Broadcast()
 }
 
-// acquireSync takes the sync role, waiting for its holder to finish. Only
-// the commit leader calls it (rotation, DB.Sync, Close), so no group can
-// be queued meanwhile and, once the role is held, one fsync of the WAL
+// acquireSync takes the sync role, waiting for its holder to finish and
+// for every WAL a rotation replaced to be sealed (sealLoop). Only the
+// commit leader calls it (DB.Sync, Close, Checkpoint), so no group can be
+// queued meanwhile and, once the role is held, one fsync of the WAL
 // covers every group waiting.
 func (q *commitQueue) acquireSync() {
 	q.pmu.Lock()
 	q.urgent++
-	for q.syncing {
+	for q.syncing || len(q.seals) > 0 {
 		q.pidle.Wait()
 	}
 	q.urgent--
@@ -649,8 +656,8 @@ func (q *commitQueue) acquireSync() {
 	q.pmu.Unlock()
 }
 
-// syncQueued takes the sync role (acquireSync: after its holder, a
-// rotation's sealWAL included, is done), fsyncs the groups waiting, if
+// syncQueued takes the sync role (acquireSync: after its holder, and
+// the seals of the WALs rotations replaced, are done), fsyncs the groups waiting, if
 // any, and releases the role. The commit leader calls it (Close,
 // Checkpoint), so that afterwards every group written is published and
 // every WAL a rotation replaced is sealed. (With the role free, groups
@@ -889,7 +896,7 @@ type frozen struct {
 	maxSeq uint64        // last sequence number it holds
 	logNum uint64        // the WAL that holds the same writes
 	done   chan struct{} // closed when flushed (or when the flush failed)
-	// sealed is closed once sealWAL is done with the WAL (sealed and
+	// sealed is closed once sealLoop is done with the WAL (sealed and
 	// closed, or failed): the flush removes the file only then, so that
 	// no file is unlinked while it is open (which Windows refuses).
 	sealed chan struct{}
@@ -900,21 +907,18 @@ type frozen struct {
 // without db.mu, which it holds only to swap the memtable and WAL in one
 // step, so that readers and checkpoints see either both old or both new.
 //
-// The writer that rotates waits for no fsync of its own. The new WAL is
-// usually the spare that the previous rotation's sealWAL created ahead
-// (a creation costs two fsyncs: the file's and the directory's). The old
-// WAL's fsync (a whole memtable's bytes, several milliseconds) is left to
-// sealWAL too: rotate takes the sync role and hands it, with the old WAL,
-// to sealWAL, which runs in a goroutine of its own while the leader goes
-// on writing the new WAL. Holding the role, sealWAL is the only goroutine
-// that may fsync, so no group in the new WAL is acknowledged as synced
-// before the old WAL is sealed, which recovery relies on
-// (mayHaveLostTail). rotate waits only for the previous holder of the
-// role: an fsync in flight, or the previous rotation's sealWAL, which
-// bounds the WALs being sealed at one.
+// The writer that rotates waits for no fsync. The new WAL is usually the
+// spare made ahead (makeSpare: a creation costs two fsyncs, the file's and
+// the directory's). The old WAL's fsync (a whole memtable's bytes, several
+// milliseconds, and tens of them beside a merge's writes) and its seal are
+// sealLoop's, in a goroutine of its own, while the leader goes on writing
+// the new WAL; nor does the rotation wait for an earlier rotation's seal,
+// which took up to 95 ms on two cores beside a merge and was then the
+// slowest Put of a fill. Until a replaced WAL is sealed no other goroutine
+// takes the sync role, so no group in a newer WAL is acknowledged as
+// synced before every older WAL is sealed, which recovery relies on
+// (mayHaveLostTail).
 func (db *DB) rotate() error {
-	q := &db.commit
-	q.acquireSync()
 	old, oldNum := db.logw, db.logNum // the leader's: they change only here
 	db.mu.Lock()
 	logw, num := db.spare, db.spareNum
@@ -929,79 +933,151 @@ func (db *DB) rotate() error {
 		if err != nil {
 			// The old WAL stays the active one, unsealed: the DB is
 			// read-only from here, and Close syncs and seals it.
-			q.releaseSync(db)
 			db.fail(err)
 			return fmt.Errorf("%w: %w", ErrReadOnly, err)
 		}
 	}
 	f := &frozen{mem: db.mem, logNum: oldNum, done: make(chan struct{}), sealed: make(chan struct{})}
+	// Queued before the swap publishes the new WAL, and so before any
+	// group is written to it.
+	db.commit.queueSeal(db, sealJob{w: old, num: oldNum, done: f.sealed})
 	db.mu.Lock()
 	f.maxSeq = db.lastSeq
 	db.imm = append(db.imm, f)
 	db.mem = memtable.New(db.opts.MemtableSize)
 	db.logw, db.logNum = logw, num
+	// A spare that makeSpare installed while this rotation created its
+	// own WAL is numbered below it now: writes to it would replay too
+	// early.
+	stale, staleNum := db.spare, db.spareNum
+	if stale != nil && staleNum > num {
+		stale = nil
+	} else {
+		db.spare = nil
+	}
 	db.publishLocked()
 	db.scheduleFlushLocked()
-	db.bgWG.Add(1)
+	db.startSpareLocked()
 	db.mu.Unlock()
-	go db.sealWAL(old, oldNum, f.sealed)
+	if stale != nil {
+		stale.Close()
+		db.removeFile(base.WALFileName(staleNum))
+	}
 	return nil
 }
 
-// sealWAL fsyncs WAL num, the one rotate replaced, as the holder of the
-// sync role rotate passed it, publishing the groups the fsync covers;
-// then it seals and closes the WAL, so that the next fsync (of the new
-// WAL) follows the seal. A failed fsync or seal makes the DB read-only.
-// It closes done when it is done with the WAL, then creates the next
-// rotation's WAL (makeSpare), and only then releases the role: the next
-// rotation, which waits for the role, finds the spare ready, and no
-// rotation creates a WAL meanwhile, so the spare's number is above the
-// active WAL's, as the order of the writes wants (recovery replays WALs
-// in the order of their numbers).
-func (db *DB) sealWAL(w *wal.Writer, num uint64, done chan struct{}) {
+// A sealJob is a WAL a rotation replaced, for sealLoop to seal.
+type sealJob struct {
+	w    *wal.Writer
+	num  uint64
+	done chan struct{} // closed once the WAL is sealed and closed (or failed)
+}
+
+// queueSeal queues job for sealLoop, starting it if it is not running.
+func (q *commitQueue) queueSeal(db *DB, job sealJob) {
+	q.pmu.Lock()
+	q.seals = append(q.seals, job)
+	start := !q.sealer
+	q.sealer = true
+	q.pmu.Unlock()
+	if start {
+		db.bgWG.Add(1)
+		go db.sealLoop()
+	}
+}
+
+// sealLoop seals the queued WALs, oldest first, each as the holder of the
+// sync role: it fsyncs the WAL and publishes the groups that fsync
+// covers, then appends the seal mark, fsyncs again and closes the WAL, so
+// that the next fsync (of a newer WAL) follows the seal. A job leaves the
+// queue only once done, so the role goes to no other goroutine before the
+// last seal (takeSyncLocked, acquireSync). A failed fsync or seal makes
+// the DB read-only; the later WALs are still closed and their jobs done.
+func (db *DB) sealLoop() {
 	defer db.bgWG.Done()
 	q := &db.commit
-	err := q.syncHeld(db, w)
+	for {
+		q.pmu.Lock()
+		if len(q.seals) == 0 {
+			q.sealer = false
+			q.pmu.Unlock()
+			return
+		}
+		for q.syncing {
+			q.pidle.Wait()
+		}
+		q.syncing = true
+		q.pmu.Unlock()
+		// The role is kept from one seal to the next, so that it goes to
+		// no other goroutine between them.
+		for more := true; more; {
+			q.pmu.Lock()
+			job := q.seals[0]
+			q.pmu.Unlock()
+			db.seal(job)
+			q.pmu.Lock()
+			q.seals[0] = sealJob{}
+			q.seals = q.seals[1:]
+			more = len(q.seals) > 0
+			q.pmu.Unlock()
+		}
+		q.releaseSync(db)
+	}
+}
+
+// seal fsyncs, seals and closes job's WAL as the holder of the sync role,
+// and closes job.done.
+func (db *DB) seal(job sealJob) {
+	q := &db.commit
+	err := q.syncHeld(db, job.w)
 	if err == nil {
-		if err = w.Seal(); err != nil {
+		if err = job.w.Seal(); err != nil {
 			db.fail(fmt.Errorf("seal WAL: %w", err))
 		}
 	}
-	if cerr := w.Close(); cerr != nil && err == nil {
-		db.logger.Warn("closing WAL", "num", num, "err", cerr)
+	if cerr := job.w.Close(); cerr != nil && err == nil {
+		db.logger.Warn("closing WAL", "num", job.num, "err", cerr)
 	}
-	close(done)
-	if err == nil {
-		db.makeSpare()
-	}
-	q.releaseSync(db)
+	close(job.done)
 }
 
-// makeSpare creates the WAL the next rotation will start, unless one is
-// ready, as the holder of the sync role (sealWAL). A failure makes the
-// DB read-only, as it would in the rotation.
-func (db *DB) makeSpare() {
-	db.mu.Lock()
-	skip := db.spare != nil || db.closed || db.bgErr != nil
-	db.mu.Unlock()
-	if skip {
+// startSpareLocked starts makeSpare in a goroutine unless a spare WAL is
+// ready or on its way. db.mu is held.
+func (db *DB) startSpareLocked() {
+	if db.spare != nil || db.makingSpare || db.closed || db.bgErr != nil {
 		return
 	}
+	db.makingSpare = true
+	db.bgWG.Add(1)
+	go func() {
+		defer db.bgWG.Done()
+		db.makeSpare()
+	}()
+}
+
+// makeSpare creates the WAL the next rotation will start. A failure makes
+// the DB read-only, as it would in the rotation. It runs beside the
+// rotations, so the spare is kept only if its number is above the active
+// WAL's: a rotation that found no spare meanwhile created a WAL with a
+// later number, and a write to the spare after it would replay before
+// that WAL's (recovery replays WALs in the order of their numbers).
+func (db *DB) makeSpare() {
 	num, err := db.manifest.NewFileNum()
 	var w *wal.Writer
 	if err == nil {
 		w, err = db.createWAL(num, false)
 	}
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	db.makingSpare = false
 	if err != nil {
 		// The same failure as a rotation's own creation of the WAL, which
 		// makes the DB read-only: the file system that holds the WALs
 		// failed a creation or an fsync.
-		db.fail(fmt.Errorf("create the next WAL: %w", err))
+		db.failLocked(fmt.Errorf("create the next WAL: %w", err))
 		return
 	}
-	db.mu.Lock()
-	defer db.mu.Unlock()
-	if db.spare == nil && !db.closed && db.bgErr == nil {
+	if db.spare == nil && num > db.logNum && !db.closed && db.bgErr == nil {
 		db.spare, db.spareNum = w, num
 		return
 	}
@@ -1010,7 +1086,7 @@ func (db *DB) makeSpare() {
 }
 
 // dropSpareLocked closes and removes the spare WAL, if any: Close does,
-// once no sealWAL runs. It holds no write: a crash that leaves it behind
+// once no makeSpare runs. It holds no write: a crash that leaves it behind
 // leaves an empty log, which the next Open replays and removes.
 func (db *DB) dropSpareLocked() {
 	if db.spare == nil {

@@ -409,7 +409,8 @@ type DB struct {
 	// the new WAL's file number, creation, preallocation and mapping, if
 	// no spare WAL is ready — as the commit leader without mu, and takes mu
 	// only to swap the memtable and WAL; the old WAL's fsync, seal and
-	// close, and the next spare WAL, are sealWAL's, in a goroutine;
+	// close are sealLoop's, and the next spare WAL makeSpare's, each in a
+	// goroutine;
 	// WAL writes and fsyncs, manifest commits (logAndApply), segment
 	// writes, and the closing, unmapping and removal of obsolete segments
 	// (the closer) all run outside it. What still holds it across a
@@ -425,8 +426,9 @@ type DB struct {
 	bgErr         error               // first background failure; makes the DB read-only
 	logw          *wal.Writer         // the WAL of mem
 	logNum        uint64              // file number of logw
-	spare         *wal.Writer         // the next rotation's WAL, if sealWAL made one ahead
+	spare         *wal.Writer         // the next rotation's WAL, if makeSpare made one ahead
 	spareNum      uint64              // file number of spare
+	makingSpare   bool                // makeSpare runs
 	mem           *memtable.Memtable  // takes the writes
 	imm           []*frozen           // full memtables waiting for flush, oldest first
 	segments      []*segHandle        // live segments, newest first
@@ -439,7 +441,8 @@ type DB struct {
 	expectedReads float64             // predicted block reads per absent Get (filtermem.go)
 	history       []CompactionInfo    // the latest compactions, oldest first
 	// bgWG counts the background goroutines: the flush loop, every
-	// background compaction loop, and sealWAL. Close waits for it.
+	// background compaction loop, sealLoop and makeSpare. Close waits
+	// for it.
 	bgWG sync.WaitGroup
 
 	// closer closes and removes segments whose last reference went,

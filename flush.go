@@ -85,7 +85,7 @@ func (db *DB) flushLoop() {
 		// Only now, with the segment in place of the memtable (under
 		// db.mu), is the WAL unneeded: a Checkpoint reading imm and the
 		// segments under db.mu must find the writes in one or the other.
-		// The unlink itself needs no lock; it waits for sealWAL to close
+		// The unlink itself needs no lock; it waits for sealLoop to close
 		// the file (usually long done: a flush takes longer than an
 		// fsync). It comes before Flush's caller is woken, so that a
 		// store flushed and then copied file by file holds no WAL of

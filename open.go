@@ -386,7 +386,7 @@ func (db *DB) replay(logs []uint64, flushedSeq uint64) (*memtable.Memtable, erro
 
 // mayHaveLostTail reports whether a power cut may have lost the last
 // records of a log that has a successor. A rotation hands the old WAL's
-// fsync to a goroutine of its own (sealWAL) and writes the next WAL at
+// fsync to a goroutine of its own (sealLoop) and writes the next WAL at
 // once, so the next WAL may hold writes the kernel put on the device
 // before the old WAL's last ones, and a power cut may have kept those
 // and lost these. The store's history then ends with the old WAL: no

@@ -82,8 +82,9 @@ func (f *holdMappedFile) MapFd() (uintptr, bool) { return vfs.MapFd(f.File) }
 
 // TestRotationDoesNotWaitForOldWALSync holds the fsync of the WAL a
 // rotation replaces, and checks what must and must not wait for it: the
-// writer that rotated, and the writes after it, do not (their bytes are in
-// the kernel, which is all an unsynced write promises); a synced write to
+// writer that rotated, the writes after it, and the next rotation do not
+// (their bytes are in the kernel, which is all an unsynced write
+// promises); a synced write to
 // the new WAL does, for recovery after a power cut trusts the new WAL only
 // if the old one was sealed. Once the fsync is let go, the old WAL is
 // sealed before it is removed.
@@ -106,26 +107,30 @@ func TestRotationDoesNotWaitForOldWALSync(t *testing.T) {
 			h.held = first
 			h.mu.Unlock()
 
-			// Fill past one memtable, and then about half of the next: the
-			// rotation hands the first WAL's fsync to sealWAL, which blocks
-			// in it. (The next rotation would wait for it: one WAL is
-			// sealed at a time.)
+			// Fill past two memtables, and then a little more: the first
+			// rotation queues the first WAL's seal for sealLoop, which
+			// blocks in its fsync, and the second rotation queues the
+			// second WAL's behind it. Neither waits for it. (A third
+			// would wait for a flush, which waits for the first seal
+			// before it removes the WAL: maxFrozen.)
 			logNum := func() uint64 {
 				db.mu.Lock()
 				defer db.mu.Unlock()
 				return db.logNum
 			}
-			start := logNum()
 			wrote := make(chan int, 1)
 			go func() {
-				n, after := 0, -1
+				n, after, last, rotations := 0, -1, logNum(), 0
 				for ; after < 0 || n < after+200; n++ {
 					if err := db.Put(faultKey(n), faultValue(n)); err != nil {
 						t.Error(err)
 						break
 					}
-					if after < 0 && logNum() != start {
-						after = n
+					if l := logNum(); l != last {
+						last, rotations = l, rotations+1
+						if rotations == 2 {
+							after = n
+						}
 					}
 				}
 				wrote <- n
@@ -170,8 +175,8 @@ func TestRotationDoesNotWaitForOldWALSync(t *testing.T) {
 	}
 }
 
-// TestSpareWAL: a rotation leaves the next WAL created ahead (sealWAL,
-// holding the sync role, so a Sync returns only after it exists), the
+// TestSpareWAL: a rotation leaves the next WAL created ahead (makeSpare,
+// in a goroutine of its own), the
 // next rotation starts it instead of creating one, and Close removes the
 // spare it leaves, so that a closed store holds one WAL.
 func TestSpareWAL(t *testing.T) {
@@ -179,10 +184,7 @@ func TestSpareWAL(t *testing.T) {
 	db := mustOpen(t, dir, nil)
 	mustDo(t, db.Put([]byte("a"), []byte("1")))
 	mustDo(t, db.Flush())
-	mustDo(t, db.Sync())
-	db.mu.Lock()
-	spare, spareNum, active := db.spare, db.spareNum, db.logNum
-	db.mu.Unlock()
+	spare, spareNum, active := waitSpare(t, db)
 	if spare == nil || spareNum <= active {
 		t.Fatalf("after a rotation: spare %v numbered %d, active WAL %d; want a spare numbered above it", spare != nil, spareNum, active)
 	}
@@ -194,11 +196,7 @@ func TestSpareWAL(t *testing.T) {
 	if active != spareNum {
 		t.Fatalf("the rotation started WAL %d, not the spare %d", active, spareNum)
 	}
-	mustDo(t, db.Sync()) // the next spare exists
-	db.mu.Lock()
-	spare = db.spare
-	db.mu.Unlock()
-	if spare == nil {
+	if spare, _, _ = waitSpare(t, db); spare == nil {
 		t.Fatal("no spare after the second rotation")
 	}
 	mustDo(t, db.Close())
@@ -214,6 +212,20 @@ func TestSpareWAL(t *testing.T) {
 	for k, v := range map[string]string{"a": "1", "b": "2"} {
 		if got, err := db.Get([]byte(k)); err != nil || string(got) != v {
 			t.Fatalf("Get(%s) after reopen = %q, %v", k, got, err)
+		}
+	}
+}
+
+// waitSpare waits up to 10 s for makeSpare to have made the spare WAL,
+// and returns it (nil if it did not), its number and the active WAL's.
+func waitSpare(t *testing.T, db *DB) (*wal.Writer, uint64, uint64) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		db.mu.Lock()
+		spare, spareNum, active := db.spare, db.spareNum, db.logNum
+		db.mu.Unlock()
+		if spare != nil || time.Now().After(deadline) {
+			return spare, spareNum, active
 		}
 	}
 }

@@ -302,7 +302,7 @@ func (w *Writer) Seal() error {
 	if err := w.syncErr(); err != nil {
 		return err
 	}
-	if w.synced.Load() < w.size.Load() { // else a rotation's sealWAL has just synced it
+	if w.synced.Load() < w.size.Load() { // else the DB's seal of a rotated WAL has just synced it
 		if err := w.Sync(); err != nil {
 			return err
 		}
