@@ -86,13 +86,16 @@ type commitQueue struct {
 	pidle   sync.Cond      // signalled when the sync role is released or the queue empties
 	queue   []*commitGroup // written, not yet published, oldest first; the first needs an fsync
 	syncing bool           // a goroutine holds the sync role (or it is on its way to one)
-	// seals are the WALs rotations replaced that are not yet sealed,
-	// oldest first; sealLoop seals them in order, and while one waits no
-	// other goroutine takes the sync role (takeSyncLocked, acquireSync).
-	// sealer says sealLoop runs.
-	seals  []sealJob
-	sealer bool
-	failed error // a WAL write or fsync failed: nothing more is published
+	// seals are the WALs rotations replaced that are not yet sealed or
+	// dropped, oldest first; sealLoop handles them in order, and while
+	// one waits no other goroutine takes the sync role (takeSyncLocked,
+	// acquireSync). sealer says sealLoop runs. sealWanted says a goroutine
+	// waits for the role behind them: sealLoop then seals at once instead
+	// of waiting for the flushes that make the WALs obsolete.
+	seals      []sealJob
+	sealer     bool
+	sealWanted bool
+	failed     error // a WAL write or fsync failed: nothing more is published
 
 	// For takeSyncLocked: written counts the batches enqueued so far;
 	// until it reaches expect, or until deadline, writers that the last
@@ -453,8 +456,16 @@ const gatherShare = 1.0
 // fsync cover all N. The wait is made only for writers that do come back
 // (see synced), and a timer ends it at its deadline (gatherTimeout).
 func (q *commitQueue) takeSyncLocked(db *DB) bool {
-	if q.syncing || len(q.queue) == 0 || len(q.seals) > 0 {
-		return false // held, nothing to do, or sealLoop's turn
+	if q.syncing || len(q.queue) == 0 || q.failed != nil {
+		// (After a failure there is nothing to fsync: synced failed the
+		// groups it found, and apply fails the one still being applied;
+		// passing the role to its leader then would leave two messages
+		// for one writer.)
+		return false
+	}
+	if len(q.seals) > 0 {
+		q.wantSealsLocked() // sealLoop's turn first
+		return false
 	}
 	if g := q.queue[0]; !g.applied && g.end <= g.logw.Synced() {
 		return false // it waits only for its leader to apply it
@@ -649,6 +660,9 @@ func (q *commitQueue) acquireSync() {
 	q.pmu.Lock()
 	q.urgent++
 	for q.syncing || len(q.seals) > 0 {
+		if len(q.seals) > 0 {
+			q.wantSealsLocked()
+		}
 		q.pidle.Wait()
 	}
 	q.urgent--
@@ -896,6 +910,8 @@ type frozen struct {
 	maxSeq uint64        // last sequence number it holds
 	logNum uint64        // the WAL that holds the same writes
 	done   chan struct{} // closed when flushed (or when the flush failed)
+	// durable is set once the flush is committed: the WAL is obsolete.
+	durable atomic.Bool
 	// sealed is closed once sealLoop is done with the WAL (sealed and
 	// closed, or failed): the flush removes the file only then, so that
 	// no file is unlinked while it is open (which Windows refuses).
@@ -909,18 +925,29 @@ type frozen struct {
 //
 // The writer that rotates waits for no fsync. The new WAL is usually the
 // spare made ahead (makeSpare: a creation costs two fsyncs, the file's and
-// the directory's). The old WAL's fsync (a whole memtable's bytes, several
-// milliseconds, and tens of them beside a merge's writes) and its seal are
-// sealLoop's, in a goroutine of its own, while the leader goes on writing
-// the new WAL; nor does the rotation wait for an earlier rotation's seal,
-// which took up to 95 ms on two cores beside a merge and was then the
-// slowest Put of a fill. Until a replaced WAL is sealed no other goroutine
-// takes the sync role, so no group in a newer WAL is acknowledged as
-// synced before every older WAL is sealed, which recovery relies on
-// (mayHaveLostTail).
+// the directory's). The old WAL is left to sealLoop, in a goroutine of its
+// own, while the leader goes on writing the new WAL; nor does the
+// rotation wait for an earlier rotation's seal, which took up to 95 ms on
+// two cores beside a merge and was then the slowest Put of a fill. Until
+// a replaced WAL is sealed, or obsolete, no other goroutine takes the sync
+// role, so no group in a newer WAL is acknowledged as synced before every
+// older live WAL is sealed, which recovery relies on (mayHaveLostTail).
 func (db *DB) rotate() error {
 	old, oldNum := db.logw, db.logNum // the leader's: they change only here
 	db.mu.Lock()
+	if db.spare == nil && db.makingSpare {
+		// Wait for it rather than create a WAL beside it: a WAL created
+		// now would be numbered above the spare, which would then sit
+		// below the active WAL. Even removed, it could come back after a
+		// power cut (an unlink is not durable until the directory's
+		// fsync), an empty, unsealed WAL between two live ones that would
+		// end the store's history there (mayHaveLostTail) and lose the
+		// synced writes of the WALs after it.
+		made := db.spareMade
+		db.mu.Unlock()
+		<-made
+		db.mu.Lock()
+	}
 	logw, num := db.spare, db.spareNum
 	db.spare = nil
 	db.mu.Unlock()
@@ -940,37 +967,24 @@ func (db *DB) rotate() error {
 	f := &frozen{mem: db.mem, logNum: oldNum, done: make(chan struct{}), sealed: make(chan struct{})}
 	// Queued before the swap publishes the new WAL, and so before any
 	// group is written to it.
-	db.commit.queueSeal(db, sealJob{w: old, num: oldNum, done: f.sealed})
+	db.commit.queueSeal(db, sealJob{w: old, num: oldNum, f: f})
 	db.mu.Lock()
 	f.maxSeq = db.lastSeq
 	db.imm = append(db.imm, f)
 	db.mem = memtable.New(db.opts.MemtableSize)
 	db.logw, db.logNum = logw, num
-	// A spare that makeSpare installed while this rotation created its
-	// own WAL is numbered below it now: writes to it would replay too
-	// early.
-	stale, staleNum := db.spare, db.spareNum
-	if stale != nil && staleNum > num {
-		stale = nil
-	} else {
-		db.spare = nil
-	}
 	db.publishLocked()
 	db.scheduleFlushLocked()
 	db.startSpareLocked()
 	db.mu.Unlock()
-	if stale != nil {
-		stale.Close()
-		db.removeFile(base.WALFileName(staleNum))
-	}
 	return nil
 }
 
-// A sealJob is a WAL a rotation replaced, for sealLoop to seal.
+// A sealJob is a WAL a rotation replaced, for sealLoop.
 type sealJob struct {
-	w    *wal.Writer
-	num  uint64
-	done chan struct{} // closed once the WAL is sealed and closed (or failed)
+	w   *wal.Writer
+	num uint64
+	f   *frozen // the memtable it holds; f.sealed is closed once the WAL is closed
 }
 
 // queueSeal queues job for sealLoop, starting it if it is not running.
@@ -986,18 +1000,35 @@ func (q *commitQueue) queueSeal(db *DB, job sealJob) {
 	}
 }
 
-// sealLoop seals the queued WALs, oldest first, each as the holder of the
-// sync role: it fsyncs the WAL and publishes the groups that fsync
-// covers, then appends the seal mark, fsyncs again and closes the WAL, so
-// that the next fsync (of a newer WAL) follows the seal. A job leaves the
-// queue only once done, so the role goes to no other goroutine before the
-// last seal (takeSyncLocked, acquireSync). A failed fsync or seal makes
-// the DB read-only; the later WALs are still closed and their jobs done.
+// sealLoop ends the queued WALs, oldest first, each as the holder of the
+// sync role, in one of two ways:
+//
+//   - Dropped: once the flush of its memtable is committed (f.durable) and
+//     no group waits for its fsync, the WAL is obsolete. It is closed
+//     without an fsync and removed by the flush, so that a store whose
+//     writes are not synced never writes its WALs to the device at all
+//     (the kernel writes dirty pages back after 30 s; a memtable is
+//     flushed in well under one) and spends no fsync on them: 7 to 13%
+//     of the CPU of a fill on two cores.
+//   - Sealed: when a goroutine needs the sync role first (a synced write
+//     in a newer WAL, DB.Sync, Close, Checkpoint: sealWanted), it is
+//     fsynced, which publishes the groups that fsync covers, then gets the
+//     seal mark, a second fsync and is closed, so that the next fsync (of
+//     a newer WAL) follows the seal.
+//
+// A job leaves the queue only once done, so the role goes to no other
+// goroutine before the last one (takeSyncLocked, acquireSync). Until a
+// reason comes, sealLoop waits without the role. A failed fsync or seal
+// makes the DB read-only; the later WALs are still closed and their jobs
+// done.
 func (db *DB) sealLoop() {
 	defer db.bgWG.Done()
 	q := &db.commit
 	for {
 		q.pmu.Lock()
+		for len(q.seals) > 0 && !q.sealWanted && !q.seals[0].f.durable.Load() {
+			q.pidle.Wait()
+		}
 		if len(q.seals) == 0 {
 			q.sealer = false
 			q.pmu.Unlock()
@@ -1008,25 +1039,60 @@ func (db *DB) sealLoop() {
 		}
 		q.syncing = true
 		q.pmu.Unlock()
-		// The role is kept from one seal to the next, so that it goes to
+		// The role is kept from one job to the next, so that it goes to
 		// no other goroutine between them.
 		for more := true; more; {
 			q.pmu.Lock()
 			job := q.seals[0]
+			drop := job.f.durable.Load() && !q.usesLocked(job.w)
 			q.pmu.Unlock()
-			db.seal(job)
+			if drop {
+				db.dropWAL(job)
+			} else {
+				db.seal(job)
+			}
 			q.pmu.Lock()
 			q.seals[0] = sealJob{}
 			q.seals = q.seals[1:]
-			more = len(q.seals) > 0
+			if len(q.seals) == 0 {
+				q.sealWanted = false
+			}
+			more = len(q.seals) > 0 && (q.sealWanted || q.seals[0].f.durable.Load())
 			q.pmu.Unlock()
 		}
 		q.releaseSync(db)
 	}
 }
 
+// wantSealsLocked asks sealLoop to seal the queued WALs now. q.pmu is
+// held.
+func (q *commitQueue) wantSealsLocked() {
+	if !q.sealWanted {
+		q.sealWanted = true
+		q.pidle.Broadcast()
+	}
+}
+
+// sealerWake wakes sealLoop after a flush made a queued WAL obsolete.
+func (q *commitQueue) sealerWake() {
+	q.pmu.Lock()
+	q.pidle.Broadcast()
+	q.pmu.Unlock()
+}
+
+// usesLocked reports whether a group waiting for an fsync was written to
+// w. q.pmu is held.
+func (q *commitQueue) usesLocked(w *wal.Writer) bool {
+	for _, g := range q.queue {
+		if g.logw == w {
+			return true
+		}
+	}
+	return false
+}
+
 // seal fsyncs, seals and closes job's WAL as the holder of the sync role,
-// and closes job.done.
+// and closes job.f.sealed.
 func (db *DB) seal(job sealJob) {
 	q := &db.commit
 	err := q.syncHeld(db, job.w)
@@ -1038,7 +1104,16 @@ func (db *DB) seal(job sealJob) {
 	if cerr := job.w.Close(); cerr != nil && err == nil {
 		db.logger.Warn("closing WAL", "num", job.num, "err", cerr)
 	}
-	close(job.done)
+	close(job.f.sealed)
+}
+
+// dropWAL closes job's obsolete WAL without an fsync (the flush removes
+// it), and closes job.f.sealed.
+func (db *DB) dropWAL(job sealJob) {
+	if err := job.w.Close(); err != nil {
+		db.logger.Warn("closing WAL", "num", job.num, "err", err)
+	}
+	close(job.f.sealed)
 }
 
 // startSpareLocked starts makeSpare in a goroutine unless a spare WAL is
@@ -1048,6 +1123,7 @@ func (db *DB) startSpareLocked() {
 		return
 	}
 	db.makingSpare = true
+	db.spareMade = make(chan struct{})
 	db.bgWG.Add(1)
 	go func() {
 		defer db.bgWG.Done()
@@ -1055,12 +1131,12 @@ func (db *DB) startSpareLocked() {
 	}()
 }
 
-// makeSpare creates the WAL the next rotation will start. A failure makes
-// the DB read-only, as it would in the rotation. It runs beside the
-// rotations, so the spare is kept only if its number is above the active
-// WAL's: a rotation that found no spare meanwhile created a WAL with a
-// later number, and a write to the spare after it would replay before
-// that WAL's (recovery replays WALs in the order of their numbers).
+// makeSpare creates the WAL the next rotation will start, and closes
+// db.spareMade. A failure makes the DB read-only, as it would in the
+// rotation. A rotation that finds no spare waits for makeSpare rather
+// than create a WAL beside it, so the spare's number is above the
+// active WAL's, as the order of the writes wants (recovery replays WALs
+// in the order of their numbers).
 func (db *DB) makeSpare() {
 	num, err := db.manifest.NewFileNum()
 	var w *wal.Writer
@@ -1070,6 +1146,7 @@ func (db *DB) makeSpare() {
 	db.mu.Lock()
 	defer db.mu.Unlock()
 	db.makingSpare = false
+	close(db.spareMade)
 	if err != nil {
 		// The same failure as a rotation's own creation of the WAL, which
 		// makes the DB read-only: the file system that holds the WALs

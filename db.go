@@ -429,6 +429,7 @@ type DB struct {
 	spare         *wal.Writer         // the next rotation's WAL, if makeSpare made one ahead
 	spareNum      uint64              // file number of spare
 	makingSpare   bool                // makeSpare runs
+	spareMade     chan struct{}       // closed when makeSpare ends
 	mem           *memtable.Memtable  // takes the writes
 	imm           []*frozen           // full memtables waiting for flush, oldest first
 	segments      []*segHandle        // live segments, newest first

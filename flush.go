@@ -72,6 +72,10 @@ func (db *DB) flushLoop() {
 		f := db.imm[0]
 		db.mu.Unlock()
 		s, err := db.flushFrozen(f)
+		if err == nil {
+			f.durable.Store(true)
+			db.commit.sealerWake() // its WAL may now be dropped unsynced
+		}
 		db.mu.Lock()
 		if err != nil {
 			db.failLocked(fmt.Errorf("flush: %w", err))

@@ -20,11 +20,13 @@ import (
 )
 
 // holdFS is the operating system's file system, except that the Sync of
-// one WAL (held, by base name) blocks until release is closed, and that a
-// WAL is read before it is removed, recording whether it ended in a seal.
+// one WAL (held, by base name), and with segs that of every segment,
+// blocks until release is closed, and that a WAL is read before it is
+// removed, recording whether it ended in a seal.
 type holdFS struct {
 	vfs.FS
 	mu      sync.Mutex
+	segs    bool
 	held    string
 	entered chan struct{} // closed when the held WAL's Sync starts
 	release chan struct{}
@@ -33,6 +35,9 @@ type holdFS struct {
 
 func (h *holdFS) Create(name string) (vfs.File, error) {
 	f, err := h.FS.Create(name)
+	if err == nil && h.segs && filepath.Ext(name) == base.SegmentExt {
+		return &armFile{File: f, release: h.release}, nil
+	}
 	if err != nil || filepath.Ext(name) != base.WALExt {
 		return f, err
 	}
@@ -81,17 +86,18 @@ type holdMappedFile struct{ *holdFile }
 func (f *holdMappedFile) MapFd() (uintptr, bool) { return vfs.MapFd(f.File) }
 
 // TestRotationDoesNotWaitForOldWALSync holds the fsync of the WAL a
-// rotation replaces, and checks what must and must not wait for it: the
-// writer that rotated, the writes after it, and the next rotation do not
-// (their bytes are in the kernel, which is all an unsynced write
-// promises); a synced write to
-// the new WAL does, for recovery after a power cut trusts the new WAL only
-// if the old one was sealed. Once the fsync is let go, the old WAL is
-// sealed before it is removed.
+// rotation replaces, and the flushes (so that the WAL stays live), and
+// checks what must and must not wait for it: the writer that rotated, the
+// writes after it, and the next rotation do not (their bytes are in the
+// kernel, which is all an unsynced write promises), nor is the WAL
+// fsynced while nothing asks for it; a synced write to the new WAL waits
+// for it, for recovery after a power cut trusts the new WAL only if the
+// old one was sealed. Once the fsync is let go, the old WAL is sealed
+// before it is removed.
 func TestRotationDoesNotWaitForOldWALSync(t *testing.T) {
 	for _, mmap := range []bool{true, false} {
 		t.Run(map[bool]string{true: "mapped", false: "write"}[mmap], func(t *testing.T) {
-			h := &holdFS{FS: vfs.Default, entered: make(chan struct{}), release: make(chan struct{}), sealed: map[string]bool{}}
+			h := &holdFS{FS: vfs.Default, segs: true, entered: make(chan struct{}), release: make(chan struct{}), sealed: map[string]bool{}}
 			o := smallOptions()
 			o.FS, o.MemtableSize, o.DisableMmap = h, 64<<10, !mmap
 			db := mustOpen(t, t.TempDir(), o)
@@ -107,12 +113,10 @@ func TestRotationDoesNotWaitForOldWALSync(t *testing.T) {
 			h.held = first
 			h.mu.Unlock()
 
-			// Fill past two memtables, and then a little more: the first
-			// rotation queues the first WAL's seal for sealLoop, which
-			// blocks in its fsync, and the second rotation queues the
-			// second WAL's behind it. Neither waits for it. (A third
-			// would wait for a flush, which waits for the first seal
-			// before it removes the WAL: maxFrozen.)
+			// Fill past two memtables, and then a little more: each
+			// rotation queues the WAL it replaced for sealLoop, and
+			// neither waits for it. (A third would wait for a flush:
+			// maxFrozen.)
 			logNum := func() uint64 {
 				db.mu.Lock()
 				defer db.mu.Unlock()
@@ -143,8 +147,8 @@ func TestRotationDoesNotWaitForOldWALSync(t *testing.T) {
 			}
 			select {
 			case <-h.entered:
-			case <-time.After(30 * time.Second):
-				t.Fatal("the replaced WAL was never fsynced")
+				t.Fatal("the replaced WAL was fsynced while nothing asked for it")
+			default:
 			}
 			for i := range n {
 				if v, err := db.Get(faultKey(i)); err != nil || !bytes.Equal(v, faultValue(i)) {
@@ -160,6 +164,11 @@ func TestRotationDoesNotWaitForOldWALSync(t *testing.T) {
 				t.Fatalf("Sync returned (%v) while the replaced WAL's fsync was held", err)
 			case <-time.After(100 * time.Millisecond):
 			}
+			select {
+			case <-h.entered:
+			case <-time.After(30 * time.Second):
+				t.Fatal("Sync did not fsync the replaced WAL")
+			}
 			let()
 			if err := <-synced; err != nil {
 				t.Fatal(err)
@@ -172,6 +181,46 @@ func TestRotationDoesNotWaitForOldWALSync(t *testing.T) {
 				t.Fatalf("replaced WAL %s: removed %v, sealed when removed %v; want both", first, removed, sealed)
 			}
 		})
+	}
+}
+
+// TestObsoleteWALNotSynced: a WAL whose memtable is flushed before any
+// goroutine needs it sealed is closed without an fsync and removed: with
+// writes that are not synced, its bytes need never reach the device.
+func TestObsoleteWALNotSynced(t *testing.T) {
+	h := &holdFS{FS: vfs.Default, entered: make(chan struct{}), release: make(chan struct{}), sealed: map[string]bool{}}
+	o := smallOptions()
+	o.FS = h
+	db := mustOpen(t, t.TempDir(), o)
+	defer db.Close()
+	defer close(h.release) // before Close: a failed test leaves no fsync held
+	db.mu.Lock()
+	first := base.WALFileName(db.logNum)
+	db.mu.Unlock()
+	h.mu.Lock()
+	h.held = first
+	h.mu.Unlock()
+	for i := range 100 {
+		mustDo(t, db.Put(faultKey(i), faultValue(i)))
+	}
+	flushed := make(chan error, 1)
+	go func() { flushed <- db.Flush() }()
+	select {
+	case err := <-flushed:
+		mustDo(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("Flush waited for the fsync of the WAL it made obsolete")
+	}
+	h.mu.Lock()
+	sealed, removed := h.sealed[first]
+	h.mu.Unlock()
+	if !removed || sealed {
+		t.Fatalf("flushed WAL %s: removed %v, sealed %v; want removed unsealed", first, removed, sealed)
+	}
+	for i := range 100 {
+		if v, err := db.Get(faultKey(i)); err != nil || !bytes.Equal(v, faultValue(i)) {
+			t.Fatalf("Get(%s) = %q, %v; want its value", faultKey(i), v, err)
+		}
 	}
 }
 
@@ -309,5 +358,93 @@ func TestReplayEndsAtUnsealedWAL(t *testing.T) {
 				t.Fatalf("Get(b) = %q, %v; want ErrNotFound (the history ends with the older WAL)", v, err)
 			}
 		})
+	}
+}
+
+// armFS is the operating system's file system, except that once armed,
+// the Sync of the next WAL file created blocks until release is closed.
+type armFS struct {
+	vfs.FS
+	mu      sync.Mutex
+	armed   bool
+	held    string        // base name of the WAL whose Sync is held
+	release chan struct{} // closed to let it go
+}
+
+func (a *armFS) Create(name string) (vfs.File, error) {
+	f, err := a.FS.Create(name)
+	if err != nil || filepath.Ext(name) != base.WALExt {
+		return f, err
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !a.armed {
+		return f, nil
+	}
+	a.armed, a.held = false, filepath.Base(name)
+	return &armFile{File: f, release: a.release}, nil
+}
+
+type armFile struct {
+	vfs.File
+	release chan struct{}
+}
+
+func (f *armFile) Sync() error {
+	<-f.release
+	return f.File.Sync()
+}
+
+// TestRotationWaitsForSpareInFlight: a rotation that finds the next spare
+// WAL still being made waits for it instead of creating a WAL beside it.
+// A WAL created beside it would be numbered above the spare, which would
+// then be below the active WAL and have to be removed; and a removal is
+// not durable without a directory fsync, so after a power cut the empty,
+// unsealed spare could come back between two live WALs and end the
+// store's history there, losing the synced writes after it.
+func TestRotationWaitsForSpareInFlight(t *testing.T) {
+	a := &armFS{FS: vfs.Default, release: make(chan struct{})}
+	o := smallOptions()
+	o.FS = a
+	db := mustOpen(t, t.TempDir(), o)
+	defer db.Close()
+	var once sync.Once
+	let := func() { once.Do(func() { close(a.release) }) }
+	defer let()
+
+	mustDo(t, db.Put([]byte("a"), []byte("1")))
+	mustDo(t, db.Flush())
+	if spare, _, _ := waitSpare(t, db); spare == nil {
+		t.Fatal("no spare after the first rotation")
+	}
+	a.mu.Lock()
+	a.armed = true // the spare made by the next rotation is held
+	a.mu.Unlock()
+	mustDo(t, db.Put([]byte("b"), []byte("2")))
+	mustDo(t, db.Flush()) // starts the held spare
+
+	mustDo(t, db.Put([]byte("c"), []byte("3")))
+	flushed := make(chan error, 1)
+	go func() { flushed <- db.Flush() }()
+	select {
+	case err := <-flushed:
+		t.Fatalf("the rotation returned (%v) while the next spare was being made", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	let()
+	mustDo(t, <-flushed)
+	a.mu.Lock()
+	held := a.held
+	a.mu.Unlock()
+	db.mu.Lock()
+	active := base.WALFileName(db.logNum)
+	db.mu.Unlock()
+	if held == "" || active != held {
+		t.Fatalf("active WAL %s after the rotation, want the spare it waited for, %q", active, held)
+	}
+	for k, v := range map[string]string{"a": "1", "b": "2", "c": "3"} {
+		if got, err := db.Get([]byte(k)); err != nil || string(got) != v {
+			t.Fatalf("Get(%s) = %q, %v", k, got, err)
+		}
 	}
 }
