@@ -216,6 +216,26 @@ func parseTrailer(data []byte) (t blockTrailer, reason string) {
 	return t, ""
 }
 
+// packLayout packs a data block's trailer into a nonzero word, for
+// indexEntry.layout: its restart count in the low 32 bits (a block is
+// smaller than 2 GiB), its bucket count above.
+func packLayout(t blockTrailer) uint64 {
+	return 1<<63 | uint64(t.numBuckets)<<32 | uint64(t.numRestarts)
+}
+
+// unpackLayout returns the trailer of a block of n bytes that packLayout
+// packed into w: what parseTrailer returned for it.
+func unpackLayout(n int, w uint64) (t blockTrailer) {
+	t.numRestarts, t.numBuckets = int(uint32(w)), int(uint16(w>>32))
+	end := n - 4
+	if t.numBuckets > 0 {
+		end -= 2 + t.numBuckets
+		t.bucketsOff = end
+	}
+	t.restartsOff = end - 4*t.numRestarts
+	return t
+}
+
 // hasHashIndex reports whether a block says it carries a hash index, which
 // only data blocks of format version formatVersionHashIndex and later may.
 func hasHashIndex(data []byte) bool {
@@ -329,6 +349,25 @@ type blockIter struct {
 // maxInternalKeyLen bytes; the one other kind, the properties block, names
 // of up to maxPropertyNameLen.
 func (it *blockIter) init(data []byte, internal bool, file string, fileOff int64) error {
+	it.reset(data, internal, file, fileOff)
+	t, reason := parseTrailer(data)
+	if reason != "" {
+		it.err = base.Corruptf(file, fileOff, "%s", reason)
+		return it.err
+	}
+	it.setTrailer(t)
+	return nil
+}
+
+// setTrailer sets where the restart array and hash index of the block
+// lie: parseTrailer's result for it.
+func (it *blockIter) setTrailer(t blockTrailer) {
+	it.restartsOff, it.numRestarts = t.restartsOff, t.numRestarts
+	it.bucketsOff, it.numBuckets = t.bucketsOff, t.numBuckets
+}
+
+// reset is init without the trailer: the caller sets it (setTrailer).
+func (it *blockIter) reset(data []byte, internal bool, file string, fileOff int64) {
 	key := it.own[:0]
 	if cap(key) < 64 {
 		key = make([]byte, 0, 64) // room for next's word copies
@@ -339,14 +378,6 @@ func (it *blockIter) init(data []byte, internal bool, file string, fileOff int64
 	if internal {
 		it.maxKey = maxInternalKeyLen
 	}
-	t, reason := parseTrailer(data)
-	if reason != "" {
-		it.err = base.Corruptf(file, fileOff, "%s", reason)
-		return it.err
-	}
-	it.restartsOff, it.numRestarts = t.restartsOff, t.numRestarts
-	it.bucketsOff, it.numBuckets = t.bucketsOff, t.numBuckets
-	return nil
 }
 
 func (it *blockIter) restart(i int) int {
@@ -601,6 +632,20 @@ func touch(p []byte) byte {
 	var x byte
 	for i := len(p) - 1; i >= 0; i -= 64 {
 		x ^= p[i]
+	}
+	return x
+}
+
+// touchLines reads one byte of every cache line of p, from its start
+// up: loads independent of each other, which the CPU overlaps, so that
+// reads of p that depend on each other afterwards find it in the cache.
+func touchLines(p []byte) byte {
+	var x byte
+	for i := 0; i < len(p); i += 64 {
+		x ^= p[i]
+	}
+	if len(p) > 0 {
+		x ^= p[len(p)-1]
 	}
 	return x
 }

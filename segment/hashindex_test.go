@@ -79,6 +79,10 @@ func TestHashIndexLookupMatchesModel(t *testing.T) {
 			}
 			r := openSegment(t, data, ReaderOptions{Name: "h.seg"})
 			p := openSegment(t, plain, ReaderOptions{Name: "p.seg"})
+			// Mapped, a block read before is searched with the geometry
+			// kept from its first read (indexEntry.layout).
+			rm := openSegment(t, data, ReaderOptions{Name: "hm.seg", Mapped: data})
+			pm := openSegment(t, plain, ReaderOptions{Name: "pm.seg", Mapped: plain})
 			indexed, blocks, collisions, used := hashIndexStats(t, r)
 			if tc.wantNoHash != (indexed == 0) || !tc.wantNoHash && (used == 0 || indexed < blocks) {
 				t.Fatalf("%d of %d blocks indexed, %d buckets used, %d collisions", indexed, blocks, used, collisions)
@@ -102,6 +106,12 @@ func TestHashIndexLookupMatchesModel(t *testing.T) {
 					v2, s2, k2, f2, err2 := p.Lookup(k, bloom.Hash(k), seq)
 					if err1 != nil || err2 != nil || f1 != f2 || s1 != s2 || k1 != k2 || !bytes.Equal(v1, v2) {
 						t.Fatalf("Lookup(%q, %d): with index %v %d %v %q %v, without %v %d %v %q %v", k, seq, f1, s1, k1, v1, err1, f2, s2, k2, v2, err2)
+					}
+					for _, m := range []*Reader{rm, pm} {
+						v3, s3, k3, f3, err3 := m.Lookup(k, bloom.Hash(k), seq)
+						if err3 != nil || f1 != f3 || s1 != s3 || k1 != k3 || !bytes.Equal(v1, v3) {
+							t.Fatalf("Lookup(%q, %d) mapped (%s): %v %d %v %q %v, want %v %d %v %q", k, seq, m.opts.Name, f3, s3, k3, v3, err3, f1, s1, k1, v1)
+						}
 					}
 				}
 			}
@@ -180,5 +190,66 @@ func TestNoHashIndexVersions(t *testing.T) {
 		if indexed, _, _, _ := hashIndexStats(t, r); indexed != 0 {
 			t.Fatalf("%v: %d blocks indexed", c, indexed)
 		}
+	}
+}
+
+// TestLookupKnownLayout: a mapped data block read before is searched with
+// the geometry kept from its first read (indexEntry.layout), which is
+// what parseTrailer says, and not with its trailer read again; a mapping
+// changed under the Reader afterwards gives wrong answers or ErrCorrupt,
+// never a panic.
+func TestLookupKnownLayout(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 22))
+	es := randomEntries(rng, 2000, 1500)
+	for i := range es {
+		if es[i].kind == base.KindPut {
+			es[i].value = fmt.Appendf(nil, "%s@%d:%s", es[i].key, es[i].seq, strings.Repeat("v", rng.IntN(150)))
+		}
+	}
+	for _, noHash := range []bool{false, true} {
+		t.Run(fmt.Sprintf("NoHashIndex=%v", noHash), func(t *testing.T) {
+			data, props := writeSegment(t, es, WriterOptions{BlockSize: 4096, NoHashIndex: noHash})
+			m := bytes.Clone(data)
+			r := openSegment(t, data, ReaderOptions{Name: "l.seg", Mapped: m})
+			for _, e := range es { // the first read of every block
+				checkGet(t, r, es, e.key, base.MaxSeq)
+			}
+			hashed := 0
+			for i := range r.index {
+				e := &r.index[i]
+				b := m[e.h.offset : e.h.offset+e.h.length]
+				want, reason := parseTrailer(b)
+				lay := e.layout.Load()
+				if reason != "" || lay == 0 {
+					t.Fatalf("block %d: no layout kept after its first read (%s)", i, reason)
+				}
+				if got := unpackLayout(len(b), lay); got != want {
+					t.Fatalf("block %d: layout %+v, trailer %+v", i, got, want)
+				}
+				if want.numBuckets > 0 {
+					hashed++
+				}
+				// A lookup that read the restart count again would now
+				// find no restart point.
+				binary.LittleEndian.PutUint32(b[len(b)-4:], 0)
+			}
+			if noHash != (hashed == 0) {
+				t.Fatalf("%d of %d blocks with a hash index", hashed, len(r.index))
+			}
+			for _, e := range es {
+				for _, seq := range []uint64{e.seq, e.seq - 1, base.MaxSeq} {
+					checkGet(t, r, es, e.key, seq)
+				}
+				checkGet(t, r, es, append(bytes.Clone(e.key), 0), base.MaxSeq)
+			}
+			// Garbage where the entries, restart arrays and buckets were.
+			for i := range m[:props.DataSize] {
+				m[i] = byte(rng.UintN(256))
+			}
+			for _, e := range es {
+				_, _, _, _, err := r.Lookup(e.key, bloom.Hash(e.key), base.MaxSeq)
+				requireCorrupt(t, err)
+			}
+		})
 	}
 }
