@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -249,6 +250,97 @@ func TestLookupKnownLayout(t *testing.T) {
 			for _, e := range es {
 				_, _, _, _, err := r.Lookup(e.key, bloom.Hash(e.key), base.MaxSeq)
 				requireCorrupt(t, err)
+			}
+		})
+	}
+}
+
+// searchedShare returns the share of the user keys of r's indexed data
+// blocks that the hash index sends to the binary search (their bucket is
+// a collision), and the mean buckets per key.
+func searchedShare(t *testing.T, r *Reader) (share, perKey float64) {
+	t.Helper()
+	keys, searched, buckets := 0, 0, 0
+	for i := range r.index {
+		b, err := r.dataBlock(i, cacheBypass, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var it blockIter
+		if err := it.init(b, true, "s.seg", 0); err != nil {
+			t.Fatal(err)
+		}
+		if it.numBuckets == 0 {
+			t.Fatalf("block %d has no hash index", i)
+		}
+		buckets += it.numBuckets
+		var prev []byte
+		for ok := it.first(); ok; ok = it.next() {
+			ukey, _ := splitInternalKey(it.key)
+			if prev != nil && bytes.Equal(prev, ukey) {
+				continue
+			}
+			prev = append(prev[:0], ukey...)
+			keys++
+			if b[it.bucketsOff+bucketOf(bloom.Hash(ukey), it.numBuckets)] == bucketCollision {
+				searched++
+			}
+		}
+		if it.err != nil {
+			t.Fatal(it.err)
+		}
+	}
+	return float64(searched) / float64(keys), float64(buckets) / float64(keys)
+}
+
+// TestHashIndexSearchedShare pins how often a lookup of a present key
+// falls back to the binary search of its block (a cache miss per step):
+// the writer tries bucketTrials bucket counts per block, and gives blocks
+// of keys whose values are stored apart 8 buckets per key. The bounds sit
+// above what this gives (0.108 and 0.063) and below what one bucket count
+// gave (0.182, and 0.138 for values apart at 4 buckets per key with 8
+// tries, 0.098 at 8 per key with one).
+func TestHashIndexSearchedShare(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, tc := range []struct {
+		name           string
+		n, valueLen    int
+		apart          int
+		maxShare       float64
+		minKey, maxKey float64 // buckets per key
+	}{
+		{"100-byte values", 20000, 100, 0, 0.13, 4, 4.5},
+		{"values apart", 8000, 1024, 1024, 0.08, 7.5, 8.3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			keys := make([][]byte, tc.n)
+			for i := range keys {
+				keys[i] = binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint64(nil, rng.Uint64()), rng.Uint64())
+			}
+			slices.SortFunc(keys, bytes.Compare)
+			var buf bytes.Buffer
+			w := NewWriter(&buf, WriterOptions{BitsPerKey: 10, SeparateValues: tc.apart})
+			value := make([]byte, tc.valueLen)
+			for i, k := range keys {
+				binary.LittleEndian.PutUint64(value, uint64(i))
+				if err := w.Add(k, 1, base.KindPut, value); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := w.Finish(); err != nil {
+				t.Fatal(err)
+			}
+			r := openSegment(t, buf.Bytes(), ReaderOptions{Name: "s.seg"})
+			share, perKey := searchedShare(t, r)
+			t.Logf("%d keys in %d blocks: %.3f searched, %.2f buckets per key", tc.n, len(r.index), share, perKey)
+			if share > tc.maxShare || perKey < tc.minKey || perKey > tc.maxKey {
+				t.Fatalf("%.3f of the keys searched (at most %.3f), %.2f buckets per key (want %.1f to %.1f)",
+					share, tc.maxShare, perKey, tc.minKey, tc.maxKey)
+			}
+			for _, k := range keys {
+				if _, _, _, found, err := r.Lookup(k, bloom.Hash(k), base.MaxSeq); !found || err != nil {
+					t.Fatalf("Lookup(%x): %v, %v", k, found, err)
+				}
 			}
 		})
 	}

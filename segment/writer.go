@@ -162,6 +162,9 @@ func (w *Writer) Add(key []byte, seq uint64, kind base.Kind, value []byte) error
 	}
 	w.ikey = appendInternalKey(w.ikey[:0], key, base.MakeTrailer(seq, stored))
 	w.data.add(w.ikey, value)
+	if stored == kindValueHandle {
+		w.data.noteApart()
+	}
 	if w.data.hashIndex && (distinct || w.data.entries == 1) { // a key's first entry in this block
 		w.data.addHash(w.lastHash)
 	}
