@@ -852,6 +852,7 @@ func (r *Reader) lookup(key []byte, hash, maxSeq uint64, withValue bool) (value 
 	// block and the next, so the next block starts with a larger user key.
 	ok, used := it.seekHash(key, hash, trailer)
 	if !used {
+		it.touchRestartKeys()
 		ok = it.seekGE(key, trailer)
 	}
 	if !ok {
