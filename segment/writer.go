@@ -78,6 +78,9 @@ type WriterOptions struct {
 // file, against none).
 const flushThreshold = 2 << 20
 
+// initialOut is the capacity the Writer's output buffer starts with.
+const initialOut = 256 << 10
+
 // Writer writes one segment. Entries are added in internal-key order; the
 // file is complete once Finish returns. The Writer gathers its output and
 // writes it in chunks of 2 MiB (flushThreshold), so the destination needs
@@ -128,10 +131,12 @@ func NewWriter(w io.Writer, opts WriterOptions) *Writer {
 		opts.Compression = NoCompression
 	}
 	opts.BitsPerKey = max(opts.BitsPerKey, 0)
+	// out grows by append up to about flushThreshold and a block: a small
+	// segment (most of a test suite's) never needs 2 MiB.
 	return &Writer{
 		w:     w,
 		opts:  opts,
-		out:   make([]byte, 0, flushThreshold+opts.BlockSize+blockTrailerLen),
+		out:   make([]byte, 0, initialOut+opts.BlockSize+blockTrailerLen),
 		data:  blockWriter{restartInterval: opts.RestartInterval, hashIndex: !opts.NoHashIndex},
 		index: blockWriter{restartInterval: opts.RestartInterval},
 	}
