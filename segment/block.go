@@ -26,8 +26,11 @@ type blockWriter struct {
 	restarts        []uint32
 	counter         int // entries since the last restart point
 	entries         int
+	apart           int // entries whose value is stored apart (noteApart)
 	lastKey         []byte
 	hashes          []keyRestart // hashIndex: one per user key, in order
+	trial           []int16      // chooseBuckets' scratch (searched)
+	trialKeys       []int16
 }
 
 // keyRestart is a user key's hash and the restart interval that holds its
@@ -62,6 +65,19 @@ const (
 	// RocksDB's 0.75 keys per bucket leaves 1 in 2.
 	bucketsPerKeyNum, bucketsPerKeyDen = 2, 1
 	maxBucketSpan                      = 3
+	// bucketTrials is how many bucket counts, from numBuckets up, finish
+	// tries: it keeps the one that sends the fewest keys to the binary
+	// search. Keys that share a bucket under one count mostly do not
+	// under the next, and a reader takes any count from the block.
+	// Measured on blocks of random 16-byte keys (TestHashIndexSearchedShare):
+	// with 100-byte values (about 33 keys per block, each its own restart
+	// interval, 4 buckets per key) the share of keys searched fell from
+	// 0.18 to 0.11 with 8 tries (0.09 with 16); with values stored apart
+	// (about 90 keys per block, 2 per interval, 8 buckets per key), from
+	// 0.10 to 0.06. Each try is a pass over the block's key hashes: 8
+	// cost BenchmarkWrite (100-byte values) a few percent, 16 about 10%.
+	bucketTrials = 8
+	maxBuckets   = 1<<16 - 1 // the bucket count is stored in 2 bytes
 )
 
 func (w *blockWriter) add(key, value []byte) {
@@ -92,11 +108,12 @@ func (w *blockWriter) addHash(h uint64) {
 	w.hashes = append(w.hashes, keyRestart{hash: h, restart: len(w.restarts) - 1})
 }
 
-// estimatedSize is the size finish would return now.
+// estimatedSize is at least the size finish would return now (which
+// may choose fewer buckets: chooseBuckets).
 func (w *blockWriter) estimatedSize() int {
 	n := len(w.buf) + 4*max(len(w.restarts), 1) + 4
 	if w.hashIndex {
-		n += w.numBuckets() + 2
+		n += min(w.numBuckets()+bucketTrials-1, maxBuckets) + 2
 	}
 	return n
 }
@@ -108,12 +125,75 @@ func (w *blockWriter) estimatedSize() int {
 // maxBucketSpan apart and sends the lookup to the binary search, which
 // cost a warm Get of a 100-byte value (every entry its own interval) a
 // fifth of its time at 1 fallback in 3; at 4 buckets per key, 1 in 6.
+//
+// Where most entries' values are stored apart (value records), twice
+// that again: the block's bytes are then a small part of the data they
+// describe (each such value is at least a kilobyte), so 8 bytes per key
+// cost under 1% of it, and a lookup sent to the binary search pays a
+// cache miss per step in a block of over 100 keys.
 func (w *blockWriter) numBuckets() int {
 	num := bucketsPerKeyNum
 	if 2*len(w.restarts) >= len(w.hashes) {
 		num *= 2
 	}
-	return max(1, (len(w.hashes)*num+bucketsPerKeyDen-1)/bucketsPerKeyDen)
+	if 2*w.apart >= w.entries {
+		num *= 2
+	}
+	return min(max(1, (len(w.hashes)*num+bucketsPerKeyDen-1)/bucketsPerKeyDen), maxBuckets)
+}
+
+// noteApart records that the entry just added holds a value handle.
+func (w *blockWriter) noteApart() { w.apart++ }
+
+// searched returns how many of the block's user keys a hash index of m
+// buckets would send to the binary search, or a number >= limit once it
+// knows that it is at least limit: keys whose bucket also holds a key
+// whose interval lies more than maxBucketSpan after the first of the
+// bucket's keys (finish marks such a bucket bucketCollision).
+func (w *blockWriter) searched(m, limit int) int {
+	if cap(w.trial) < m {
+		w.trial, w.trialKeys = make([]int16, m), make([]int16, m)
+	}
+	// first holds a bucket's first interval plus one, 0 while empty, -1
+	// once collided; keys counts the bucket's keys until it collides.
+	first, keys := w.trial[:m], w.trialKeys[:m]
+	clear(first)
+	n := 0
+	for _, kr := range w.hashes {
+		b := bucketOf(kr.hash, m)
+		switch f := int(first[b]); {
+		case f == 0:
+			first[b], keys[b] = int16(kr.restart+1), 1
+		case f < 0:
+			n++
+		case kr.restart+1-f > maxBucketSpan:
+			first[b] = -1
+			n += int(keys[b]) + 1
+		default:
+			keys[b]++
+		}
+		if n >= limit {
+			break
+		}
+	}
+	return n
+}
+
+// chooseBuckets returns the bucket count, among bucketTrials from
+// numBuckets up, that sends the fewest keys to the binary search (the
+// smallest such count).
+func (w *blockWriter) chooseBuckets() int {
+	m0 := w.numBuckets()
+	best, fewest := m0, len(w.hashes)+1
+	for m := m0; m < m0+bucketTrials && m <= maxBuckets; m++ {
+		if n := w.searched(m, fewest); n < fewest {
+			best, fewest = m, n
+			if n == 0 {
+				break
+			}
+		}
+	}
+	return best
 }
 
 // finish appends the restart array (and, for a data block, the hash index)
@@ -127,7 +207,7 @@ func (w *blockWriter) finish() []byte {
 	}
 	count := uint32(len(w.restarts))
 	if w.hashIndex && len(w.hashes) > 0 && len(w.restarts) <= maxHashedRestarts {
-		m := w.numBuckets()
+		m := w.chooseBuckets()
 		start := len(w.buf)
 		for range m {
 			w.buf = append(w.buf, bucketEmpty)
@@ -160,6 +240,7 @@ func (w *blockWriter) reset() {
 	w.restarts = w.restarts[:0]
 	w.counter = 0
 	w.entries = 0
+	w.apart = 0
 	w.lastKey = w.lastKey[:0]
 	w.hashes = w.hashes[:0]
 }
@@ -214,6 +295,26 @@ func parseTrailer(data []byte) (t blockTrailer, reason string) {
 	}
 	t.restartsOff, t.numRestarts = end-4*int(n), int(n)
 	return t, ""
+}
+
+// packLayout packs a data block's trailer into a nonzero word, for
+// indexEntry.layout: its restart count in the low 32 bits (a block is
+// smaller than 2 GiB), its bucket count above.
+func packLayout(t blockTrailer) uint64 {
+	return 1<<63 | uint64(t.numBuckets)<<32 | uint64(t.numRestarts)
+}
+
+// unpackLayout returns the trailer of a block of n bytes that packLayout
+// packed into w: what parseTrailer returned for it.
+func unpackLayout(n int, w uint64) (t blockTrailer) {
+	t.numRestarts, t.numBuckets = int(uint32(w)), int(uint16(w>>32))
+	end := n - 4
+	if t.numBuckets > 0 {
+		end -= 2 + t.numBuckets
+		t.bucketsOff = end
+	}
+	t.restartsOff = end - 4*t.numRestarts
+	return t
 }
 
 // hasHashIndex reports whether a block says it carries a hash index, which
@@ -329,6 +430,25 @@ type blockIter struct {
 // maxInternalKeyLen bytes; the one other kind, the properties block, names
 // of up to maxPropertyNameLen.
 func (it *blockIter) init(data []byte, internal bool, file string, fileOff int64) error {
+	it.reset(data, internal, file, fileOff)
+	t, reason := parseTrailer(data)
+	if reason != "" {
+		it.err = base.Corruptf(file, fileOff, "%s", reason)
+		return it.err
+	}
+	it.setTrailer(t)
+	return nil
+}
+
+// setTrailer sets where the restart array and hash index of the block
+// lie: parseTrailer's result for it.
+func (it *blockIter) setTrailer(t blockTrailer) {
+	it.restartsOff, it.numRestarts = t.restartsOff, t.numRestarts
+	it.bucketsOff, it.numBuckets = t.bucketsOff, t.numBuckets
+}
+
+// reset is init without the trailer: the caller sets it (setTrailer).
+func (it *blockIter) reset(data []byte, internal bool, file string, fileOff int64) {
 	key := it.own[:0]
 	if cap(key) < 64 {
 		key = make([]byte, 0, 64) // room for next's word copies
@@ -339,14 +459,6 @@ func (it *blockIter) init(data []byte, internal bool, file string, fileOff int64
 	if internal {
 		it.maxKey = maxInternalKeyLen
 	}
-	t, reason := parseTrailer(data)
-	if reason != "" {
-		it.err = base.Corruptf(file, fileOff, "%s", reason)
-		return it.err
-	}
-	it.restartsOff, it.numRestarts = t.restartsOff, t.numRestarts
-	it.bucketsOff, it.numBuckets = t.bucketsOff, t.numBuckets
-	return nil
 }
 
 func (it *blockIter) restart(i int) int {
@@ -589,6 +701,29 @@ func (it *blockIter) seekHash(ukey []byte, h, trailer uint64) (ok, used bool) {
 	return false, true
 }
 
+// touchRestartKeys loads the first cache line of every restart point's
+// entry, for a binary search of a block's restart points (seekGE), when
+// the block has at most maxTouchedRestarts: loads independent of each
+// other, which the CPU overlaps, where the search's own loads depend on
+// each other and would each wait for the memory in turn.
+func (it *blockIter) touchRestartKeys() {
+	if it.numRestarts > maxTouchedRestarts {
+		return
+	}
+	x := it.touched
+	for i := range it.numRestarts {
+		if off := it.restart(i); off < len(it.data) {
+			x ^= it.data[off]
+		}
+	}
+	it.touched = x
+}
+
+// maxTouchedRestarts bounds what touchRestartKeys loads: a data block of
+// 100-byte values has about 33 restart points, one of keys whose values
+// are stored apart about 45; more would be most of the block.
+const maxTouchedRestarts = 64
+
 // touch reads one byte of every cache line of p, from its end down. A
 // backward scan decodes each restart interval forward, starting lower in
 // memory each time: the hardware prefetcher, which follows a stream
@@ -601,6 +736,20 @@ func touch(p []byte) byte {
 	var x byte
 	for i := len(p) - 1; i >= 0; i -= 64 {
 		x ^= p[i]
+	}
+	return x
+}
+
+// touchLines reads one byte of every cache line of p, from its start
+// up: loads independent of each other, which the CPU overlaps, so that
+// reads of p that depend on each other afterwards find it in the cache.
+func touchLines(p []byte) byte {
+	var x byte
+	for i := 0; i < len(p); i += 64 {
+		x ^= p[i]
+	}
+	if len(p) > 0 {
+		x ^= p[len(p)-1]
 	}
 	return x
 }

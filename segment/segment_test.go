@@ -2,6 +2,7 @@ package segment
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -651,5 +652,46 @@ func mustAdd(t *testing.T, w *Writer, e entry) {
 	t.Helper()
 	if err := w.Add(e.key, e.seq, e.kind, e.value); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// offsetWriter records the file offset at which each Write ends.
+type offsetWriter struct {
+	n    int
+	ends []int
+}
+
+func (o *offsetWriter) Write(p []byte) (int, error) {
+	o.n += len(p)
+	o.ends = append(o.ends, o.n)
+	return len(p), nil
+}
+
+// TestWriterWritesAlignedChunks: every Write but the last ends at a
+// multiple of flushThreshold in the file, so that a page cache can hold
+// each chunk in one huge folio (see flushThreshold), the value records
+// written past the buffer included.
+func TestWriterWritesAlignedChunks(t *testing.T) {
+	for _, apart := range []int{0, 512} {
+		var ow offsetWriter
+		w := NewWriter(&ow, WriterOptions{BitsPerKey: 10, SeparateValues: apart})
+		value := make([]byte, 1000)
+		for i := range 9000 {
+			binary.LittleEndian.PutUint64(value, uint64(i))
+			if err := w.Add([]byte(fmt.Sprintf("key%08d", i)), 1, base.KindPut, value); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := w.Finish(); err != nil {
+			t.Fatal(err)
+		}
+		if len(ow.ends) < 4 {
+			t.Fatalf("values apart from %d: %d writes of %d bytes, want 4 or more", apart, len(ow.ends), ow.n)
+		}
+		for i, end := range ow.ends[:len(ow.ends)-1] {
+			if end%flushThreshold != 0 {
+				t.Fatalf("values apart from %d: write %d of %d ends at %d, not a multiple of %d", apart, i, len(ow.ends), end, flushThreshold)
+			}
+		}
 	}
 }

@@ -63,14 +63,28 @@ type WriterOptions struct {
 	FilterGeometry func(keys int) (g bloom.Geometry, ok bool)
 }
 
-// flushThreshold is how much encoded output the Writer gathers before one
-// Write to the underlying writer.
-const flushThreshold = 256 << 10
+// flushThreshold is how much encoded output the Writer gathers before a
+// Write to the underlying writer, which then ends at a multiple of it in
+// the file (flushAligned). Page caches that hold files in large folios
+// (Linux: ext4 and XFS) size a folio by the write that creates it: 2 MiB
+// written at a 2 MiB boundary can be one folio, which a mapping aligned
+// as the file is (the kernel aligns it) maps with one huge page. A point
+// read touches a block's page or two, each a TLB miss and, in a file
+// mapped with 4 KiB pages, a page table entry missing from the CPU cache
+// too; with huge pages the 60 entries that map 120 MiB stay cached. In a
+// shared 2-core VM (segment, 10^6 lookups of 100-byte values in random
+// order, paired rounds) a lookup took about 6% less with 2 MiB writes
+// than with 256 KiB ones (/proc/self/smaps: FilePmdMapped the whole
+// file, against none).
+const flushThreshold = 2 << 20
+
+// initialOut is the capacity the Writer's output buffer starts with.
+const initialOut = 256 << 10
 
 // Writer writes one segment. Entries are added in internal-key order; the
 // file is complete once Finish returns. The Writer gathers its output and
-// writes it in chunks of about 256 KiB, so the destination needs no
-// buffering of its own. After any error the Writer is unusable and every
+// writes it in chunks of 2 MiB (flushThreshold), so the destination needs
+// no buffering of its own. After any error the Writer is unusable and every
 // later call returns that error.
 type Writer struct {
 	w    io.Writer
@@ -117,10 +131,12 @@ func NewWriter(w io.Writer, opts WriterOptions) *Writer {
 		opts.Compression = NoCompression
 	}
 	opts.BitsPerKey = max(opts.BitsPerKey, 0)
+	// out grows by append up to about flushThreshold and a block: a small
+	// segment (most of a test suite's) never needs 2 MiB.
 	return &Writer{
 		w:     w,
 		opts:  opts,
-		out:   make([]byte, 0, flushThreshold+opts.BlockSize+blockTrailerLen),
+		out:   make([]byte, 0, initialOut+opts.BlockSize+blockTrailerLen),
 		data:  blockWriter{restartInterval: opts.RestartInterval, hashIndex: !opts.NoHashIndex},
 		index: blockWriter{restartInterval: opts.RestartInterval},
 	}
@@ -162,6 +178,9 @@ func (w *Writer) Add(key []byte, seq uint64, kind base.Kind, value []byte) error
 	}
 	w.ikey = appendInternalKey(w.ikey[:0], key, base.MakeTrailer(seq, stored))
 	w.data.add(w.ikey, value)
+	if stored == kindValueHandle {
+		w.data.noteApart()
+	}
 	if w.data.hashIndex && (distinct || w.data.entries == 1) { // a key's first entry in this block
 		w.data.addHash(w.lastHash)
 	}
@@ -345,9 +364,31 @@ func (w *Writer) emit(payload []byte, typ byte) (blockHandle, error) {
 	w.out = binary.LittleEndian.AppendUint32(w.out, crc)
 	w.offset = h.end()
 	if len(w.out) >= flushThreshold {
-		return h, w.flush()
+		return h, w.flushAligned()
 	}
 	return h, nil
+}
+
+// flushAligned writes the gathered output up to the last multiple of
+// flushThreshold of the file offset, and keeps the rest for the next
+// write: chunks that start and end at such multiples (see
+// flushThreshold).
+func (w *Writer) flushAligned() error {
+	if w.err != nil {
+		return w.err
+	}
+	start := w.offset - uint64(len(w.out)) // the file offset of out[0]
+	end := w.offset / flushThreshold * flushThreshold
+	if end <= start {
+		return nil
+	}
+	n := end - start
+	if _, err := w.w.Write(w.out[:n]); err != nil {
+		w.err = fmt.Errorf("segment: write: %w", err)
+		return w.err
+	}
+	w.out = w.out[:copy(w.out, w.out[n:])]
+	return nil
 }
 
 func (w *Writer) flush() error {
