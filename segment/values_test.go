@@ -233,7 +233,9 @@ func TestValueHandleBounds(t *testing.T) {
 			if !it.load(i) {
 				t.Fatalf("load block %d: %v", i, it.err)
 			}
-			it.blk.val = enc
+			// enc as a value in a block, more entries after it
+			data := append(bytes.Clone(enc), make([]byte, 32)...)
+			it.blk.data, it.blk.nextOffset, it.blk.val = data, len(enc), data[:len(enc)]
 			if !it.settleApart() {
 				return nil, it.err
 			}
@@ -472,4 +474,43 @@ func firstValue(t *testing.T, r *Reader) []byte {
 		t.Fatalf("block 0: %v", err)
 	}
 	return bi.val
+}
+
+// TestDecodeValueHandleAt decodes handles whose fields take every varint
+// length, at each of the three places, followed by random bytes (a
+// block's next entries): the scan's decoder must agree with
+// decodeValueHandle, which FuzzValueHandle checks against
+// binary.Uvarint, and refuse a handle cut short or followed by a byte.
+func TestDecodeValueHandleAt(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	var vals []uint64
+	for s := 0; s <= 63; s += 7 { // the edges of each varint length
+		vals = append(vals, 1<<s-1, 1<<s-2, 1<<s, 1<<s+rng.Uint64N(1<<s), 1<<s+rng.Uint64N(1<<s), 1<<s+rng.Uint64N(1<<s), 1<<s|0x55555555555555&(1<<s-1), 1<<s|0x2aaaaaaaaaaaaa&(1<<s-1))
+	}
+	vals = append(vals, ^uint64(0))
+	for _, a := range vals {
+		for _, b := range vals {
+			// The third field is read as the first two are: a few
+			// lengths of it suffice.
+			for _, c := range []uint64{0, 1<<14 - 2, 1<<35 - 2, 1 << 56, ^uint64(0)} {
+				h := valueHandle{blockHandle{a, b}, c}
+				enc := appendValueHandle(nil, h)
+				for _, n := range []int{len(enc), len(enc) - 1, len(enc) + 1} {
+					data := make([]byte, 3+len(enc)+int(rng.UintN(24)))
+					for i := range data {
+						data[i] = byte(rng.Uint32())
+					}
+					copy(data[3:], enc)
+					if n > len(data)-3 {
+						continue
+					}
+					want, wantOK := decodeValueHandle(data[3 : 3+n])
+					got, ok := decodeValueHandleAt(data, 3, data[3:3+n])
+					if ok != wantOK || ok && got != want || n == len(enc) && (!ok || got != h) {
+						t.Fatalf("decodeValueHandleAt(%x, 3, %d) = %+v, %v; want %+v, %v (encoded %+v)", data, n, got, ok, want, wantOK, h)
+					}
+				}
+			}
+		}
+	}
 }
