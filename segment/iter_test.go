@@ -15,21 +15,35 @@ import (
 // configuration, checking each position against the model and
 // SameUserKey against the entries it moved between: the prev cache and
 // the same-key detection must agree with a plain walk of the entries.
+// Also over a segment with one entry per user key (as compaction leaves),
+// where the steps skip the same-key comparisons.
 func TestIterRandomWalk(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	for ci, opts := range writerConfigs {
-		t.Run(fmt.Sprint(ci), func(t *testing.T) {
-			es := randomEntries(rng, 2000, 300)
-			data, _ := writeSegment(t, es, opts)
-			r := openSegment(t, data, ReaderOptions{Cache: NewCache(1 << 16)})
-			for _, fill := range []bool{false, true} {
-				it := r.NewIter(fill)
-				walk(t, rng, it, es)
-				if err := it.Close(); err != nil {
-					t.Fatal(err)
-				}
-			}
-		})
+		for _, distinct := range []bool{false, true} {
+			t.Run(fmt.Sprint(ci, "/distinct=", distinct), func(t *testing.T) {
+				testIterRandomWalk(t, rng, opts, distinct)
+			})
+		}
+	}
+}
+
+func testIterRandomWalk(t *testing.T, rng *rand.Rand, opts WriterOptions, distinct bool) {
+	es := randomEntries(rng, 2000, 300)
+	if distinct {
+		es = slices.CompactFunc(randomEntries(rng, 2000, 1<<30), func(a, b entry) bool { return bytes.Equal(a.key, b.key) })
+	}
+	data, _ := writeSegment(t, es, opts)
+	r := openSegment(t, data, ReaderOptions{Cache: NewCache(1 << 16)})
+	if got := r.props.Entries == r.props.DistinctKeys; got != distinct {
+		t.Fatalf("segment of distinct keys: %v, want %v", got, distinct)
+	}
+	for _, fill := range []bool{false, true} {
+		it := r.NewIter(fill)
+		walk(t, rng, it, es)
+		if err := it.Close(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
