@@ -646,7 +646,9 @@ const (
 // restart interval decodes it forward from its restart point into the
 // prev cache (fillPrev); the following ones pop the cache. An interval of
 // one entry, as every entry of 64 bytes or more has, is decoded in place
-// (prevWhole), without the cache.
+// (prevWhole), without the cache, and so is an interval's first entry
+// when it ends at the target; intervals of one or two entries are decoded
+// again from their restart point at each step (prevRedecode, pairs).
 func (it *blockIter) prev() bool {
 	target := it.offset
 	if target == 0 || it.err != nil {
@@ -707,7 +709,10 @@ func (it *blockIter) prevRedecode(lo, target int, cur []byte, whole bool) bool {
 	}
 	for n := 1; it.next(); n++ {
 		if it.nextOffset == target {
-			if whole {
+			if whole || n > 2 {
+				// More than two before target: the interval is not a
+				// pair, and decoding it again at each step would cost
+				// the square of its length.
 				it.pairs = n <= 2
 			}
 			it.keepOwn()

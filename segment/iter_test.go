@@ -146,6 +146,41 @@ func TestPrevCacheBoundsDamagedBlock(t *testing.T) {
 	}
 }
 
+// TestPrevRedecodeLongInterval: prev decodes an interval again at each
+// step only while intervals hold one or two entries (pairs). Entered in
+// the middle of a long interval with pairs set, as after a seek past
+// blocks of pairs, the first step back learns that more than two entries
+// lie before it and stops, else a backward walk of that interval would
+// decode it once per entry; every entry is still reached, in order.
+func TestPrevRedecodeLongInterval(t *testing.T) {
+	w := blockWriter{restartInterval: 1 << 30}
+	const n = 1000
+	key := func(i int) []byte { return fmt.Appendf(nil, "key%06d\x00\x00\x00\x00\x00\x00\x00\x01", i) }
+	for i := range n {
+		w.add(key(i), []byte("v"))
+	}
+	var it blockIter
+	if err := it.init(w.finish(), true, "test", 0); err != nil {
+		t.Fatal(err)
+	}
+	if !it.seekGE(key(n / 2)[:9], maxTrailer) || !bytes.Equal(it.key, key(n/2)) {
+		t.Fatalf("seek: at %q, %v", it.key, it.err)
+	}
+	it.pairs = true
+	got := n / 2
+	for ok := it.prev(); ok; ok = it.prev() {
+		if got--; !bytes.Equal(it.key, key(got)) {
+			t.Fatalf("at %q, want %q", it.key, key(got))
+		}
+		if it.pairs {
+			t.Fatalf("still decoding the interval again at each step, %d entries from its start", got)
+		}
+	}
+	if it.err != nil || got != 0 {
+		t.Fatalf("stopped %d entries from the start: %v", got, it.err)
+	}
+}
+
 // TestNextVisibleStopsAtBound checks the store iterator's step over one
 // segment: it passes over tombstones and versions too new for its seq,
 // and stops at the first user key at or past upper, however many
