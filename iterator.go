@@ -49,10 +49,14 @@ var ErrIteratorClosed error = &narrowError{"bloomkv: iterator closed", ErrClosed
 //
 // Moving forward is the fast direction. Backward, a segment decodes each
 // restart interval of a block once and steps back through the decoded
-// entries, but Prev on a memtable costs a search, as in LevelDB.
+// entries (an interval of two entries, one and a half times: again from
+// its start at each step, which costs less there), but Prev on a memtable
+// costs a search, as in LevelDB.
 // Changing direction (Next after Prev, or Prev after Next) re-seeks every
 // source. When only one segment has keys in the range and no range
-// deletion applies, the Iterator reads that segment without merging.
+// deletion applies, the Iterator reads that segment without merging (and,
+// when its entries are all visible puts of distinct keys, Next after Prev
+// is one step).
 //
 // SetBounds and SetPrefix change the range of an open Iterator, so one
 // Iterator can serve many short scans or prefix lookups; the versions it
@@ -85,6 +89,12 @@ type Iterator struct {
 	// the next key is seg's next entry.
 	seg                        *segment.Iter
 	segUpper, segLower, segAll bool
+	// segAt says seg is at the current key rather than before it, while
+	// moving backward (reverse) over a segment of segAll below which no
+	// key reaches past lower: each key is then one entry, shown where it
+	// is (prevSegAll), with no look at the entry before it for a newer
+	// version.
+	segAt bool
 	// rangeDels are the range tombstones of the iterator's memtables and
 	// segments, one cursor per source that has any; maxSeqs[i] is the
 	// largest sequence number of the i-th merge source, which decides
@@ -265,7 +275,7 @@ func (it *Iterator) SetBounds(lower, upper []byte) {
 		return
 	}
 	it.lease.Expire()
-	it.valid, it.key, it.value, it.reverse = false, nil, nil, false
+	it.valid, it.key, it.value, it.reverse, it.segAt = false, nil, nil, false, false
 	it.lower = copyBound(&it.lowerBuf, lower)
 	it.upper = copyBound(&it.upperBuf, upper)
 	it.build(boundsPrefix(it.lower, it.upper))
@@ -422,6 +432,9 @@ func (it *Iterator) Last() bool {
 		return it.seekLT(it.upper)
 	}
 	if it.seg != nil {
+		if it.segAllBack() {
+			return it.prevSegAll(it.seg.Last())
+		}
 		it.seg.Last()
 		return it.findPrevSeg()
 	}
@@ -462,6 +475,9 @@ func (it *Iterator) seekGE(key []byte) bool {
 
 func (it *Iterator) seekLT(key []byte) bool {
 	if it.seg != nil {
+		if it.segAllBack() {
+			return it.prevSegAll(it.seg.SeekLT(key))
+		}
 		it.seg.SeekLT(key)
 		return it.findPrevSeg()
 	}
@@ -475,6 +491,9 @@ func (it *Iterator) Next() bool {
 		return false
 	}
 	if s := it.seg; s != nil {
+		if it.segAt {
+			return it.atSeg(s.Next()) // s is at the current key, the last of its versions
+		}
 		if it.reverse {
 			// s is before the current key: seek back to it, then step over
 			// its versions as in the forward case. The key may alias s's
@@ -512,6 +531,9 @@ func (it *Iterator) Prev() bool {
 		it.keyBuf = append(it.keyBuf[:0], it.key...)
 		return it.seekLT(it.keyBuf)
 	}
+	if it.segAt {
+		return it.prevSegAll(it.seg.Prev())
+	}
 	if it.seg != nil {
 		return it.findPrevSeg()
 	}
@@ -538,7 +560,7 @@ func (it *Iterator) findNextSeg() bool {
 // entry if ok, else unpositioned.
 func (it *Iterator) atSeg(ok bool) bool {
 	it.lease.Expire()
-	it.reverse = false
+	it.reverse, it.segAt = false, false
 	if !ok {
 		return it.stop()
 	}
@@ -563,7 +585,7 @@ func (it *Iterator) segBound() []byte {
 // copied.
 func (it *Iterator) findPrevSeg() bool {
 	it.lease.Expire()
-	it.reverse = true
+	it.reverse, it.segAt = true, false
 	s := it.seg
 	for s.Valid() {
 		k, trailer := s.InternalKey()
@@ -616,11 +638,31 @@ func (it *Iterator) findPrevSeg() bool {
 	return it.stop()
 }
 
+// segAllBack reports whether a backward move over seg may show each entry
+// where it is (prevSegAll): every entry is a visible put of a key of its
+// own (segAll), and none lies below lower.
+func (it *Iterator) segAllBack() bool { return it.segAll && !it.segLower }
+
+// prevSegAll ends a backward move over seg when segAllBack: at its
+// current entry if ok (a key whose one version is a visible put), which
+// seg stays at (segAt), else unpositioned. Key and Value alias seg's
+// block, as forward (atSeg): seg moves from them only at the next call.
+func (it *Iterator) prevSegAll(ok bool) bool {
+	it.lease.Expire()
+	it.reverse, it.segAt = true, ok
+	if !ok {
+		return it.stop()
+	}
+	s := it.seg
+	it.key, it.value, it.valid = it.lease.Guard(s.Key()), it.lease.Guard(s.Value()), true
+	return true
+}
+
 // findNext moves m forward to the newest visible version of the next key
 // that has a value, and stops there.
 func (it *Iterator) findNext() bool {
 	it.lease.Expire()
-	it.reverse = false
+	it.reverse, it.segAt = false, false
 	for it.m.Valid() {
 		k := it.m.Key()
 		if it.upper != nil && bytes.Compare(k, it.upper) >= 0 {
@@ -652,7 +694,7 @@ func (it *Iterator) findNext() bool {
 // because m has moved on by the time the key is known to be shown.
 func (it *Iterator) findPrev() bool {
 	it.lease.Expire()
-	it.reverse = true
+	it.reverse, it.segAt = true, false
 	for it.m.Valid() {
 		if it.lower != nil && bytes.Compare(it.m.Key(), it.lower) < 0 {
 			break

@@ -401,15 +401,26 @@ type blockIter struct {
 	// copied into prevKeys. Values are offsets into data.
 	prevCache []prevEntry
 	prevKeys  []byte
-	// prevRestart is the restart point fillPrev last decoded from: the
+	// prevRestart is the restart point prev last decoded from: the
 	// next fill, at that point's offset, is of the interval before it,
-	// which saves the binary search.
-	prevRestart int
+	// and the next step within that interval stays in it, which saves the
+	// binary search. loOff and hiOff are where that interval starts and
+	// ends (its restart point's offset, and the next one's or the entry
+	// area's end), 0 before the first.
+	prevRestart  int
+	loOff, hiOff int
 	// multi says the last interval prev decoded held more than one
 	// entry: the next is not tried as one (prevWhole), which would read
 	// its first header twice to learn the same in a block of small
 	// entries.
 	multi bool
+	// pairs says the last interval prev entered held one or two entries
+	// (as beside the handles of values stored apart, where entries take
+	// 32 to 64 bytes): prev then decodes the interval forward again at
+	// each step (prevRedecode), 1.5 decodes per entry on average, which
+	// costs less than decoding it once into the prev cache and popping
+	// the entries from there. Kept from block to block.
+	pairs bool
 	// own is the key buffer of the blockIter's own: prev points key into
 	// prevKeys or data instead of copying, and fillPrev, which rewrites
 	// prevKeys, and init go back to own. keyInData says key aliases data,
@@ -454,7 +465,7 @@ func (it *blockIter) reset(data []byte, internal bool, file string, fileOff int6
 		key = make([]byte, 0, 64) // room for next's word copies
 	}
 	*it = blockIter{key: key, own: key, data: data, internal: internal, file: file, fileOff: fileOff,
-		prevCache: it.prevCache[:0], prevKeys: it.prevKeys[:0], curBuf: it.curBuf[:0]}
+		prevCache: it.prevCache[:0], prevKeys: it.prevKeys[:0], curBuf: it.curBuf[:0], pairs: it.pairs}
 	it.maxKey = maxPropertyNameLen
 	if internal {
 		it.maxKey = maxInternalKeyLen
@@ -784,7 +795,9 @@ const (
 // restart interval decodes it forward from its restart point into the
 // prev cache (fillPrev); the following ones pop the cache. An interval of
 // one entry, as every entry of 64 bytes or more has, is decoded in place
-// (prevWhole), without the cache.
+// (prevWhole), without the cache, and so is an interval's first entry
+// when it ends at the target; intervals of one or two entries are decoded
+// again from their restart point at each step (prevRedecode, pairs).
 func (it *blockIter) prev() bool {
 	target := it.offset
 	if target == 0 || it.err != nil {
@@ -795,8 +808,14 @@ func (it *blockIter) prev() bool {
 	if n == 0 || int(it.prevCache[n-1].nextOffset) != target {
 		lo, whole := it.intervalBefore(target)
 		cur, known := it.curUserKey(target)
-		if whole && known && !it.multi && it.prevWhole(lo, target, cur) {
+		// The entry at restart point lo may end at target: the whole
+		// interval's one entry, or, within an interval, the first of
+		// few (two, beside the handles of values stored apart).
+		if known && (!whole || !it.multi) && it.prevWhole(lo, target, cur) {
 			return true
+		}
+		if known && it.pairs {
+			return it.prevRedecode(lo, target, cur, whole)
 		}
 		if !it.fillPrev(lo, target, cur, known) {
 			return false
@@ -826,15 +845,54 @@ func (it *blockIter) prev() bool {
 	return true
 }
 
+// prevRedecode moves to the entry that ends at target by decoding forward
+// from restart point lo, as LevelDB's Prev does; cur is the user key of
+// the entry at target (nil if there is none to compare with). whole says
+// target ends the interval: prev enters it.
+func (it *blockIter) prevRedecode(lo, target int, cur []byte, whole bool) bool {
+	it.prevCache = it.prevCache[:0]
+	it.seekToRestart(lo)
+	it.key, it.keyInData = it.own[:0], false
+	if start := it.nextOffset; whole && start < target && target <= len(it.data) {
+		it.touched = touch(it.data[start:target]) // as fillPrev does
+	}
+	for n := 1; it.next(); n++ {
+		if it.nextOffset == target {
+			if whole || n > 2 {
+				// More than two before target: the interval is not a
+				// pair, and decoding it again at each step would cost
+				// the square of its length.
+				it.pairs = n <= 2
+			}
+			it.keepOwn()
+			it.sameUser = false
+			if cur != nil && !it.distinct && it.internal {
+				it.sameUser = bytes.Equal(it.key[:len(it.key)-base.TrailerLen], cur)
+			}
+			return true
+		}
+		if it.nextOffset > target {
+			return it.corrupt(it.offset, "entry overlaps the next one")
+		}
+	}
+	if it.err != nil {
+		it.valid = false
+		return false
+	}
+	return it.corrupt(target, "entry not reachable from its restart point")
+}
+
 // intervalBefore returns the last restart point before target, and
 // whether its interval ends at target (the next restart point or the
 // block's end is there). A backward scan asks for the interval before
-// the one it asked for last, which needs no search.
+// the one it asked for last, or within it, which need no search.
 func (it *blockIter) intervalBefore(target int) (lo int, whole bool) {
 	switch r := it.prevRestart; {
+	case it.loOff < target && target < it.hiOff:
+		return r, false // within the interval decoded last
 	case target == it.restartsOff:
 		lo, whole = it.numRestarts-1, true
-	case r > 0 && r < it.numRestarts && it.restart(r) == target:
+	case r > 0 && r < it.numRestarts && it.hiOff != 0 && it.loOff == target:
 		lo, whole = r-1, true
 	default:
 		hi := it.numRestarts - 1
@@ -848,7 +906,13 @@ func (it *blockIter) intervalBefore(target int) (lo int, whole bool) {
 		}
 		whole = lo+1 < it.numRestarts && it.restart(lo+1) == target
 	}
-	it.prevRestart = lo
+	it.prevRestart, it.loOff, it.hiOff = lo, it.restart(lo), target
+	if !whole {
+		it.hiOff = it.restartsOff
+		if lo+1 < it.numRestarts {
+			it.hiOff = it.restart(lo + 1)
+		}
+	}
 	return lo, whole
 }
 
@@ -858,10 +922,11 @@ func (it *blockIter) intervalBefore(target int) (lo int, whole bool) {
 // one in own or prevKeys, which fillPrev rewrites, is copied (after a
 // seek or a next; not in a backward scan, whose key at an interval's
 // start is in data). known is also true when no entry follows (target
-// is the block's end) or the block's keys have no user key to compare.
+// is the block's end), the block's keys have no user key to compare, or
+// the segment has one entry per user key (distinct: sameUser is false).
 func (it *blockIter) curUserKey(target int) (cur []byte, known bool) {
-	if target >= it.restartsOff || !it.internal {
-		return nil, true
+	if target >= it.restartsOff || !it.internal || it.distinct {
+		return nil, true // nothing to compare with, or no need to
 	}
 	if !it.valid || len(it.key) < base.TrailerLen {
 		return nil, false
@@ -982,6 +1047,9 @@ func (it *blockIter) fillPrev(lo, target int, cur []byte, known bool) bool {
 			it.prevCache, it.prevKeys = cache, keys
 			it.keepOwn()
 			it.multi = len(cache) > 1
+			if target == it.hiOff { // the whole interval (intervalBefore)
+				it.pairs = len(cache) <= 2
+			}
 			return true
 		}
 	}

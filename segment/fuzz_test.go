@@ -215,12 +215,19 @@ func FuzzProperties(f *testing.F) {
 
 // FuzzValueHandle checks decodeValueHandle against three calls of
 // binary.Uvarint that must consume the input exactly, and that what it
-// accepts encodes back to a handle that decodes the same.
+// accepts encodes back to a handle that decodes the same. A scan's
+// decodeValueHandleAt must agree with it whatever bytes follow the
+// handle in its block, and wherever in the block it starts.
 func FuzzValueHandle(f *testing.F) {
 	f.Add(appendValueHandle(nil, valueHandle{blockHandle{1 << 30, 4096}, 70000}))
 	f.Add(appendValueHandle(nil, valueHandle{blockHandle{^uint64(0), ^uint64(0)}, ^uint64(0)}))
 	f.Add([]byte{0, 0, 0})
-	f.Add([]byte{0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x02, 0, 0}) // past 64 bits
+	f.Add([]byte{0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x02, 0, 0})       // past 64 bits
+	f.Add(appendValueHandle(nil, valueHandle{blockHandle{1<<56 - 1, 1<<49 - 1}, 1 << 7})) // 8 + 7 + 2 bytes
+	f.Add(appendValueHandle(nil, valueHandle{blockHandle{1 << 56, 0}, 0}))                // a 9-byte varint
+	f.Add([]byte{0x81, 0x80, 0x00, 0x05, 0x06})                                           // an overlong varint
+	f.Add([]byte{5, 6})                                                                   // two varints, not three
+	f.Add([]byte{5, 6, 7, 8})                                                             // one byte too many
 	f.Fuzz(func(t *testing.T, b []byte) {
 		h, ok := decodeValueHandle(b)
 		var x [3]uint64
@@ -236,6 +243,14 @@ func FuzzValueHandle(f *testing.F) {
 		want = want && len(rest) == 0
 		if ok != want || ok && h != (valueHandle{blockHandle{x[0], x[1]}, x[2]}) {
 			t.Fatalf("decodeValueHandle(%x) = %+v, %v; binary.Uvarint: %v, %v", b, h, ok, x, want)
+		}
+		for _, pad := range [][]byte{make([]byte, 16), bytes.Repeat([]byte{0xff}, 16), bytes.Repeat(b, 16/max(len(b), 1)+1), nil} {
+			for _, lead := range []int{0, 3} {
+				data := append(append(make([]byte, lead), b...), pad...)
+				if got, gotOK := decodeValueHandleAt(data, lead, data[lead:lead+len(b)]); gotOK != ok || ok && got != h {
+					t.Fatalf("decodeValueHandleAt(%x, %d, %d) = %+v, %v; decodeValueHandle: %+v, %v", data, lead, len(b), got, gotOK, h, ok)
+				}
+			}
 		}
 		if ok {
 			if again, ok := decodeValueHandle(appendValueHandle(nil, h)); !ok || again != h {

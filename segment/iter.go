@@ -417,7 +417,8 @@ func (it *Iter) settleApart() bool {
 // fails a check, is left to Reader.value, which reads or reports it.
 func (it *Iter) valueMapped() ([]byte, bool) {
 	m := it.r.opts.Mapped
-	h, ok := decodeValueHandle(it.blk.val)
+	b := &it.blk
+	h, ok := decodeValueHandleAt(b.data, b.nextOffset-len(b.val), b.val)
 	if !ok || m == nil || h.ordinal >= it.r.props.Values || h.offset < it.gapLo || h.offset > it.gapHi ||
 		it.gapHi-h.offset < blockTrailerLen || h.length > it.gapHi-h.offset-blockTrailerLen ||
 		!it.r.valuesVerified.has(h.ordinal) {

@@ -15,21 +15,35 @@ import (
 // configuration, checking each position against the model and
 // SameUserKey against the entries it moved between: the prev cache and
 // the same-key detection must agree with a plain walk of the entries.
+// Also over a segment with one entry per user key (as compaction leaves),
+// where the steps skip the same-key comparisons.
 func TestIterRandomWalk(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	for ci, opts := range writerConfigs {
-		t.Run(fmt.Sprint(ci), func(t *testing.T) {
-			es := randomEntries(rng, 2000, 300)
-			data, _ := writeSegment(t, es, opts)
-			r := openSegment(t, data, ReaderOptions{Cache: NewCache(1 << 16)})
-			for _, fill := range []bool{false, true} {
-				it := r.NewIter(fill)
-				walk(t, rng, it, es)
-				if err := it.Close(); err != nil {
-					t.Fatal(err)
-				}
-			}
-		})
+		for _, distinct := range []bool{false, true} {
+			t.Run(fmt.Sprint(ci, "/distinct=", distinct), func(t *testing.T) {
+				testIterRandomWalk(t, rng, opts, distinct)
+			})
+		}
+	}
+}
+
+func testIterRandomWalk(t *testing.T, rng *rand.Rand, opts WriterOptions, distinct bool) {
+	es := randomEntries(rng, 2000, 300)
+	if distinct {
+		es = slices.CompactFunc(randomEntries(rng, 2000, 1<<30), func(a, b entry) bool { return bytes.Equal(a.key, b.key) })
+	}
+	data, _ := writeSegment(t, es, opts)
+	r := openSegment(t, data, ReaderOptions{Cache: NewCache(1 << 16)})
+	if got := r.props.Entries == r.props.DistinctKeys; got != distinct {
+		t.Fatalf("segment of distinct keys: %v, want %v", got, distinct)
+	}
+	for _, fill := range []bool{false, true} {
+		it := r.NewIter(fill)
+		walk(t, rng, it, es)
+		if err := it.Close(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
@@ -129,6 +143,41 @@ func TestPrevCacheBoundsDamagedBlock(t *testing.T) {
 	}
 	if most > 2*maxPrevKeys {
 		t.Fatalf("prev cache grew to %d key bytes, bound %d", most, maxPrevKeys)
+	}
+}
+
+// TestPrevRedecodeLongInterval: prev decodes an interval again at each
+// step only while intervals hold one or two entries (pairs). Entered in
+// the middle of a long interval with pairs set, as after a seek past
+// blocks of pairs, the first step back learns that more than two entries
+// lie before it and stops, else a backward walk of that interval would
+// decode it once per entry; every entry is still reached, in order.
+func TestPrevRedecodeLongInterval(t *testing.T) {
+	w := blockWriter{restartInterval: 1 << 30}
+	const n = 1000
+	key := func(i int) []byte { return fmt.Appendf(nil, "key%06d\x00\x00\x00\x00\x00\x00\x00\x01", i) }
+	for i := range n {
+		w.add(key(i), []byte("v"))
+	}
+	var it blockIter
+	if err := it.init(w.finish(), true, "test", 0); err != nil {
+		t.Fatal(err)
+	}
+	if !it.seekGE(key(n / 2)[:9], maxTrailer) || !bytes.Equal(it.key, key(n/2)) {
+		t.Fatalf("seek: at %q, %v", it.key, it.err)
+	}
+	it.pairs = true
+	got := n / 2
+	for ok := it.prev(); ok; ok = it.prev() {
+		if got--; !bytes.Equal(it.key, key(got)) {
+			t.Fatalf("at %q, want %q", it.key, key(got))
+		}
+		if it.pairs {
+			t.Fatalf("still decoding the interval again at each step, %d entries from its start", got)
+		}
+	}
+	if it.err != nil || got != 0 {
+		t.Fatalf("stopped %d entries from the start: %v", got, it.err)
 	}
 }
 

@@ -20,6 +20,7 @@ func BenchmarkScanMapped(b *testing.B) {
 		valueLen int
 		apart    int
 	}{
+		{"value=10", 10, 0},
 		{"value=100", 100, 0},
 		{"value=4096/apart", 4096, 1024},
 	} {

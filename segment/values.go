@@ -75,6 +75,48 @@ func decodeValueHandle(b []byte) (valueHandle, bool) {
 	return valueHandle{blockHandle{x[0], x[1]}, x[2]}, j == len(b)
 }
 
+// decodeValueHandleAt is decodeValueHandle(enc) for a scan's step, where
+// enc is data[start:start+len(enc)], an entry's value in its block: where
+// 18 bytes of data follow start, as they do for all but the last entries
+// of a block (the restart array follows them), it reads each varint of up
+// to 5 bytes (offsets and lengths below 32 GiB) from one 8-byte load, by a
+// test of its length that the CPU predicts, rather than byte by byte (a
+// third of a scan's step with 4 KiB values stored apart went to
+// decodeValueHandle's loop). The bytes past enc are read but play no part
+// in the result.
+func decodeValueHandleAt(data []byte, start int, enc []byte) (valueHandle, bool) {
+	n := len(enc)
+	if start < 0 || len(data)-start < 18 || n > 15 {
+		return decodeValueHandle(enc)
+	}
+	p := data[start : start+18]
+	a, i := varint5(binary.LittleEndian.Uint64(p))
+	b, j := varint5(binary.LittleEndian.Uint64(p[i&7:]))
+	c, k := varint5(binary.LittleEndian.Uint64(p[(i+j)&15:]))
+	if i == 0 || j == 0 || k == 0 {
+		return decodeValueHandle(enc)
+	}
+	return valueHandle{blockHandle{a, b}, c}, i+j+k == n
+}
+
+// varint5 decodes the uvarint that starts w's bytes (little-endian), if
+// it is at most 5 bytes long; else it returns length 0.
+func varint5(w uint64) (v uint64, n int) {
+	switch {
+	case w&0x80 == 0:
+		return w & 0x7f, 1
+	case w&0x8000 == 0:
+		return w&0x7f | w>>1&0x3f80, 2
+	case w&0x800000 == 0:
+		return w&0x7f | w>>1&0x3f80 | w>>2&0x1fc000, 3
+	case w&0x80000000 == 0:
+		return w&0x7f | w>>1&0x3f80 | w>>2&0x1fc000 | w>>3&0xfe00000, 4
+	case w&0x8000000000 == 0:
+		return w&0x7f | w>>1&0x3f80 | w>>2&0x1fc000 | w>>3&0xfe00000 | w>>4&0x7f0000000, 5
+	}
+	return 0, 0
+}
+
 // isValueHandle reports whether internal key ikey (at least a trailer
 // long) is a put whose value is a handle. The trailer is stored
 // little-endian, so its first byte is the kind.

@@ -233,7 +233,9 @@ func TestValueHandleBounds(t *testing.T) {
 			if !it.load(i) {
 				t.Fatalf("load block %d: %v", i, it.err)
 			}
-			it.blk.val = enc
+			// enc as a value in a block, more entries after it
+			data := append(bytes.Clone(enc), make([]byte, 32)...)
+			it.blk.data, it.blk.nextOffset, it.blk.val = data, len(enc), data[:len(enc)]
 			if !it.settleApart() {
 				return nil, it.err
 			}
@@ -401,4 +403,114 @@ func (b verifiedBits) count() (n int) {
 		n += bits.OnesCount64(b[i].Load())
 	}
 	return n
+}
+
+// TestDataBlocksBesideRecordsRaw: a data block whose value records take
+// at least 7 times its bytes is stored raw even when it compresses (a
+// scan would decompress it each time to save next to nothing of the
+// region), while blocks of compressible inline values are still
+// compressed, and value records too. Both segments read back.
+func TestDataBlocksBesideRecordsRaw(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		valueLen  int
+		apart     int
+		wantBlock byte // the compression type of every data block
+	}{
+		{"apart", 4096, 1024, compressionNone},
+		{"inline", 100, 0, compressionSnappy},
+		{"inline-large", 4096, 0, compressionSnappy},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			w := NewWriter(&buf, WriterOptions{Compression: SnappyCompression, SeparateValues: c.apart})
+			var es []entry
+			for i := range 2000 {
+				v := bytes.Repeat([]byte{byte('a' + i%26)}, c.valueLen) // compressible
+				es = append(es, entry{key: fmt.Appendf(nil, "key%08d", i), seq: uint64(i + 1), kind: base.KindPut, value: v})
+				mustAdd(t, w, es[i])
+			}
+			if _, err := w.Finish(); err != nil {
+				t.Fatal(err)
+			}
+			data := buf.Bytes()
+			r := openSegment(t, data, ReaderOptions{})
+			for i := range r.index {
+				if typ := data[r.index[i].h.end()-blockTrailerLen]; typ != c.wantBlock {
+					t.Fatalf("data block %d of %d stored with type %d, want %d", i, len(r.index), typ, c.wantBlock)
+				}
+			}
+			if c.apart > 0 {
+				lo := r.index[0].h.offset // the gap before block 0 holds its records
+				if h, ok := decodeValueHandle(firstValue(t, r)); !ok || h.offset >= lo || data[h.offset+h.length] != compressionSnappy {
+					t.Fatalf("first value record %+v (ok %v) not a snappy record before block 0 at %d", h, ok, lo)
+				}
+			}
+			it := r.NewIter(false)
+			i := 0
+			for ok := it.First(); ok; ok = it.Next() {
+				if !bytes.Equal(it.Key(), es[i].key) || !bytes.Equal(it.Value(), es[i].value) {
+					t.Fatalf("entry %d: %q, %d bytes; want %q", i, it.Key(), len(it.Value()), es[i].key)
+				}
+				i++
+			}
+			if err := it.Close(); err != nil || i != len(es) {
+				t.Fatalf("scan: %d entries, %v", i, err)
+			}
+		})
+	}
+}
+
+// firstValue returns the stored value (a handle, for a value record) of
+// the first entry of r's first data block.
+func firstValue(t *testing.T, r *Reader) []byte {
+	t.Helper()
+	b, err := r.dataBlock(0, cacheBypass, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bi blockIter
+	if err := bi.init(b, true, "", 0); err != nil || !bi.first() {
+		t.Fatalf("block 0: %v", err)
+	}
+	return bi.val
+}
+
+// TestDecodeValueHandleAt decodes handles whose fields take every varint
+// length, at each of the three places, followed by random bytes (a
+// block's next entries): the scan's decoder must agree with
+// decodeValueHandle, which FuzzValueHandle checks against
+// binary.Uvarint, and refuse a handle cut short or followed by a byte.
+func TestDecodeValueHandleAt(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	var vals []uint64
+	for s := 0; s <= 63; s += 7 { // the edges of each varint length
+		vals = append(vals, 1<<s-1, 1<<s-2, 1<<s, 1<<s+rng.Uint64N(1<<s), 1<<s+rng.Uint64N(1<<s), 1<<s+rng.Uint64N(1<<s), 1<<s|0x55555555555555&(1<<s-1), 1<<s|0x2aaaaaaaaaaaaa&(1<<s-1))
+	}
+	vals = append(vals, ^uint64(0))
+	for _, a := range vals {
+		for _, b := range vals {
+			// The third field is read as the first two are: a few
+			// lengths of it suffice.
+			for _, c := range []uint64{0, 1<<14 - 2, 1<<35 - 2, 1 << 56, ^uint64(0)} {
+				h := valueHandle{blockHandle{a, b}, c}
+				enc := appendValueHandle(nil, h)
+				for _, n := range []int{len(enc), len(enc) - 1, len(enc) + 1} {
+					data := make([]byte, 3+len(enc)+int(rng.UintN(24)))
+					for i := range data {
+						data[i] = byte(rng.Uint32())
+					}
+					copy(data[3:], enc)
+					if n > len(data)-3 {
+						continue
+					}
+					want, wantOK := decodeValueHandle(data[3 : 3+n])
+					got, ok := decodeValueHandleAt(data, 3, data[3:3+n])
+					if ok != wantOK || ok && got != want || n == len(enc) && (!ok || got != h) {
+						t.Fatalf("decodeValueHandleAt(%x, 3, %d) = %+v, %v; want %+v, %v (encoded %+v)", data, n, got, ok, want, wantOK, h)
+					}
+				}
+			}
+		}
+	}
 }

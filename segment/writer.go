@@ -100,6 +100,7 @@ type Writer struct {
 	incompressible int
 	usedZstd       bool   // a block was stored with zstd: the file is version 3 or later
 	usedHashIndex  bool   // a data block has a hash index: the file is version 4
+	blockStart     uint64 // where the current data block's value records start: the end of the last block
 	handle         []byte // the value handle being added, reused
 	lastHash       uint64 // bloom.Hash of the last user key added
 	scratch        []byte // index entry values, reused
@@ -274,7 +275,18 @@ func (w *Writer) SetFilter(f *bloom.Filter) {
 func (w *Writer) flushBlock() error {
 	block := w.data.finish()
 	w.usedHashIndex = w.usedHashIndex || hasHashIndex(block)
-	h, err := w.writeBlock(block, w.opts.Compression)
+	c := w.opts.Compression
+	if gap := w.offset - w.blockStart; gap/7 >= uint64(len(block)) {
+		// The block's value records (the gap before it) take at least 7
+		// times its bytes: compressed, it would save less than 1/8 of the
+		// region it and its records span, the bar maybeCompress sets,
+		// while every scan, which reads blocks without keeping them in
+		// the cache, would verify and decompress it again (a fifth of a
+		// full scan's time with 4 KiB values).
+		c = NoCompression
+	}
+	h, err := w.writeBlock(block, c)
+	w.blockStart = w.offset
 	w.data.reset()
 	w.pending, w.pendingH = true, h
 	w.props.DataBlocks++
