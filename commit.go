@@ -935,7 +935,7 @@ type frozen struct {
 func (db *DB) rotate() error {
 	old, oldNum := db.logw, db.logNum // the leader's: they change only here
 	db.mu.Lock()
-	if db.spare == nil && db.makingSpare {
+	if len(db.spares) == 0 && db.makingSpare {
 		// Wait for it rather than create a WAL beside it: a WAL created
 		// now would be numbered above the spare, which would then sit
 		// below the active WAL. Even removed, it could come back after a
@@ -948,8 +948,13 @@ func (db *DB) rotate() error {
 		<-made
 		db.mu.Lock()
 	}
-	logw, num := db.spare, db.spareNum
-	db.spare = nil
+	var logw *wal.Writer
+	var num uint64
+	if len(db.spares) > 0 {
+		logw, num = db.spares[0].w, db.spares[0].num
+		db.spares[0] = spareWAL{}
+		db.spares = db.spares[1:]
+	}
 	db.mu.Unlock()
 	if logw == nil {
 		var err error
@@ -1116,10 +1121,22 @@ func (db *DB) dropWAL(job sealJob) {
 	close(job.f.sealed)
 }
 
-// startSpareLocked starts makeSpare in a goroutine unless a spare WAL is
-// ready or on its way. db.mu is held.
+// spareWALs is how many WALs are made ahead of the rotations that start
+// them. One was not enough: beside a merge's writes a creation (two
+// fsyncs) took up to 14 ms more than a memtable took to fill, and the
+// rotation waited for it.
+const spareWALs = 2
+
+// A spareWAL is a WAL made ahead for a rotation (makeSpare).
+type spareWAL struct {
+	w   *wal.Writer
+	num uint64
+}
+
+// startSpareLocked starts makeSpare in a goroutine unless spareWALs are
+// ready or one is on its way. db.mu is held.
 func (db *DB) startSpareLocked() {
-	if db.spare != nil || db.makingSpare || db.closed || db.bgErr != nil {
+	if len(db.spares) >= spareWALs || db.makingSpare || db.closed || db.bgErr != nil {
 		return
 	}
 	db.makingSpare = true
@@ -1131,12 +1148,13 @@ func (db *DB) startSpareLocked() {
 	}()
 }
 
-// makeSpare creates the WAL the next rotation will start, and closes
-// db.spareMade. A failure makes the DB read-only, as it would in the
-// rotation. A rotation that finds no spare waits for makeSpare rather
-// than create a WAL beside it, so the spare's number is above the
-// active WAL's, as the order of the writes wants (recovery replays WALs
-// in the order of their numbers).
+// makeSpare creates a WAL for a later rotation, closes db.spareMade, and
+// starts the next one if fewer than spareWALs are ready. A failure makes
+// the DB read-only, as it would in the rotation. One makeSpare runs at a
+// time, and a rotation that finds no spare waits for it rather than
+// create a WAL beside it, so the spares' numbers are above the active
+// WAL's and rise in the order they are started, as the order of the
+// writes wants (recovery replays WALs in the order of their numbers).
 func (db *DB) makeSpare() {
 	num, err := db.manifest.NewFileNum()
 	var w *wal.Writer
@@ -1154,26 +1172,26 @@ func (db *DB) makeSpare() {
 		db.failLocked(fmt.Errorf("create the next WAL: %w", err))
 		return
 	}
-	if db.spare == nil && num > db.logNum && !db.closed && db.bgErr == nil {
-		db.spare, db.spareNum = w, num
+	if num > db.logNum && !db.closed && db.bgErr == nil {
+		db.spares = append(db.spares, spareWAL{w, num})
+		db.startSpareLocked()
 		return
 	}
 	w.Close()
 	db.removeFile(base.WALFileName(num))
 }
 
-// dropSpareLocked closes and removes the spare WAL, if any: Close does,
-// once no makeSpare runs. It holds no write: a crash that leaves it behind
-// leaves an empty log, which the next Open replays and removes.
+// dropSpareLocked closes and removes the spare WALs: Close does, once no
+// makeSpare runs. They hold no write: a crash that leaves them behind
+// leaves empty logs, which the next Open replays and removes.
 func (db *DB) dropSpareLocked() {
-	if db.spare == nil {
-		return
+	for _, s := range db.spares {
+		if err := s.w.Close(); err != nil {
+			db.logger.Warn("closing a spare WAL", "num", s.num, "err", err)
+		}
+		db.removeFile(base.WALFileName(s.num))
 	}
-	if err := db.spare.Close(); err != nil {
-		db.logger.Warn("closing the spare WAL", "num", db.spareNum, "err", err)
-	}
-	db.removeFile(base.WALFileName(db.spareNum))
-	db.spare = nil
+	db.spares = nil
 }
 
 // createWAL creates WAL file num, begins it with a mark (wal.Mark: this

@@ -426,8 +426,7 @@ type DB struct {
 	bgErr         error               // first background failure; makes the DB read-only
 	logw          *wal.Writer         // the WAL of mem
 	logNum        uint64              // file number of logw
-	spare         *wal.Writer         // the next rotation's WAL, if makeSpare made one ahead
-	spareNum      uint64              // file number of spare
+	spares        []spareWAL          // WALs makeSpare made ahead for the next rotations, by number
 	makingSpare   bool                // makeSpare runs
 	spareMade     chan struct{}       // closed when makeSpare ends
 	mem           *memtable.Memtable  // takes the writes

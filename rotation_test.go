@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -237,6 +238,26 @@ func TestSpareWAL(t *testing.T) {
 	if spare == nil || spareNum <= active {
 		t.Fatalf("after a rotation: spare %v numbered %d, active WAL %d; want a spare numbered above it", spare != nil, spareNum, active)
 	}
+	// Made one at a time, spareWALs of them, numbered in order above the
+	// active WAL.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		db.mu.Lock()
+		nums := []uint64{db.logNum}
+		for _, s := range db.spares {
+			nums = append(nums, s.num)
+		}
+		making := db.makingSpare
+		db.mu.Unlock()
+		if len(nums) == 1+spareWALs && !making {
+			if !slices.IsSorted(nums) || len(slices.Compact(slices.Clone(nums))) != len(nums) {
+				t.Fatalf("active WAL and spares numbered %v, want rising", nums)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("active WAL and spares %v (making: %v), want %d spares", nums, making, spareWALs)
+		}
+	}
 	mustDo(t, db.Put([]byte("b"), []byte("2")))
 	mustDo(t, db.Flush())
 	db.mu.Lock()
@@ -265,16 +286,20 @@ func TestSpareWAL(t *testing.T) {
 	}
 }
 
-// waitSpare waits up to 10 s for makeSpare to have made the spare WAL,
-// and returns it (nil if it did not), its number and the active WAL's.
+// waitSpare waits up to 10 s for makeSpare to have made a spare WAL, and
+// returns the first (nil if none), its number and the active WAL's.
 func waitSpare(t *testing.T, db *DB) (*wal.Writer, uint64, uint64) {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
 		db.mu.Lock()
-		spare, spareNum, active := db.spare, db.spareNum, db.logNum
+		var spare spareWAL
+		if len(db.spares) > 0 {
+			spare = db.spares[0]
+		}
+		active := db.logNum
 		db.mu.Unlock()
-		if spare != nil || time.Now().After(deadline) {
-			return spare, spareNum, active
+		if spare.w != nil || time.Now().After(deadline) {
+			return spare.w, spare.num, active
 		}
 	}
 }
@@ -414,14 +439,24 @@ func TestRotationWaitsForSpareInFlight(t *testing.T) {
 
 	mustDo(t, db.Put([]byte("a"), []byte("1")))
 	mustDo(t, db.Flush())
-	if spare, _, _ := waitSpare(t, db); spare == nil {
-		t.Fatal("no spare after the first rotation")
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		db.mu.Lock()
+		ready := len(db.spares)
+		db.mu.Unlock()
+		if ready == spareWALs {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d spares after the first rotation, want %d", ready, spareWALs)
+		}
 	}
 	a.mu.Lock()
 	a.armed = true // the spare made by the next rotation is held
 	a.mu.Unlock()
-	mustDo(t, db.Put([]byte("b"), []byte("2")))
-	mustDo(t, db.Flush()) // starts the held spare
+	for i := range spareWALs { // start the spares made ahead
+		mustDo(t, db.Put(fmt.Appendf(nil, "b%d", i), []byte("2")))
+		mustDo(t, db.Flush())
+	}
 
 	mustDo(t, db.Put([]byte("c"), []byte("3")))
 	flushed := make(chan error, 1)
@@ -442,7 +477,7 @@ func TestRotationWaitsForSpareInFlight(t *testing.T) {
 	if held == "" || active != held {
 		t.Fatalf("active WAL %s after the rotation, want the spare it waited for, %q", active, held)
 	}
-	for k, v := range map[string]string{"a": "1", "b": "2", "c": "3"} {
+	for k, v := range map[string]string{"a": "1", "b0": "2", "c": "3"} {
 		if got, err := db.Get([]byte(k)); err != nil || string(got) != v {
 			t.Fatalf("Get(%s) = %q, %v", k, got, err)
 		}
