@@ -559,8 +559,14 @@ func (it *Iterator) findNextSeg() bool {
 // atSeg ends a forward move over the one segment seg: at its current
 // entry if ok, else unpositioned.
 func (it *Iterator) atSeg(ok bool) bool {
+	return it.landSeg(ok, false, false)
+}
+
+// landSeg ends a move over the one segment seg, in the direction reverse
+// says: at seg's current entry if ok, else unpositioned.
+func (it *Iterator) landSeg(ok, reverse, segAt bool) bool {
 	it.lease.Expire()
-	it.reverse, it.segAt = false, false
+	it.reverse, it.segAt = reverse, segAt
 	if !ok {
 		return it.stop()
 	}
@@ -648,14 +654,7 @@ func (it *Iterator) segAllBack() bool { return it.segAll && !it.segLower }
 // seg stays at (segAt), else unpositioned. Key and Value alias seg's
 // block, as forward (atSeg): seg moves from them only at the next call.
 func (it *Iterator) prevSegAll(ok bool) bool {
-	it.lease.Expire()
-	it.reverse, it.segAt = true, ok
-	if !ok {
-		return it.stop()
-	}
-	s := it.seg
-	it.key, it.value, it.valid = it.lease.Guard(s.Key()), it.lease.Guard(s.Value()), true
-	return true
+	return it.landSeg(ok, true, ok)
 }
 
 // findNext moves m forward to the newest visible version of the next key

@@ -59,6 +59,17 @@ func (h *holdFS) Remove(name string) error {
 	return h.FS.Remove(name)
 }
 
+// holdActive holds the Sync of db's active WAL, and returns its name.
+func (h *holdFS) holdActive(db *DB) string {
+	db.mu.Lock()
+	name := base.WALFileName(db.logNum)
+	db.mu.Unlock()
+	h.mu.Lock()
+	h.held = name
+	h.mu.Unlock()
+	return name
+}
+
 type holdFile struct {
 	vfs.File
 	fs   *holdFS
@@ -107,12 +118,7 @@ func TestRotationDoesNotWaitForOldWALSync(t *testing.T) {
 			let := func() { once.Do(func() { close(h.release) }) }
 			defer let() // before Close: a failed test leaves no fsync held
 
-			db.mu.Lock()
-			first := base.WALFileName(db.logNum)
-			db.mu.Unlock()
-			h.mu.Lock()
-			h.held = first
-			h.mu.Unlock()
+			first := h.holdActive(db)
 
 			// Fill past two memtables, and then a little more: each
 			// rotation queues the WAL it replaced for sealLoop, and
@@ -195,12 +201,7 @@ func TestObsoleteWALNotSynced(t *testing.T) {
 	db := mustOpen(t, t.TempDir(), o)
 	defer db.Close()
 	defer close(h.release) // before Close: a failed test leaves no fsync held
-	db.mu.Lock()
-	first := base.WALFileName(db.logNum)
-	db.mu.Unlock()
-	h.mu.Lock()
-	h.held = first
-	h.mu.Unlock()
+	first := h.holdActive(db)
 	for i := range 100 {
 		mustDo(t, db.Put(faultKey(i), faultValue(i)))
 	}
