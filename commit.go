@@ -884,7 +884,7 @@ func (db *DB) makeRoom(size int, rangeDels bool) (*wal.Writer, *memtable.Memtabl
 			continue
 		}
 		db.mu.Unlock()
-		err := db.rotate()
+		_, err := db.rotate()
 		db.mu.Lock()
 		if err != nil {
 			return nil, nil, err
@@ -918,7 +918,8 @@ type frozen struct {
 	sealed chan struct{}
 }
 
-// rotate freezes the memtable and starts a new one with a new WAL. Only
+// rotate freezes the memtable and starts a new one with a new WAL, and
+// returns the frozen memtable. Only
 // the commit leader calls it (from makeRoom, or Flush through exclusive),
 // without db.mu, which it holds only to swap the memtable and WAL in one
 // step, so that readers and checkpoints see either both old or both new.
@@ -932,7 +933,7 @@ type frozen struct {
 // a replaced WAL is sealed, or obsolete, no other goroutine takes the sync
 // role, so no group in a newer WAL is acknowledged as synced before every
 // older live WAL is sealed, which recovery relies on (mayHaveLostTail).
-func (db *DB) rotate() error {
+func (db *DB) rotate() (*frozen, error) {
 	old, oldNum := db.logw, db.logNum // the leader's: they change only here
 	db.mu.Lock()
 	if len(db.spares) == 0 && db.makingSpare {
@@ -966,7 +967,7 @@ func (db *DB) rotate() error {
 			// The old WAL stays the active one, unsealed: the DB is
 			// read-only from here, and Close syncs and seals it.
 			db.fail(err)
-			return fmt.Errorf("%w: %w", ErrReadOnly, err)
+			return nil, fmt.Errorf("%w: %w", ErrReadOnly, err)
 		}
 	}
 	f := &frozen{mem: db.mem, logNum: oldNum, done: make(chan struct{}), sealed: make(chan struct{})}
@@ -982,7 +983,7 @@ func (db *DB) rotate() error {
 	db.scheduleFlushLocked()
 	db.startSpareLocked()
 	db.mu.Unlock()
-	return nil
+	return f, nil
 }
 
 // A sealJob is a WAL a rotation replaced, for sealLoop.

@@ -31,11 +31,13 @@ func (db *DB) Flush() error {
 				return
 			}
 			db.mu.Unlock()
-			err = db.rotate() // as the leader: its file work outside db.mu
+			// As the leader: its file work outside db.mu. Its frozen
+			// memtable, not the last of db.imm, is what to wait for: the
+			// flush may have taken it from db.imm already (while its WAL
+			// is still to be removed).
+			last, err = db.rotate()
 			db.mu.Lock()
-			if err != nil {
-				return
-			}
+			return
 		}
 		if n := len(db.imm); n > 0 {
 			last = db.imm[n-1]
