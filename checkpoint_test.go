@@ -28,32 +28,22 @@ func TestCheckpointUnderLoad(t *testing.T) {
 	var acked [writers]atomic.Int64 // writes acknowledged per writer
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	for w := range writers {
-		wg.Go(func() {
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				key := fmt.Appendf(nil, "%d/%06d", w, i)
-				var err error
-				if i%3 == 0 {
-					b := NewBatch()
-					b.Put(key, []byte(strconv.Itoa(i)))
-					b.Put(fmt.Appendf(nil, "m%d/%06d", w, i), []byte(strconv.Itoa(i)))
-					err = db.Write(b)
-				} else {
-					err = db.Put(key, []byte(strconv.Itoa(i)))
-				}
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				acked[w].Store(int64(i + 1))
-			}
-		})
-	}
+	startWriters(t, &wg, stop, writers, func(w, i int) error {
+		key := fmt.Appendf(nil, "%d/%06d", w, i)
+		var err error
+		if i%3 == 0 {
+			b := NewBatch()
+			b.Put(key, []byte(strconv.Itoa(i)))
+			b.Put(fmt.Appendf(nil, "m%d/%06d", w, i), []byte(strconv.Itoa(i)))
+			err = db.Write(b)
+		} else {
+			err = db.Put(key, []byte(strconv.Itoa(i)))
+		}
+		if err == nil {
+			acked[w].Store(int64(i + 1))
+		}
+		return err
+	})
 	wg.Go(func() {
 		for {
 			select {
@@ -190,4 +180,25 @@ func TestCheckpointReadOnly(t *testing.T) {
 		t.Fatal("checkpointing a read-only store changed it")
 	}
 	checkAll(t, dst, 450)
+}
+
+// startWriters starts n goroutines in wg, each calling write(w, i) for
+// its number w and i = 0, 1, ... until stop is closed or write fails (a
+// test error).
+func startWriters(t *testing.T, wg *sync.WaitGroup, stop <-chan struct{}, n int, write func(w, i int) error) {
+	for w := range n {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if err := write(w, i); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
 }

@@ -670,9 +670,9 @@ func (q *commitQueue) acquireSync() {
 	q.pmu.Unlock()
 }
 
-// syncQueued takes the sync role (acquireSync: after its holder, and
-// the seals of the WALs rotations replaced, are done), fsyncs the groups waiting, if
-// any, and releases the role. The commit leader calls it (Close,
+// syncQueued takes the sync role (acquireSync: after its holder, and the
+// seals of the WALs rotations replaced, are done), fsyncs the groups
+// waiting, if any, and releases the role. The commit leader calls it (Close,
 // Checkpoint), so that afterwards every group written is published and
 // every WAL a rotation replaced is sealed. (With the role free, groups
 // may wait for their writers: takeSyncLocked.)
@@ -936,7 +936,7 @@ type frozen struct {
 func (db *DB) rotate() (*frozen, error) {
 	old, oldNum := db.logw, db.logNum // the leader's: they change only here
 	db.mu.Lock()
-	if len(db.spares) == 0 && db.makingSpare {
+	if len(db.spares) == 0 && db.spareMade != nil {
 		// Wait for it rather than create a WAL beside it: a WAL created
 		// now would be numbered above the spare, which would then sit
 		// below the active WAL. Even removed, it could come back after a
@@ -973,7 +973,7 @@ func (db *DB) rotate() (*frozen, error) {
 	f := &frozen{mem: db.mem, logNum: oldNum, done: make(chan struct{}), sealed: make(chan struct{})}
 	// Queued before the swap publishes the new WAL, and so before any
 	// group is written to it.
-	db.commit.queueSeal(db, sealJob{w: old, num: oldNum, f: f})
+	db.commit.queueSeal(db, sealJob{w: old, f: f})
 	db.mu.Lock()
 	f.maxSeq = db.lastSeq
 	db.imm = append(db.imm, f)
@@ -988,9 +988,8 @@ func (db *DB) rotate() (*frozen, error) {
 
 // A sealJob is a WAL a rotation replaced, for sealLoop.
 type sealJob struct {
-	w   *wal.Writer
-	num uint64
-	f   *frozen // the memtable it holds; f.sealed is closed once the WAL is closed
+	w *wal.Writer
+	f *frozen // the memtable it holds (f.logNum names w); f.sealed is closed once w is closed
 }
 
 // queueSeal queues job for sealLoop, starting it if it is not running.
@@ -1052,11 +1051,7 @@ func (db *DB) sealLoop() {
 			job := q.seals[0]
 			drop := job.f.durable.Load() && !q.usesLocked(job.w)
 			q.pmu.Unlock()
-			if drop {
-				db.dropWAL(job)
-			} else {
-				db.seal(job)
-			}
+			db.endWAL(job, !drop)
 			q.pmu.Lock()
 			q.seals[0] = sealJob{}
 			q.seals = q.seals[1:]
@@ -1097,27 +1092,21 @@ func (q *commitQueue) usesLocked(w *wal.Writer) bool {
 	return false
 }
 
-// seal fsyncs, seals and closes job's WAL as the holder of the sync role,
-// and closes job.f.sealed.
-func (db *DB) seal(job sealJob) {
-	q := &db.commit
-	err := q.syncHeld(db, job.w)
-	if err == nil {
-		if err = job.w.Seal(); err != nil {
-			db.fail(fmt.Errorf("seal WAL: %w", err))
+// endWAL closes job's WAL, as the holder of the sync role, and closes
+// job.f.sealed. With seal it first fsyncs it (publishing the groups that
+// fsync covers), appends the seal mark and fsyncs again; without, the WAL
+// is obsolete and closed unsynced, for the flush to remove.
+func (db *DB) endWAL(job sealJob, seal bool) {
+	var err error
+	if seal {
+		if err = db.commit.syncHeld(db, job.w); err == nil {
+			if err = job.w.Seal(); err != nil {
+				db.fail(fmt.Errorf("seal WAL: %w", err))
+			}
 		}
 	}
 	if cerr := job.w.Close(); cerr != nil && err == nil {
-		db.logger.Warn("closing WAL", "num", job.num, "err", cerr)
-	}
-	close(job.f.sealed)
-}
-
-// dropWAL closes job's obsolete WAL without an fsync (the flush removes
-// it), and closes job.f.sealed.
-func (db *DB) dropWAL(job sealJob) {
-	if err := job.w.Close(); err != nil {
-		db.logger.Warn("closing WAL", "num", job.num, "err", err)
+		db.logger.Warn("closing WAL", "num", job.f.logNum, "err", cerr)
 	}
 	close(job.f.sealed)
 }
@@ -1137,10 +1126,9 @@ type spareWAL struct {
 // startSpareLocked starts makeSpare in a goroutine unless spareWALs are
 // ready or one is on its way. db.mu is held.
 func (db *DB) startSpareLocked() {
-	if len(db.spares) >= spareWALs || db.makingSpare || db.closed || db.bgErr != nil {
+	if len(db.spares) >= spareWALs || db.spareMade != nil || db.closed || db.bgErr != nil {
 		return
 	}
-	db.makingSpare = true
 	db.spareMade = make(chan struct{})
 	db.bgWG.Add(1)
 	go func() {
@@ -1149,7 +1137,8 @@ func (db *DB) startSpareLocked() {
 	}()
 }
 
-// makeSpare creates a WAL for a later rotation, closes db.spareMade, and
+// makeSpare creates a WAL for a later rotation, closes and clears
+// db.spareMade, and
 // starts the next one if fewer than spareWALs are ready. A failure makes
 // the DB read-only, as it would in the rotation. One makeSpare runs at a
 // time, and a rotation that finds no spare waits for it rather than
@@ -1164,8 +1153,8 @@ func (db *DB) makeSpare() {
 	}
 	db.mu.Lock()
 	defer db.mu.Unlock()
-	db.makingSpare = false
 	close(db.spareMade)
+	db.spareMade = nil
 	if err != nil {
 		// The same failure as a rotation's own creation of the WAL, which
 		// makes the DB read-only: the file system that holds the WALs

@@ -464,22 +464,13 @@ func TestExclusiveNotStarvedByWriters(t *testing.T) {
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	var writes atomic.Int64
-	for w := range 3 {
-		wg.Go(func() {
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				if err := db.Put(fmt.Appendf(nil, "%d/%06d", w, i), []byte("v")); err != nil {
-					t.Error(err)
-					return
-				}
-				writes.Add(1)
-			}
-		})
-	}
+	startWriters(t, &wg, stop, 3, func(w, i int) error {
+		err := db.Put(fmt.Appendf(nil, "%d/%06d", w, i), []byte("v"))
+		if err == nil {
+			writes.Add(1)
+		}
+		return err
+	})
 	done := make(chan error, 1)
 	go func() {
 		for i := range 30 {

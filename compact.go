@@ -328,9 +328,8 @@ func (db *DB) dropSegments(inputs []*segHandle) error {
 
 // compactLoop runs one merge, then more while the policy offers them and
 // scheduleCompactionLocked would start them (an urgent merge's loop ends
-// once the backlog is gone). It
-// holds compactMu shared during each merge so that Compact, which takes
-// it exclusively, never runs beside it.
+// once the backlog is gone). It holds compactMu shared during each merge
+// so that Compact, which takes it exclusively, never runs beside it.
 func (db *DB) compactLoop(job *compactionJob) {
 	defer db.bgWG.Done()
 	for {

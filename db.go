@@ -427,8 +427,7 @@ type DB struct {
 	logw          *wal.Writer         // the WAL of mem
 	logNum        uint64              // file number of logw
 	spares        []spareWAL          // WALs makeSpare made ahead for the next rotations, by number
-	makingSpare   bool                // makeSpare runs
-	spareMade     chan struct{}       // closed when makeSpare ends
+	spareMade     chan struct{}       // while makeSpare runs: closed (and cleared) when it ends
 	mem           *memtable.Memtable  // takes the writes
 	imm           []*frozen           // full memtables waiting for flush, oldest first
 	segments      []*segHandle        // live segments, newest first

@@ -109,8 +109,9 @@ func (db *DB) view(i int) (*readState, uint64) {
 // segmentsChangedLocked is what follows a change of db.segments (a flush,
 // a compaction, recovery): the filters are refitted into
 // Options.FilterBudget, the write stall and urgent-merge thresholds are
-// recomputed for the new tiers, and the new read state is published. A memtable rotation, which
-// leaves the segments alone, only publishes. db.mu must be held.
+// recomputed for the new tiers, and the new read state is published. A
+// memtable rotation, which leaves the segments alone, only publishes.
+// db.mu must be held.
 func (db *DB) segmentsChangedLocked() {
 	db.applyFilterBudgetLocked()
 	tiers := db.policy.Tiers(db.metasLocked())

@@ -247,7 +247,7 @@ func TestSpareWAL(t *testing.T) {
 		for _, s := range db.spares {
 			nums = append(nums, s.num)
 		}
-		making := db.makingSpare
+		making := db.spareMade != nil
 		db.mu.Unlock()
 		if len(nums) == 1+spareWALs && !making {
 			if !slices.IsSorted(nums) || len(slices.Compact(slices.Clone(nums))) != len(nums) {
