@@ -858,6 +858,8 @@ func applyBatch(mem *memtable.Memtable, rec []byte, name string, offset int64, a
 func (db *DB) makeRoom(size int, rangeDels bool) (*wal.Writer, *memtable.Memtable, error) {
 	db.mu.Lock()
 	defer db.mu.Unlock()
+	var st stallTimer
+	defer st.record(&db.stats)
 	for {
 		if err := db.writableLocked(); err != nil {
 			return nil, nil, err
@@ -865,8 +867,7 @@ func (db *DB) makeRoom(size int, rangeDels bool) (*wal.Writer, *memtable.Memtabl
 		if db.compacting > 0 && len(db.segments) >= db.stallAt {
 			// Compaction fell behind: every Get would probe more and more
 			// segments. Wait for it rather than let reads degrade.
-			db.stats.writeStalls.Add(1)
-			db.cond.Wait()
+			st.wait(&db.stats, db.cond, false)
 			continue
 		}
 		used := db.mem.ApproximateSize()
@@ -875,9 +876,8 @@ func (db *DB) makeRoom(size int, rangeDels bool) (*wal.Writer, *memtable.Memtabl
 			return db.logw, db.mem, nil
 		}
 		if len(db.imm) >= maxFrozen {
-			db.stats.writeStalls.Add(1)
 			db.flushWaiters.Add(1)
-			db.cond.Wait()
+			st.wait(&db.stats, db.cond, true)
 			if db.flushWaiters.Add(-1) == 0 {
 				db.cond.Broadcast() // merges paused for the flush go on
 			}
@@ -888,6 +888,41 @@ func (db *DB) makeRoom(size int, rangeDels bool) (*wal.Writer, *memtable.Memtabl
 		db.mu.Lock()
 		if err != nil {
 			return nil, nil, err
+		}
+	}
+}
+
+// stallTimer times one makeRoom's waits for room, for Stats: the time a
+// slow Put spent stalled, told apart from the time its goroutine waited
+// for a CPU or the device.
+type stallTimer struct {
+	total, flush time.Duration
+}
+
+// wait counts a stall and waits on cond (db.mu held), timing the wait;
+// flush says it waits for a flush rather than for a compaction.
+func (st *stallTimer) wait(c *counters, cond *sync.Cond, flush bool) {
+	c.writeStalls.Add(1)
+	start := time.Now()
+	cond.Wait()
+	d := time.Since(start)
+	st.total += d
+	if flush {
+		st.flush += d
+	}
+}
+
+// record adds the stall's time to c, and keeps the longest.
+func (st *stallTimer) record(c *counters) {
+	if st.total == 0 {
+		return
+	}
+	c.writeStallNanos.Add(uint64(st.total))
+	c.flushStallNanos.Add(uint64(st.flush))
+	for {
+		longest := c.longestStallNanos.Load()
+		if uint64(st.total) <= longest || c.longestStallNanos.CompareAndSwap(longest, uint64(st.total)) {
+			return
 		}
 	}
 }

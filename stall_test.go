@@ -166,3 +166,85 @@ func TestMergePausesForStalledWriters(t *testing.T) {
 		}
 	}
 }
+
+// holdFlushFS is the operating system's file system, except that the Sync
+// of every segment file blocks until release is closed: no flush ends.
+type holdFlushFS struct {
+	vfs.FS
+	release chan struct{}
+}
+
+func (h *holdFlushFS) Create(name string) (vfs.File, error) {
+	f, err := h.FS.Create(name)
+	if err != nil || filepath.Ext(name) != base.SegmentExt {
+		return f, err
+	}
+	return &holdFlushFile{File: f, release: h.release}, nil
+}
+
+type holdFlushFile struct {
+	vfs.File
+	release chan struct{}
+}
+
+func (f *holdFlushFile) Sync() error {
+	<-f.release
+	return f.File.Sync()
+}
+
+// TestStallTime holds every flush, so that a writer stalls once maxFrozen
+// memtables wait, and checks that Stats times the stall: the writer's
+// wait, held for at least hold, shows in WriteStallTime, FlushStallTime
+// and LongestWriteStall, and nothing is counted before it.
+func TestStallTime(t *testing.T) {
+	const hold = 100 * time.Millisecond
+	fs := &holdFlushFS{FS: vfs.Default, release: make(chan struct{})}
+	o := smallOptions()
+	o.FS = fs
+	db := mustOpen(t, t.TempDir(), o)
+	released := false
+	defer func() {
+		if !released {
+			close(fs.release)
+		}
+		db.Close()
+	}()
+	if st := db.Stats(); st.WriteStalls != 0 || st.WriteStallTime != 0 || st.FlushStallTime != 0 || st.LongestWriteStall != 0 {
+		t.Fatalf("stall stats before any write: %d stalls, %v, %v, %v", st.WriteStalls, st.WriteStallTime, st.FlushStallTime, st.LongestWriteStall)
+	}
+	done := make(chan error, 1)
+	go func() {
+		for i := range 2000 {
+			if err := db.Put(faultKey(i), faultValue(i)); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for db.Stats().WriteStalls == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the writer never stalled with every flush held")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if st := db.Stats(); st.WriteStallTime != 0 {
+		t.Fatalf("WriteStallTime %v while the only stall still waits, want it counted when it ends", st.WriteStallTime)
+	}
+	time.Sleep(hold)
+	close(fs.release)
+	released = true
+	select {
+	case err := <-done:
+		mustDo(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the writer did not go on once the flushes were let go")
+	}
+	st := db.Stats()
+	if st.LongestWriteStall < hold || st.FlushStallTime < st.LongestWriteStall || st.WriteStallTime < st.FlushStallTime {
+		t.Fatalf("after a stall held %v: longest %v, flush stalls %v, all stalls %v; want hold <= longest <= flush <= all",
+			hold, st.LongestWriteStall, st.FlushStallTime, st.WriteStallTime)
+	}
+	t.Logf("%d stalls: %v in all, %v for flushes, longest %v", st.WriteStalls, st.WriteStallTime, st.FlushStallTime, st.LongestWriteStall)
+}

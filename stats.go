@@ -4,6 +4,7 @@ import (
 	"expvar"
 	"math"
 	"sync/atomic"
+	"time"
 
 	"github.com/bloomkv/bloomkv/internal/stripe"
 )
@@ -60,8 +61,17 @@ type Stats struct {
 	// count passed the policy's stall threshold. One stall that is woken
 	// up several times before it ends counts each wait, in waits.
 	WriteStalls uint64 `json:"write_stalls"`
-	Flushes     uint64 `json:"flushes"`     // memtables written to segments, in flushes
-	Compactions uint64 `json:"compactions"` // merges committed (background and Compact), in compactions
+	// WriteStallTime is the time commits spent in those waits, summed
+	// over the commits that stalled; FlushStallTime is its part spent
+	// waiting for a flush (the rest waited for a compaction), and
+	// LongestWriteStall the longest time one commit waited, since Open.
+	// A Put slower than its stall time waited for something else: a CPU,
+	// the device, or the commit ahead of it.
+	WriteStallTime    time.Duration `json:"write_stall_ns"`
+	FlushStallTime    time.Duration `json:"flush_stall_ns"`
+	LongestWriteStall time.Duration `json:"longest_write_stall_ns"`
+	Flushes           uint64        `json:"flushes"`     // memtables written to segments, in flushes
+	Compactions       uint64        `json:"compactions"` // merges committed (background and Compact), in compactions
 	// FlushBytes, CompactionBytesRead and CompactionBytesWritten are the
 	// segment bytes written by flushes and read (the inputs' file sizes)
 	// and written by merges, in bytes; with WALBytes they give the write
@@ -91,6 +101,7 @@ type counters struct {
 	prefixFilterProbes, prefixFilterSkips                       stripe.Counter
 	writes, walBytes, writeStalls, flushes, compactions         atomic.Uint64
 	flushBytes, compactionBytesRead, compactionBytesWritten     atomic.Uint64
+	writeStallNanos, flushStallNanos, longestStallNanos         atomic.Uint64
 }
 
 // Stats returns the DB's counters and the shape of its live data.
@@ -110,6 +121,9 @@ func (db *DB) Stats() Stats {
 		Writes:                   db.stats.writes.Load(),
 		WALBytes:                 db.stats.walBytes.Load(),
 		WriteStalls:              db.stats.writeStalls.Load(),
+		WriteStallTime:           time.Duration(db.stats.writeStallNanos.Load()),
+		FlushStallTime:           time.Duration(db.stats.flushStallNanos.Load()),
+		LongestWriteStall:        time.Duration(db.stats.longestStallNanos.Load()),
 		Flushes:                  db.stats.flushes.Load(),
 		Compactions:              db.stats.compactions.Load(),
 		FlushBytes:               db.stats.flushBytes.Load(),

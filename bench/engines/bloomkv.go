@@ -62,10 +62,12 @@ func (e *bloomkvEngine) Flush() error { return e.db.Flush() }
 // Flushes is Stats().Flushes.
 func (e *bloomkvEngine) Flushes() uint64 { return e.db.Stats().Flushes }
 
-// WriteStats returns Stats' WriteStalls, Flushes and Compactions.
-func (e *bloomkvEngine) WriteStats() (stalls, flushes, compactions uint64) {
+// WriteStats returns Stats' WriteStalls, Flushes, Compactions,
+// WriteStallTime and LongestWriteStall.
+func (e *bloomkvEngine) WriteStats() WriteStats {
 	s := e.db.Stats()
-	return s.WriteStalls, s.Flushes, s.Compactions
+	return WriteStats{Stalls: s.WriteStalls, Flushes: s.Flushes, Compactions: s.Compactions,
+		StallTime: s.WriteStallTime, LongestStall: s.LongestWriteStall}
 }
 
 // ScanReverse is Scan backward, from Last with Prev.

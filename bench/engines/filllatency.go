@@ -22,9 +22,17 @@ type Flusher interface {
 }
 
 // WriteStatser is implemented by engines that count their write stalls
-// (bloomkv's Stats): cumulative stalls, flushes and compactions.
+// (bloomkv's Stats).
 type WriteStatser interface {
-	WriteStats() (stalls, flushes, compactions uint64)
+	WriteStats() WriteStats
+}
+
+// WriteStats are a WriteStatser's counters, cumulative since the store
+// was opened: stalls, flushes and compactions, the time writers spent
+// stalled and the longest single stall.
+type WriteStats struct {
+	Stalls, Flushes, Compactions uint64
+	StallTime, LongestStall      time.Duration
 }
 
 // FillLatencyConfig is the fill-latency workload: N Puts of distinct
@@ -78,6 +86,11 @@ type SlowPut struct {
 	Stalls      uint64 `json:"stalls,omitempty"`
 	Flushes     uint64 `json:"flushes,omitempty"`
 	Compactions uint64 `json:"compactions,omitempty"`
+	// StallMicros is the growth of the store's stall time over the same
+	// span: of a Put's latency, the part the store spent waiting for a
+	// flush or a compaction (one writer: every stall is a Put's). The
+	// rest waited for something else: a CPU, the device, the runtime.
+	StallMicros float64 `json:"stall_us,omitempty"`
 	// With Trace only (Linux; the filling goroutine is then locked to its
 	// OS thread, and bloomkv, Pebble and goleveldb run a lone writer's
 	// commit on it): RunqueueWaitMicros is the time that thread spent
@@ -127,6 +140,12 @@ type FillLatencyResult struct {
 	Stalls      uint64 `json:"stalls,omitempty"`
 	Flushes     uint64 `json:"flushes,omitempty"`
 	Compactions uint64 `json:"compactions,omitempty"`
+	// StallMillis is the time the fill's Puts spent stalled, and
+	// LongestStallMicros the longest single stall (WriteStatser engines
+	// that time their stalls): the store's own bound on a Put's latency,
+	// to set beside FlushMicros.
+	StallMillis        float64 `json:"stall_ms,omitempty"`
+	LongestStallMicros float64 `json:"longest_stall_us,omitempty"`
 }
 
 // RunFillLatency measures spec's flush time (if it is a Flusher) on a
@@ -236,9 +255,9 @@ func fillTimed(spec Spec, w *workload, cfg FillLatencyConfig, threshold time.Dur
 		defer fr.Stop()
 	}
 	ws, hasStats := e.(WriteStatser)
-	var s0 [3]uint64
+	var s0 WriteStats
 	if hasStats {
-		s0[0], s0[1], s0[2] = ws.WriteStats()
+		s0 = ws.WriteStats()
 	}
 	last := s0
 	h := new(Histogram)
@@ -279,9 +298,9 @@ func fillTimed(spec Spec, w *workload, cfg FillLatencyConfig, threshold time.Dur
 		if len(res.SlowPuts) < maxSlowPuts {
 			sp := SlowPut{Index: i, AtMs: float64(t.Sub(start).Microseconds()) / 1e3, Micros: float64(d.Nanoseconds()) / 1e3}
 			if hasStats {
-				var now [3]uint64
-				now[0], now[1], now[2] = ws.WriteStats()
-				sp.Stalls, sp.Flushes, sp.Compactions = now[0]-last[0], now[1]-last[1], now[2]-last[2]
+				now := ws.WriteStats()
+				sp.Stalls, sp.Flushes, sp.Compactions = now.Stalls-last.Stalls, now.Flushes-last.Flushes, now.Compactions-last.Compactions
+				sp.StallMicros = float64((now.StallTime - last.StallTime).Nanoseconds()) / 1e3
 				last = now
 			}
 			if wait1, ok := threadRunqueueWait(); ok && sampled {
@@ -308,8 +327,10 @@ func fillTimed(spec Spec, w *workload, cfg FillLatencyConfig, threshold time.Dur
 	res.P50, res.P99, res.P999, res.Max = int64(h.Quantile(0.5)), int64(h.Quantile(0.99)), int64(h.Quantile(0.999)), int64(h.Max())
 	res.Histogram = h.Buckets()
 	if hasStats {
-		s1, f1, c1 := ws.WriteStats()
-		res.Stalls, res.Flushes, res.Compactions = s1-s0[0], f1-s0[1], c1-s0[2]
+		s1 := ws.WriteStats()
+		res.Stalls, res.Flushes, res.Compactions = s1.Stalls-s0.Stalls, s1.Flushes-s0.Flushes, s1.Compactions-s0.Compactions
+		res.StallMillis = float64((s1.StallTime - s0.StallTime).Nanoseconds()) / 1e6
+		res.LongestStallMicros = float64(s1.LongestStall.Nanoseconds()) / 1e3 // a fresh store: the fill's
 	}
 	return nil
 }

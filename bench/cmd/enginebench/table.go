@@ -319,23 +319,27 @@ func writeFillLatencyTable(w io.Writer, results []engines.FillLatencyResult) {
 		"a fresh store with default options (as in -all), seed %d; %s (runtime.NumCPU), GOMAXPROCS %d\n\n",
 		r0.N, r0.ValueSize, r0.Seed, cpus(runtime.NumCPU()), runtime.GOMAXPROCS(0))
 	thr := fmt.Sprintf("%.1f ms", r0.ThresholdMicros/1e3)
-	fmt.Fprintf(w, "| engine | version | Puts/s | p50 µs | p99 µs | p99.9 µs | max ms | Puts > %s | flush ms | stalls / flushes / compactions |\n", thr)
-	fmt.Fprintln(w, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|")
+	fmt.Fprintf(w, "| engine | version | Puts/s | p50 µs | p99 µs | p99.9 µs | max ms | Puts > %s | flush ms | longest stall ms | stalls / flushes / compactions |\n", thr)
+	fmt.Fprintln(w, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
 	for _, r := range results {
-		flush, counters := "-", "-"
+		flush, counters, longest := "-", "-", "-"
+		if r.LongestStallMicros > 0 {
+			longest = fmt.Sprintf("%.1f", r.LongestStallMicros/1e3)
+		}
 		if r.FlushMicros > 0 {
 			flush = fmt.Sprintf("%.1f (%d entries)", r.FlushMicros/1e3, r.FlushEntries)
 		}
 		if r.Stalls+r.Flushes+r.Compactions > 0 {
 			counters = fmt.Sprintf("%d / %d / %d", r.Stalls, r.Flushes, r.Compactions)
 		}
-		fmt.Fprintf(w, "| %s | %s | %s | %.1f | %.1f | %.1f | %.1f | %d | %s | %s |\n", r.Engine, r.Version, opsCell(r.OpsPerSec),
-			float64(r.P50)/1e3, float64(r.P99)/1e3, float64(r.P999)/1e3, float64(r.Max)/1e6, r.SlowCount, flush, counters)
+		fmt.Fprintf(w, "| %s | %s | %s | %.1f | %.1f | %.1f | %.1f | %d | %s | %s | %s |\n", r.Engine, r.Version, opsCell(r.OpsPerSec),
+			float64(r.P50)/1e3, float64(r.P99)/1e3, float64(r.P999)/1e3, float64(r.Max)/1e6, r.SlowCount, flush, longest, counters)
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "Puts > %s: Puts slower than the threshold (bloomkv's flush time unless -fill-threshold was given), counted exactly. "+
 		"flush ms: the median of 5 timed Flush calls, each of a memtable filled to about 85%% of the default 4 MiB (entries of key + value + 80 bytes of skiplist node; fewer if the store flushed by itself first), on a fresh store (stores with a public flush). "+
 		"Percentiles from a log-linear histogram of every Put (within 0.8%%, rounded up); max exact. "+
+		"longest stall: bloomkv's Stats.LongestWriteStall, the longest time one Put waited for a flush or a compaction (a Put's latency beyond it waited for a CPU, the device or the runtime). "+
 		"stalls / flushes / compactions: bloomkv's Stats counters over the fill.\n", thr)
 	for _, r := range results {
 		if len(r.SlowPuts) == 0 {
@@ -346,7 +350,7 @@ func writeFillLatencyTable(w io.Writer, results []engines.FillLatencyResult) {
 		for _, p := range r.SlowPuts {
 			part := fmt.Sprintf("#%d at %.0f ms: %.1f ms", p.Index, p.AtMs, p.Micros/1e3)
 			if p.Stalls+p.Flushes+p.Compactions > 0 {
-				part += fmt.Sprintf(" (since the previous: %d stalls, %d flushes, %d compactions)", p.Stalls, p.Flushes, p.Compactions)
+				part += fmt.Sprintf(" (since the previous: %d stalls, %.1f ms stalled, %d flushes, %d compactions)", p.Stalls, p.StallMicros/1e3, p.Flushes, p.Compactions)
 			}
 			if p.SpanMicros > 0 {
 				part += fmt.Sprintf(" [the writer's thread waited for a CPU %.1f ms of the last %.1f ms]", p.RunqueueWaitMicros/1e3, p.SpanMicros/1e3)
