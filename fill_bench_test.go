@@ -3,6 +3,9 @@ package bloomkv
 import (
 	"fmt"
 	"testing"
+
+	"github.com/bloomkv/bloomkv/internal/base"
+	"github.com/bloomkv/bloomkv/segment"
 )
 
 // BenchmarkFillValues is BenchmarkFillRandom (one Put per op, random
@@ -28,5 +31,61 @@ func BenchmarkFillValues(b *testing.B) {
 			b.ReportMetric((cpuSeconds()-cpu)*1e9/float64(b.N), "cpu-ns/op")
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
 		})
+	}
+}
+
+// BenchmarkFlush times DB.Flush of a memtable filled to about 85% of the
+// default 4 MiB with random 16-byte keys and 100-byte values (as
+// enginebench's fill-latency times it): a flush is what a stalled writer
+// waits for, so its time bounds a write stall. The Puts are not timed;
+// cpu-ns/op is the process's CPU time during the Flush calls. No merge
+// runs beside them (DisableAutoCompaction), so that they time the flush.
+func BenchmarkFlush(b *testing.B) {
+	o := DefaultOptions()
+	o.DisableAutoCompaction = true
+	db := mustOpen(b, b.TempDir(), o)
+	defer db.Close()
+	const entries = 4 << 20 * 85 / 100 / (16 + 100 + 80)
+	var k [16]byte
+	v := make([]byte, 100)
+	b.SetBytes(entries * (16 + 100))
+	var cpu float64
+	next := uint64(0)
+	for b.Loop() {
+		b.StopTimer()
+		for range entries {
+			if err := db.Put(benchKey(k[:], next), benchValue(v, next)); err != nil {
+				b.Fatal(err)
+			}
+			next++
+		}
+		c0 := cpuSeconds()
+		b.StartTimer()
+		if err := db.Flush(); err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		cpu += cpuSeconds() - c0
+		b.StartTimer()
+	}
+	b.ReportMetric(cpu*1e9/float64(b.N), "cpu-ns/op")
+}
+
+// TestChunkSize: flushes and merges of small segments write in default
+// chunks; a merge of hugeSegmentBytes or more writes huge chunks.
+func TestChunkSize(t *testing.T) {
+	seg := func(size int64) *segHandle { return &segHandle{meta: base.SegmentMeta{Size: size}} }
+	for _, c := range []struct {
+		replaces []*segHandle
+		want     int
+	}{
+		{nil, segment.DefaultChunkSize},
+		{[]*segHandle{seg(4 << 20), seg(4 << 20)}, segment.DefaultChunkSize},
+		{[]*segHandle{seg(hugeSegmentBytes/2 - 1), seg(hugeSegmentBytes / 2)}, segment.DefaultChunkSize},
+		{[]*segHandle{seg(hugeSegmentBytes / 2), seg(hugeSegmentBytes / 2)}, segment.HugeChunkSize},
+	} {
+		if got := chunkSize(c.replaces); got != c.want {
+			t.Errorf("chunkSize of %d inputs = %d, want %d", len(c.replaces), got, c.want)
+		}
 	}
 }

@@ -184,6 +184,26 @@ func (db *DB) writeSegment(it base.ForwardIterator, rangeDels *rangedel.List, fi
 	return s, err
 }
 
+// hugeSegmentBytes is the input size from which a merge writes its output
+// in huge chunks (segment.HugeChunkSize), so that mappings of it may use
+// huge pages. Below it the segment is mapped by few enough page table
+// entries to stay in the CPU's caches, and merged again soon in a growing
+// store: the writes' cost would not be repaid by faster reads.
+const hugeSegmentBytes = 64 << 20
+
+// chunkSize is the size of the writes of a segment that replaces the
+// segments replaces (none: a flush).
+func chunkSize(replaces []*segHandle) int {
+	var in int64
+	for _, s := range replaces {
+		in += s.meta.Size
+	}
+	if in >= hugeSegmentBytes {
+		return segment.HugeChunkSize
+	}
+	return segment.DefaultChunkSize
+}
+
 // fillSegment writes the entries of it as a segment to f. A non-nil filter
 // (compaction's union path) replaces the one the writer would build.
 func (db *DB) fillSegment(f vfs.File, it base.ForwardIterator, rangeDels *rangedel.List, filter *bloom.Filter, replaces []*segHandle) (segment.Properties, error) {
@@ -193,6 +213,7 @@ func (db *DB) fillSegment(f vfs.File, it base.ForwardIterator, rangeDels *ranged
 		BitsPerKey:     db.opts.BitsPerKey,
 		SeparateValues: db.opts.LargeValueSize,
 		FilterGeometry: db.segmentFilter(replaces), // the filter allocation: filtermem.go
+		ChunkSize:      chunkSize(replaces),
 	}
 	if px := db.opts.Prefix; px != nil {
 		wo.Prefix, wo.PrefixName = px.Split, px.Name

@@ -491,7 +491,7 @@ func TestWriterMakesFewLargeWrites(t *testing.T) {
 	for _, n := range cw.writes {
 		total += n
 	}
-	if limit := total/flushThreshold + 2; len(cw.writes) > limit {
+	if limit := total/DefaultChunkSize + 2; len(cw.writes) > limit {
 		t.Fatalf("%d writes for %d bytes, want at most %d", len(cw.writes), total, limit)
 	}
 }
@@ -544,14 +544,14 @@ func TestSeparator(t *testing.T) {
 // bypass the Writer's output buffer, with and without compression.
 func TestLargeValues(t *testing.T) {
 	rng := rand.New(rand.NewPCG(13, 14))
-	random := make([]byte, 3*flushThreshold)
+	random := make([]byte, 3*HugeChunkSize)
 	for i := range random {
 		random[i] = byte(rng.UintN(256))
 	}
 	es := []entry{
 		{key: []byte("a"), seq: 1, kind: base.KindPut, value: []byte("small")},
-		{key: []byte("b"), seq: 2, kind: base.KindPut, value: random[:flushThreshold+1]},
-		{key: []byte("c"), seq: 3, kind: base.KindPut, value: bytes.Repeat([]byte("z"), 2*flushThreshold)},
+		{key: []byte("b"), seq: 2, kind: base.KindPut, value: random[:HugeChunkSize+1]},
+		{key: []byte("c"), seq: 3, kind: base.KindPut, value: bytes.Repeat([]byte("z"), 2*HugeChunkSize)},
 		{key: []byte("d"), seq: 4, kind: base.KindPut, value: random},
 	}
 	for _, compress := range allCompressions {
@@ -668,13 +668,16 @@ func (o *offsetWriter) Write(p []byte) (int, error) {
 }
 
 // TestWriterWritesAlignedChunks: every Write but the last ends at a
-// multiple of flushThreshold in the file, so that a page cache can hold
-// each chunk in one huge folio (see flushThreshold), the value records
-// written past the buffer included.
+// multiple of the chunk size in the file, so that a page cache can hold
+// each chunk in one folio (see HugeChunkSize), the value records written
+// past the buffer included.
 func TestWriterWritesAlignedChunks(t *testing.T) {
-	for _, apart := range []int{0, 512} {
+	for _, c := range []struct{ apart, chunk, want int }{
+		{0, 0, DefaultChunkSize}, {512, 0, DefaultChunkSize}, {0, HugeChunkSize, HugeChunkSize}, {512, HugeChunkSize, HugeChunkSize},
+	} {
+		apart := c.apart
 		var ow offsetWriter
-		w := NewWriter(&ow, WriterOptions{BitsPerKey: 10, SeparateValues: apart})
+		w := NewWriter(&ow, WriterOptions{BitsPerKey: 10, SeparateValues: apart, ChunkSize: c.chunk})
 		value := make([]byte, 1000)
 		for i := range 9000 {
 			binary.LittleEndian.PutUint64(value, uint64(i))
@@ -689,8 +692,8 @@ func TestWriterWritesAlignedChunks(t *testing.T) {
 			t.Fatalf("values apart from %d: %d writes of %d bytes, want 4 or more", apart, len(ow.ends), ow.n)
 		}
 		for i, end := range ow.ends[:len(ow.ends)-1] {
-			if end%flushThreshold != 0 {
-				t.Fatalf("values apart from %d: write %d of %d ends at %d, not a multiple of %d", apart, i, len(ow.ends), end, flushThreshold)
+			if end%c.want != 0 {
+				t.Fatalf("values apart from %d: write %d of %d ends at %d, not a multiple of %d", apart, i, len(ow.ends), end, c.want)
 			}
 		}
 	}
