@@ -63,11 +63,11 @@ func (e *bloomkvEngine) Flush() error { return e.db.Flush() }
 func (e *bloomkvEngine) Flushes() uint64 { return e.db.Stats().Flushes }
 
 // WriteStats returns Stats' WriteStalls, Flushes, Compactions,
-// WriteStallTime and LongestWriteStall.
+// WriteStallTime, FlushStallTime and LongestWriteStall.
 func (e *bloomkvEngine) WriteStats() WriteStats {
 	s := e.db.Stats()
 	return WriteStats{Stalls: s.WriteStalls, Flushes: s.Flushes, Compactions: s.Compactions,
-		StallTime: s.WriteStallTime, LongestStall: s.LongestWriteStall}
+		StallTime: s.WriteStallTime, FlushStallTime: s.FlushStallTime, LongestStall: s.LongestWriteStall}
 }
 
 // ScanReverse is Scan backward, from Last with Prev.

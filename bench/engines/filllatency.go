@@ -29,10 +29,11 @@ type WriteStatser interface {
 
 // WriteStats are a WriteStatser's counters, cumulative since the store
 // was opened: stalls, flushes and compactions, the time writers spent
-// stalled and the longest single stall.
+// stalled, the part of it spent waiting for flushes (the rest waited for
+// compactions), and the longest single stall.
 type WriteStats struct {
-	Stalls, Flushes, Compactions uint64
-	StallTime, LongestStall      time.Duration
+	Stalls, Flushes, Compactions            uint64
+	StallTime, FlushStallTime, LongestStall time.Duration
 }
 
 // FillLatencyConfig is the fill-latency workload: N Puts of distinct
@@ -140,11 +141,13 @@ type FillLatencyResult struct {
 	Stalls      uint64 `json:"stalls,omitempty"`
 	Flushes     uint64 `json:"flushes,omitempty"`
 	Compactions uint64 `json:"compactions,omitempty"`
-	// StallMillis is the time the fill's Puts spent stalled, and
-	// LongestStallMicros the longest single stall (WriteStatser engines
-	// that time their stalls): the store's own bound on a Put's latency,
-	// to set beside FlushMicros.
+	// StallMillis is the time the fill's Puts spent stalled,
+	// FlushStallMillis the part of it spent waiting for flushes (the rest
+	// waited for compactions), and LongestStallMicros the longest single
+	// stall (WriteStatser engines that time their stalls): the store's
+	// own bound on a Put's latency, to set beside FlushMicros.
 	StallMillis        float64 `json:"stall_ms,omitempty"`
+	FlushStallMillis   float64 `json:"flush_stall_ms,omitempty"`
 	LongestStallMicros float64 `json:"longest_stall_us,omitempty"`
 }
 
@@ -330,6 +333,7 @@ func fillTimed(spec Spec, w *workload, cfg FillLatencyConfig, threshold time.Dur
 		s1 := ws.WriteStats()
 		res.Stalls, res.Flushes, res.Compactions = s1.Stalls-s0.Stalls, s1.Flushes-s0.Flushes, s1.Compactions-s0.Compactions
 		res.StallMillis = float64((s1.StallTime - s0.StallTime).Nanoseconds()) / 1e6
+		res.FlushStallMillis = float64((s1.FlushStallTime - s0.FlushStallTime).Nanoseconds()) / 1e6
 		res.LongestStallMicros = float64(s1.LongestStall.Nanoseconds()) / 1e3 // a fresh store: the fill's
 	}
 	return nil
