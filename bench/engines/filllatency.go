@@ -53,8 +53,9 @@ type FillLatencyConfig struct {
 	FlushBytes int
 	// Trace, if set, is a file to write a runtime/trace flight-recorder
 	// snapshot to, taken right after the Put above Threshold with the
-	// most latency not spent waiting in the OS's run queue (rewritten
-	// each time such a Put comes): the seconds before it. A trace.Log
+	// most latency spent neither waiting in the OS's run queue nor
+	// stalled in the store (rewritten each time such a Put comes): the
+	// seconds before it. A trace.Log
 	// ("enginebench slow put", its latency in ns) marks its end.
 	Trace string
 }
@@ -290,24 +291,34 @@ func fillTimed(spec Spec, w *workload, cfg FillLatencyConfig, threshold time.Dur
 			continue
 		}
 		res.SlowCount++
-		// unexplained is the part of d the OS's run queue does not
-		// account for (all of d without a sample).
+		// unexplained is the part of d that neither the OS's run queue
+		// nor the store's stalls account for (the stalls since the
+		// previous slow Put: one writer, so any stall was a Put's, and
+		// the Puts in between were fast).
 		unexplained := d
-		if fr != nil {
-			if wait1, ok := threadRunqueueWait(); ok && sampled {
-				unexplained -= wait1 - wait0
+		var grew WriteStats
+		if hasStats {
+			now := ws.WriteStats()
+			grew = WriteStats{Stalls: now.Stalls - last.Stalls, Flushes: now.Flushes - last.Flushes,
+				Compactions: now.Compactions - last.Compactions, StallTime: now.StallTime - last.StallTime}
+			last = now
+			unexplained -= min(grew.StallTime, unexplained)
+		}
+		var runq time.Duration
+		runqOK := false
+		if sampled {
+			var wait1 time.Duration
+			if wait1, runqOK = threadRunqueueWait(); runqOK {
+				runq = wait1 - wait0
+				unexplained -= min(runq, unexplained)
 			}
 		}
 		if len(res.SlowPuts) < maxSlowPuts {
-			sp := SlowPut{Index: i, AtMs: float64(t.Sub(start).Microseconds()) / 1e3, Micros: float64(d.Nanoseconds()) / 1e3}
-			if hasStats {
-				now := ws.WriteStats()
-				sp.Stalls, sp.Flushes, sp.Compactions = now.Stalls-last.Stalls, now.Flushes-last.Flushes, now.Compactions-last.Compactions
-				sp.StallMicros = float64((now.StallTime - last.StallTime).Nanoseconds()) / 1e3
-				last = now
-			}
-			if wait1, ok := threadRunqueueWait(); ok && sampled {
-				sp.RunqueueWaitMicros = float64((wait1 - wait0).Nanoseconds()) / 1e3
+			sp := SlowPut{Index: i, AtMs: float64(t.Sub(start).Microseconds()) / 1e3, Micros: float64(d.Nanoseconds()) / 1e3,
+				Stalls: grew.Stalls, Flushes: grew.Flushes, Compactions: grew.Compactions,
+				StallMicros: float64(grew.StallTime.Nanoseconds()) / 1e3}
+			if runqOK {
+				sp.RunqueueWaitMicros = float64(runq.Nanoseconds()) / 1e3
 				sp.SpanMicros = float64(time.Since(waitAt).Nanoseconds()) / 1e3
 			}
 			res.SlowPuts = append(res.SlowPuts, sp)
