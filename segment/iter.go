@@ -43,6 +43,16 @@ type Iter struct {
 	// calls, stores no pointer (and inlines).
 	apart   []byte
 	inApart bool
+	// KeepValueRecords: rawMin > 0 keeps value records of at least rawMin
+	// decoded bytes as stored. At such an entry rawKept is set, raw is
+	// the record (valueRecord), rawH its handle and rawLen the length of
+	// its value, and apart is decoded from raw only if Value is called.
+	rawMin  int
+	rawKept bool
+	raw     []byte
+	rawH    valueHandle
+	rawLen  int
+	rawBuf  []byte // the records read with pread, reused
 }
 
 // NewIter returns an unpositioned iterator. With fillCache false, blocks
@@ -72,6 +82,28 @@ func (r *Reader) InitIter(it *Iter, fillCache bool) {
 // caller that reads keys only (rebuilding a filter, checking one), which
 // would otherwise read, and at first checksum, every large value.
 func (it *Iter) SkipValueRecords() { it.keysOnly = true }
+
+// KeepValueRecords makes the Iter, at an entry whose value is a value
+// record that decodes to at least minLen bytes (minLen > 0), verify the
+// record's checksum and keep it as stored rather than decode it: RawValue
+// returns it, for a compaction whose output stores that value apart too
+// and copies the record as it is (Writer.AddValueRecord). Value still
+// returns the value, decoded when first asked for. Smaller values, which
+// the output keeps in its blocks, are read as without it.
+func (it *Iter) KeepValueRecords(minLen int) { it.rawMin = max(minLen, 0) }
+
+// RawValue returns, at an entry whose value record the Iter keeps as
+// stored (KeepValueRecords), the record (its stored bytes, compression
+// type byte and CRC, the checksum verified) and the length of the value
+// it decodes to; ok is false at any other entry. rec aliases the file's
+// mapping or a buffer of the Iter that the next positioning call
+// rewrites, so it is valid until then; it must not be modified.
+func (it *Iter) RawValue() (rec []byte, n int, ok bool) {
+	if !it.inApart || !it.rawKept {
+		return nil, 0, false
+	}
+	return it.raw, it.rawLen, true
+}
 
 // NewIterWithCounters is NewIter counting the Iter's data block reads,
 // cache hits and bytes into c instead of the Reader's Counters: a store
@@ -370,9 +402,33 @@ func (it *Iter) trailer() uint64 {
 // not be modified.
 func (it *Iter) Value() []byte {
 	if it.inApart {
+		if it.rawKept && it.apart == nil {
+			return it.decodeRaw()
+		}
 		return it.apart
 	}
 	return it.blk.val
+}
+
+// decodeRaw is Value at a value record kept as stored (KeepValueRecords):
+// it decodes the record once. The record's checksum was verified, so a
+// failure here is a payload its codec rejects; Value cannot return an
+// error, so the Iter stops with it (Valid false, Error the corruption)
+// and Value returns nil.
+func (it *Iter) decodeRaw() []byte {
+	v, _, err := it.r.decodeStored(it.rawH.blockHandle, it.raw, srcFresh, nil)
+	if err != nil {
+		it.err, it.blk.valid, it.inApart, it.rawKept = err, false, false, false
+		return nil
+	}
+	if it.r.opts.Mapped == nil && it.raw[it.rawH.length] == compressionNone {
+		v = bytes.Clone(v) // a value record's value is never reused: not rawBuf
+	}
+	if v == nil {
+		v = []byte{}
+	}
+	it.apart = v
+	return v
 }
 
 // settle finishes a positioning call that reports ok: at an entry whose
@@ -381,7 +437,7 @@ func (it *Iter) Value() []byte {
 // Written to inline (the kind byte read in place, as isValueHandle
 // does): every step of a scan ends here.
 func (it *Iter) settle(ok bool) bool {
-	it.inApart = false
+	it.inApart, it.rawKept = false, false
 	return ok && (base.Kind(it.blk.key[len(it.blk.key)-base.TrailerLen]) != kindValueHandle || it.settleApart())
 }
 
@@ -392,6 +448,11 @@ func (it *Iter) settleApart() bool {
 	if it.keysOnly {
 		it.apart = []byte{}
 		return true
+	}
+	if it.rawMin > 0 {
+		if kept, ok := it.settleRaw(); kept || !ok {
+			return ok
+		}
 	}
 	if v, ok := it.valueMapped(); ok {
 		it.apart = v
@@ -407,6 +468,25 @@ func (it *Iter) settleApart() bool {
 		it.apart = []byte{} // an empty value stored apart (not by this writer)
 	}
 	return true
+}
+
+// settleRaw is settleApart for an Iter that keeps value records as
+// stored (KeepValueRecords): kept reports that it did, ok false that the
+// record failed its checks (the Iter stops with the error). A record
+// whose value is shorter than rawMin is left to settleApart (kept false,
+// ok true), which reads it again and decodes it: only where the output's
+// threshold is above the input's, after a change of options.
+func (it *Iter) settleRaw() (kept, ok bool) {
+	rec, h, n, err := it.r.valueRecord(it.idx, it.blk.val, &it.rawBuf, it.r.counters(&it.ra))
+	if err != nil {
+		it.err, it.blk.valid, it.inApart = err, false, false
+		return false, false
+	}
+	if n < it.rawMin {
+		return false, true
+	}
+	it.raw, it.rawH, it.rawLen, it.rawKept, it.apart = rec, h, n, true, nil
+	return true, true
 }
 
 // valueMapped is Reader.value for a scan's usual case: a record of a
