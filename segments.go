@@ -214,17 +214,15 @@ func (db *DB) fillSegment(f vfs.File, it base.ForwardIterator, rangeDels *ranged
 		key, trailer := it.InternalKey()
 		seq, kind := base.SplitTrailer(trailer)
 		if rv != nil && kind == base.KindPut {
-			if rec, vlen, ok := rv.RawValue(); ok && w.StoresApart(vlen) {
+			// Value is nil at a record kept as stored: the inputs keep
+			// only what the writer stores apart (one threshold).
+			if rec, vlen, ok := rv.RawValue(); ok {
 				if err := w.AddValueRecord(key, seq, rec, vlen); err != nil {
 					return segment.Properties{}, err
 				}
 				continue
 			}
 		}
-		// A record kept as stored but decoded here after all (none is:
-		// the inputs keep only what the writer stores apart) that its
-		// codec rejects stops its input with the error, which ends the
-		// loop below and fails the merge: the segment is never finished.
 		if err := w.Add(key, seq, kind, it.Value()); err != nil {
 			return segment.Properties{}, err
 		}

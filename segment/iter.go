@@ -44,13 +44,13 @@ type Iter struct {
 	apart   []byte
 	inApart bool
 	// KeepValueRecords: rawMin > 0 keeps value records of at least rawMin
-	// decoded bytes as stored. At such an entry rawKept is set, raw is
-	// the record (valueRecord), rawH its handle and rawLen the length of
-	// its value, and apart is decoded from raw only if Value is called.
+	// decoded bytes as stored. At such an entry (inApart) rawKept is set,
+	// raw is the record (valueRecord) and rawLen the length of its value,
+	// and apart is nil. settleApart clears rawKept; settle, which every
+	// step calls, only inApart, so that it stays cheap enough to inline.
 	rawMin  int
 	rawKept bool
 	raw     []byte
-	rawH    valueHandle
 	rawLen  int
 	rawBuf  []byte // the records read with pread, reused
 }
@@ -87,9 +87,14 @@ func (it *Iter) SkipValueRecords() { it.keysOnly = true }
 // record that decodes to at least minLen bytes (minLen > 0), verify the
 // record's checksum and keep it as stored rather than decode it: RawValue
 // returns it, for a compaction whose output stores that value apart too
-// and copies the record as it is (Writer.AddValueRecord). Value still
-// returns the value, decoded when first asked for. Smaller values, which
-// the output keeps in its blocks, are read as without it.
+// (minLen is its writer's SeparateValues) and copies the record as it is
+// (Writer.AddValueRecord). Value is nil at such an entry: the value is
+// never decoded. Smaller values, which the output keeps in its blocks,
+// are read as without it.
+//
+// Value does not decode a kept record on demand because it is on every
+// scan's path: the check would take settle and Value past the inlining
+// budget.
 func (it *Iter) KeepValueRecords(minLen int) { it.rawMin = max(minLen, 0) }
 
 // RawValue returns, at an entry whose value record the Iter keeps as
@@ -402,33 +407,9 @@ func (it *Iter) trailer() uint64 {
 // not be modified.
 func (it *Iter) Value() []byte {
 	if it.inApart {
-		if it.rawKept && it.apart == nil {
-			return it.decodeRaw()
-		}
 		return it.apart
 	}
 	return it.blk.val
-}
-
-// decodeRaw is Value at a value record kept as stored (KeepValueRecords):
-// it decodes the record once. The record's checksum was verified, so a
-// failure here is a payload its codec rejects; Value cannot return an
-// error, so the Iter stops with it (Valid false, Error the corruption)
-// and Value returns nil.
-func (it *Iter) decodeRaw() []byte {
-	v, _, err := it.r.decodeStored(it.rawH.blockHandle, it.raw, srcFresh, nil)
-	if err != nil {
-		it.err, it.blk.valid, it.inApart, it.rawKept = err, false, false, false
-		return nil
-	}
-	if it.r.opts.Mapped == nil && it.raw[it.rawH.length] == compressionNone {
-		v = bytes.Clone(v) // a value record's value is never reused: not rawBuf
-	}
-	if v == nil {
-		v = []byte{}
-	}
-	it.apart = v
-	return v
 }
 
 // settle finishes a positioning call that reports ok: at an entry whose
@@ -437,14 +418,14 @@ func (it *Iter) decodeRaw() []byte {
 // Written to inline (the kind byte read in place, as isValueHandle
 // does): every step of a scan ends here.
 func (it *Iter) settle(ok bool) bool {
-	it.inApart, it.rawKept = false, false
+	it.inApart = false
 	return ok && (base.Kind(it.blk.key[len(it.blk.key)-base.TrailerLen]) != kindValueHandle || it.settleApart())
 }
 
 // settleApart is settle at an entry whose value is a value record; apart
 // from settle, which every step calls, so that settle inlines.
 func (it *Iter) settleApart() bool {
-	it.inApart = true
+	it.inApart, it.rawKept = true, false
 	if it.keysOnly {
 		it.apart = []byte{}
 		return true
@@ -477,7 +458,7 @@ func (it *Iter) settleApart() bool {
 // ok true), which reads it again and decodes it: only where the output's
 // threshold is above the input's, after a change of options.
 func (it *Iter) settleRaw() (kept, ok bool) {
-	rec, h, n, err := it.r.valueRecord(it.idx, it.blk.val, &it.rawBuf, it.r.counters(&it.ra))
+	rec, n, err := it.r.valueRecord(it.idx, it.blk.val, &it.rawBuf, it.r.counters(&it.ra))
 	if err != nil {
 		it.err, it.blk.valid, it.inApart = err, false, false
 		return false, false
@@ -485,7 +466,7 @@ func (it *Iter) settleRaw() (kept, ok bool) {
 	if n < it.rawMin {
 		return false, true
 	}
-	it.raw, it.rawH, it.rawLen, it.rawKept, it.apart = rec, h, n, true, nil
+	it.raw, it.rawLen, it.rawKept, it.apart = rec, n, true, nil
 	return true, true
 }
 

@@ -55,6 +55,8 @@ type rawCopyStats struct {
 // least keep bytes as stored (mapped or not) and writes every entry to a
 // new segment with wo, as a compaction does: a kept record the writer
 // stores apart goes through AddValueRecord, anything else through Add.
+// keep must be wo.SeparateValues, as a compaction's is: Value is nil at a
+// kept record.
 func rawCopy(t testing.TB, data []byte, mapped bool, keep int, wo WriterOptions) ([]byte, Properties, rawCopyStats, error) {
 	t.Helper()
 	ro := ReaderOptions{Name: "v.seg", Cache: NewCache(1 << 20)}
@@ -71,7 +73,10 @@ func rawCopy(t testing.TB, data []byte, mapped bool, keep int, wo WriterOptions)
 	for ok := it.First(); ok; ok = it.Next() {
 		k, tr := it.InternalKey()
 		seq, kind := base.SplitTrailer(tr)
-		if rec, n, ok := it.RawValue(); ok && w.StoresApart(n) {
+		if rec, n, ok := it.RawValue(); ok {
+			if it.Value() != nil {
+				t.Fatalf("Value at a record kept as stored: %d bytes", len(it.Value()))
+			}
 			st.copied[rec[len(rec)-blockTrailerLen]]++
 			if err := w.AddValueRecord(k, seq, rec, n); err != nil {
 				t.Fatalf("AddValueRecord(%q, %d): %v", k, seq, err)
@@ -204,8 +209,8 @@ func TestRawCopyKeepsIncompressibleRun(t *testing.T) {
 // differ from the input's: another codec (records keep theirs: a zstd
 // record in a snappy writer's file, a snappy one in an uncompressed
 // writer's), and another threshold, above the input's (records below it
-// are decoded and stored in the data blocks) and below it (records the
-// Iter keeps but the writer does not store apart are decoded by Value).
+// are decoded and stored in the data blocks) and below it (values the
+// input kept in its blocks are stored apart).
 // The output must read as the model, and its properties must be those of
 // a fresh write of the entries with the output's options, but for the
 // sizes that the codecs' choices change.
@@ -214,20 +219,19 @@ func TestRawCopyAcrossOptions(t *testing.T) {
 	for _, tc := range []struct {
 		in, out Compression
 		inApart int
-		keep    int
 		outApa  int
 	}{
-		{ZstdCompression, SnappyCompression, 500, 500, 2000},
-		{SnappyCompression, NoCompression, 2000, 2000, 500},
-		{SnappyCompression, ZstdCompression, 500, 500, 500},
-		{NoCompression, SnappyCompression, 500, 500, 1024},
+		{ZstdCompression, SnappyCompression, 500, 2000},
+		{SnappyCompression, NoCompression, 2000, 500},
+		{SnappyCompression, ZstdCompression, 500, 500},
+		{NoCompression, SnappyCompression, 500, 1024},
 	} {
 		for _, mapped := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%v>=%d/%v>=%d/mapped=%v", tc.in, tc.inApart, tc.out, tc.outApa, mapped), func(t *testing.T) {
 				es := rawCopyEntries(rng, 600)
 				in, _ := writeSegment(t, es, WriterOptions{Compression: tc.in, BitsPerKey: 10, SeparateValues: tc.inApart})
 				wo := WriterOptions{Compression: tc.out, BitsPerKey: 10, SeparateValues: tc.outApa}
-				out, props, st, err := rawCopy(t, in, mapped, tc.keep, wo)
+				out, props, st, err := rawCopy(t, in, mapped, tc.outApa, wo)
 				if err != nil {
 					t.Fatal(err)
 				}

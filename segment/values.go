@@ -240,15 +240,16 @@ func (r *Reader) checkValueHandle(i int, enc []byte) (valueHandle, error) {
 //
 // The record is a slice of the mapping, or, without one, read into *buf
 // (grown as needed), which the next call overwrites.
-func (r *Reader) valueRecord(i int, enc []byte, buf *[]byte, c *Counters) (rec []byte, h valueHandle, n int, err error) {
-	if h, err = r.checkValueHandle(i, enc); err != nil {
-		return nil, h, 0, err
+func (r *Reader) valueRecord(i int, enc []byte, buf *[]byte, c *Counters) (rec []byte, n int, err error) {
+	h, err := r.checkValueHandle(i, enc)
+	if err != nil {
+		return nil, 0, err
 	}
 	end := h.end()
 	if m := r.opts.Mapped; m != nil {
 		rec = m[h.offset:end:end]
 		if r.valuesVerified.has(h.ordinal) { // verified, and only raw records are marked
-			return rec, h, int(h.length), nil
+			return rec, int(h.length), nil
 		}
 		if c != nil {
 			c.BytesRead.Add(h.length + blockTrailerLen)
@@ -260,12 +261,12 @@ func (r *Reader) valueRecord(i int, enc []byte, buf *[]byte, c *Counters) (rec [
 		}
 		rec = (*buf)[:size:size]
 		if err := r.readAt(rec, h.offset, c); err != nil {
-			return nil, h, 0, err
+			return nil, 0, err
 		}
 	}
 	stored, typ := rec[:h.length], rec[h.length]
 	if got, want := blockChecksum(rec[:h.length+1]), binary.LittleEndian.Uint32(rec[h.length+1:]); got != want {
-		return nil, h, 0, r.corrupt(h.offset, "block checksum mismatch: computed %#08x, stored %#08x", got, want)
+		return nil, 0, r.corrupt(h.offset, "block checksum mismatch: computed %#08x, stored %#08x", got, want)
 	}
 	var dlen uint64
 	switch typ {
@@ -273,26 +274,26 @@ func (r *Reader) valueRecord(i int, enc []byte, buf *[]byte, c *Counters) (rec [
 		if r.opts.Mapped != nil {
 			r.valuesVerified.set(h.ordinal) // as value does: the mapping holds the value
 		}
-		return rec, h, int(h.length), nil
+		return rec, int(h.length), nil
 	case compressionSnappy:
 		d, err := snappy.DecodedLen(stored)
 		if err != nil {
-			return nil, h, 0, r.corrupt(h.offset, "snappy block length: %v", err)
+			return nil, 0, r.corrupt(h.offset, "snappy block length: %v", err)
 		}
 		dlen = uint64(d)
 	case compressionZstd:
 		if r.footer.version < formatVersionZstd {
-			return nil, h, 0, r.corrupt(h.offset, "zstd block in a version-%d segment", r.footer.version)
+			return nil, 0, r.corrupt(h.offset, "zstd block in a version-%d segment", r.footer.version)
 		}
 		if dlen, err = zstdDecodedLen(stored); err != nil {
-			return nil, h, 0, r.corrupt(h.offset, "zstd frame header: %v", err)
+			return nil, 0, r.corrupt(h.offset, "zstd frame header: %v", err)
 		}
 	default:
-		return nil, h, 0, r.corrupt(h.offset, "unknown compression type %d", typ)
+		return nil, 0, r.corrupt(h.offset, "unknown compression type %d", typ)
 	}
 	if limit := maxSnappyLen(h.length); dlen > limit {
-		return nil, h, 0, r.corrupt(h.offset, "compressed block of %d bytes claims to decode to %d, more than the %d it can",
+		return nil, 0, r.corrupt(h.offset, "compressed block of %d bytes claims to decode to %d, more than the %d it can",
 			h.length, dlen, limit)
 	}
-	return rec, h, int(dlen), nil
+	return rec, int(dlen), nil
 }

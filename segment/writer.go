@@ -420,7 +420,7 @@ const (
 func (w *Writer) copyRecord(rec []byte) (blockHandle, error) {
 	n := len(rec) - blockTrailerLen
 	typ := rec[n]
-	if w.opts.Compression != NoCompression {
+	if w.opts.Compression != NoCompression && n <= MaxBlockSize { // maybeCompress leaves larger ones uncounted
 		if typ == compressionNone {
 			w.incompressible++
 		} else {
