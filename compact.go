@@ -379,6 +379,9 @@ func (db *DB) compactSegments(inputs []*segHandle, tier uint32, major bool) erro
 	for i, s := range inputs {
 		it := s.reader.NewIterWithCounters(false, &db.compactionCounters)
 		defer it.Close()
+		// Values the output stores apart too are copied as the records
+		// they are stored in (fillSegment); the rest are decoded.
+		it.KeepValueRecords(db.opts.LargeValueSize)
 		srcs[i] = it
 		info.InputBytes += s.meta.Size
 		if rd := s.reader.RangeDels(); !rd.Empty() {

@@ -223,12 +223,27 @@ func (db *DB) fillSegment(f vfs.File, it base.ForwardIterator, rangeDels *ranged
 		w.SetFilter(filter)
 	}
 	w.SetRangeDels(rangeDels)
+	// A merge's inputs hand out the value records they keep as stored
+	// (compactSegments: KeepValueRecords) and the writer copies them as
+	// they are, without decompressing and compressing, checksumming and
+	// copying each large value again.
+	rv, _ := it.(base.RawValuer)
 	for n, ok := 0, it.First(); ok; n, ok = n+1, it.Next() {
 		if replaces != nil && n%yieldEvery == 0 && db.flushWaiters.Load() > 0 {
 			db.yieldToFlush()
 		}
 		key, trailer := it.InternalKey()
 		seq, kind := base.SplitTrailer(trailer)
+		if rv != nil && kind == base.KindPut {
+			// Value is nil at a record kept as stored: the inputs keep
+			// only what the writer stores apart (one threshold).
+			if rec, vlen, ok := rv.RawValue(); ok {
+				if err := w.AddValueRecord(key, seq, rec, vlen); err != nil {
+					return segment.Properties{}, err
+				}
+				continue
+			}
+		}
 		if err := w.Add(key, seq, kind, it.Value()); err != nil {
 			return segment.Properties{}, err
 		}

@@ -105,6 +105,15 @@ func (d *Dedup) InternalKey() ([]byte, uint64) { return d.src.InternalKey() }
 // Value returns the current value.
 func (d *Dedup) Value() []byte { return d.src.Value() }
 
+// RawValue passes on the source's RawValue (base.RawValuer); ok is false
+// for a source that has none.
+func (d *Dedup) RawValue() (rec []byte, n int, ok bool) {
+	if rv, is := d.src.(base.RawValuer); is {
+		return rv.RawValue()
+	}
+	return nil, 0, false
+}
+
 // Error returns the source's error.
 func (d *Dedup) Error() error { return d.src.Error() }
 

@@ -43,6 +43,16 @@ type Iter struct {
 	// calls, stores no pointer (and inlines).
 	apart   []byte
 	inApart bool
+	// KeepValueRecords: rawMin > 0 keeps value records of at least rawMin
+	// decoded bytes as stored. At such an entry (inApart) rawKept is set,
+	// raw is the record (valueRecord) and rawLen the length of its value,
+	// and apart is nil. settleApart clears rawKept; settle, which every
+	// step calls, only inApart, so that it stays cheap enough to inline.
+	rawMin  int
+	rawKept bool
+	raw     []byte
+	rawLen  int
+	rawBuf  []byte // the records read with pread, reused
 }
 
 // NewIter returns an unpositioned iterator. With fillCache false, blocks
@@ -72,6 +82,33 @@ func (r *Reader) InitIter(it *Iter, fillCache bool) {
 // caller that reads keys only (rebuilding a filter, checking one), which
 // would otherwise read, and at first checksum, every large value.
 func (it *Iter) SkipValueRecords() { it.keysOnly = true }
+
+// KeepValueRecords makes the Iter, at an entry whose value is a value
+// record that decodes to at least minLen bytes (minLen > 0), verify the
+// record's checksum and keep it as stored rather than decode it: RawValue
+// returns it, for a compaction whose output stores that value apart too
+// (minLen is its writer's SeparateValues) and copies the record as it is
+// (Writer.AddValueRecord). Value is nil at such an entry: the value is
+// never decoded. Smaller values, which the output keeps in its blocks,
+// are read as without it.
+//
+// Value does not decode a kept record on demand because it is on every
+// scan's path: the check would take settle and Value past the inlining
+// budget.
+func (it *Iter) KeepValueRecords(minLen int) { it.rawMin = max(minLen, 0) }
+
+// RawValue returns, at an entry whose value record the Iter keeps as
+// stored (KeepValueRecords), the record (its stored bytes, compression
+// type byte and CRC, the checksum verified) and the length of the value
+// it decodes to; ok is false at any other entry. rec aliases the file's
+// mapping or a buffer of the Iter that the next positioning call
+// rewrites, so it is valid until then; it must not be modified.
+func (it *Iter) RawValue() (rec []byte, n int, ok bool) {
+	if !it.inApart || !it.rawKept {
+		return nil, 0, false
+	}
+	return it.raw, it.rawLen, true
+}
 
 // NewIterWithCounters is NewIter counting the Iter's data block reads,
 // cache hits and bytes into c instead of the Reader's Counters: a store
@@ -388,10 +425,15 @@ func (it *Iter) settle(ok bool) bool {
 // settleApart is settle at an entry whose value is a value record; apart
 // from settle, which every step calls, so that settle inlines.
 func (it *Iter) settleApart() bool {
-	it.inApart = true
+	it.inApart, it.rawKept = true, false
 	if it.keysOnly {
 		it.apart = []byte{}
 		return true
+	}
+	if it.rawMin > 0 {
+		if kept, ok := it.settleRaw(); kept || !ok {
+			return ok
+		}
 	}
 	if v, ok := it.valueMapped(); ok {
 		it.apart = v
@@ -407,6 +449,25 @@ func (it *Iter) settleApart() bool {
 		it.apart = []byte{} // an empty value stored apart (not by this writer)
 	}
 	return true
+}
+
+// settleRaw is settleApart for an Iter that keeps value records as
+// stored (KeepValueRecords): kept reports that it did, ok false that the
+// record failed its checks (the Iter stops with the error). A record
+// whose value is shorter than rawMin is left to settleApart (kept false,
+// ok true), which reads it again and decodes it: only where the output's
+// threshold is above the input's, after a change of options.
+func (it *Iter) settleRaw() (kept, ok bool) {
+	rec, n, err := it.r.valueRecord(it.idx, it.blk.val, &it.rawBuf, it.r.counters(&it.ra))
+	if err != nil {
+		it.err, it.blk.valid, it.inApart = err, false, false
+		return false, false
+	}
+	if n < it.rawMin {
+		return false, true
+	}
+	it.raw, it.rawLen, it.rawKept, it.apart = rec, n, true, nil
+	return true, true
 }
 
 // valueMapped is Reader.value for a scan's usual case: a record of a

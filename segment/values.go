@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 
 	"github.com/bloomkv/bloomkv/internal/base"
+	"github.com/golang/snappy"
 )
 
 // Values stored apart from their keys (FORMAT.md, "Value records").
@@ -162,18 +163,9 @@ func (b verifiedBits) set(i uint64) { b[i/64].Or(1 << (i % 64)) }
 // is cold; see coldSample) reads an unverified record with pread, as it
 // reads data blocks, rather than fault its pages in one by one.
 func (r *Reader) value(i int, enc []byte, mode cacheMode, point bool) ([]byte, error) {
-	h, ok := decodeValueHandle(enc)
-	if !ok {
-		return nil, r.corrupt(r.index[i].h.offset, "bad value handle")
-	}
-	lo, hi := uint64(0), r.index[i].h.offset
-	if i > 0 {
-		lo = r.index[i-1].h.end()
-	}
-	if h.ordinal >= r.props.Values || h.offset < lo || h.offset > hi || hi-h.offset < blockTrailerLen ||
-		h.length > hi-h.offset-blockTrailerLen {
-		return nil, r.corrupt(r.index[i].h.offset, "value handle (%d, %d, #%d) outside the gap [%d, %d) before its block, or past the %d value records",
-			h.offset, h.length, h.ordinal, lo, hi, r.props.Values)
+	h, err := r.checkValueHandle(i, enc)
+	if err != nil {
+		return nil, err
 	}
 	m := r.opts.Mapped
 	cold := point && r.coldAnswers.Load() > 0
@@ -186,7 +178,6 @@ func (r *Reader) value(i int, enc []byte, mode cacheMode, point bool) ([]byte, e
 		}
 	}
 	var v []byte
-	var err error
 	// A point read's first look at a record asks the page cache, as a
 	// data block's does (dataBlock, firstResident).
 	if m != nil && !cold && (!point || r.firstResident(h.blockHandle)) {
@@ -216,4 +207,93 @@ func (r *Reader) value(i int, enc []byte, mode cacheMode, point bool) ([]byte, e
 		r.opts.Cache.insert(r.opts.FileNum, h.offset, v)
 	}
 	return v, nil
+}
+
+// checkValueHandle decodes enc, the handle of an entry of data block i,
+// and checks that its record lies wholly in the gap before block i and
+// that its ordinal is below the count of records.
+func (r *Reader) checkValueHandle(i int, enc []byte) (valueHandle, error) {
+	h, ok := decodeValueHandle(enc)
+	if !ok {
+		return h, r.corrupt(r.index[i].h.offset, "bad value handle")
+	}
+	lo, hi := uint64(0), r.index[i].h.offset
+	if i > 0 {
+		lo = r.index[i-1].h.end()
+	}
+	if h.ordinal >= r.props.Values || h.offset < lo || h.offset > hi || hi-h.offset < blockTrailerLen ||
+		h.length > hi-h.offset-blockTrailerLen {
+		return h, r.corrupt(r.index[i].h.offset, "value handle (%d, %d, #%d) outside the gap [%d, %d) before its block, or past the %d value records",
+			h.offset, h.length, h.ordinal, lo, hi, r.props.Values)
+	}
+	return h, nil
+}
+
+// valueRecord returns the value record of an entry of data block i whose
+// stored value is the handle enc, as stored: its bytes as written
+// (compressed or not), the type byte and the CRC, for a compaction that
+// copies it into its output without decoding it (Iter.KeepValueRecords).
+// The record's checksum is verified here, unless the record is one of a
+// mapped segment verified before, and n is the length of the value it
+// decodes to, read from the codec's header and held to the bounds a
+// decoder checks; the payload itself is not decoded.
+//
+// The record is a slice of the mapping, or, without one, read into *buf
+// (grown as needed), which the next call overwrites.
+func (r *Reader) valueRecord(i int, enc []byte, buf *[]byte, c *Counters) (rec []byte, n int, err error) {
+	h, err := r.checkValueHandle(i, enc)
+	if err != nil {
+		return nil, 0, err
+	}
+	end := h.end()
+	if m := r.opts.Mapped; m != nil {
+		rec = m[h.offset:end:end]
+		if r.valuesVerified.has(h.ordinal) { // verified, and only raw records are marked
+			return rec, int(h.length), nil
+		}
+		if c != nil {
+			c.BytesRead.Add(h.length + blockTrailerLen)
+		}
+	} else {
+		size := int(h.length + blockTrailerLen)
+		if cap(*buf) < size {
+			*buf = make([]byte, size)
+		}
+		rec = (*buf)[:size:size]
+		if err := r.readAt(rec, h.offset, c); err != nil {
+			return nil, 0, err
+		}
+	}
+	stored, typ := rec[:h.length], rec[h.length]
+	if got, want := blockChecksum(rec[:h.length+1]), binary.LittleEndian.Uint32(rec[h.length+1:]); got != want {
+		return nil, 0, r.corrupt(h.offset, "block checksum mismatch: computed %#08x, stored %#08x", got, want)
+	}
+	var dlen uint64
+	switch typ {
+	case compressionNone:
+		if r.opts.Mapped != nil {
+			r.valuesVerified.set(h.ordinal) // as value does: the mapping holds the value
+		}
+		return rec, int(h.length), nil
+	case compressionSnappy:
+		d, err := snappy.DecodedLen(stored)
+		if err != nil {
+			return nil, 0, r.corrupt(h.offset, "snappy block length: %v", err)
+		}
+		dlen = uint64(d)
+	case compressionZstd:
+		if r.footer.version < formatVersionZstd {
+			return nil, 0, r.corrupt(h.offset, "zstd block in a version-%d segment", r.footer.version)
+		}
+		if dlen, err = zstdDecodedLen(stored); err != nil {
+			return nil, 0, r.corrupt(h.offset, "zstd frame header: %v", err)
+		}
+	default:
+		return nil, 0, r.corrupt(h.offset, "unknown compression type %d", typ)
+	}
+	if limit := maxSnappyLen(h.length); dlen > limit {
+		return nil, 0, r.corrupt(h.offset, "compressed block of %d bytes claims to decode to %d, more than the %d it can",
+			h.length, dlen, limit)
+	}
+	return rec, int(dlen), nil
 }

@@ -179,10 +179,63 @@ func NewWriter(w io.Writer, opts WriterOptions) *Writer {
 // strictly increasing internal-key order (base.Compare: user key
 // ascending, then seq descending). The Writer copies what it keeps.
 func (w *Writer) Add(key []byte, seq uint64, kind base.Kind, value []byte) error {
-	if err := w.checkAdd(key, seq, kind, value); err != nil {
+	if err := w.checkAdd(key, seq, kind, len(value)); err != nil {
 		w.err = err
 		return err
 	}
+	return w.add(key, seq, kind, value, nil)
+}
+
+// StoresApart reports whether the Writer stores a put's value of n bytes
+// apart from its key, as a value record (WriterOptions.SeparateValues).
+func (w *Writer) StoresApart(n int) bool {
+	return w.opts.SeparateValues > 0 && n >= w.opts.SeparateValues
+}
+
+// AddValueRecord appends a put whose value is the value record rec of
+// another segment, as stored there (Iter.RawValue: the stored bytes, the
+// compression type byte and the CRC), which the Writer copies verbatim as
+// a value record of its own, with a handle of its own, instead of
+// compressing and checksumming the value again. n is the length of the
+// value rec decodes to, which the Writer must store apart (StoresApart).
+// The caller has verified rec's checksum: the CRC covers only the record's
+// bytes and type, not its place in the file, so it holds in the new file.
+// The record keeps its codec, whatever WriterOptions.Compression says: a
+// reader decodes each record by its type byte. Otherwise as Add.
+func (w *Writer) AddValueRecord(key []byte, seq uint64, rec []byte, n int) error {
+	err := w.checkAdd(key, seq, base.KindPut, n)
+	if err == nil {
+		err = w.checkRecord(rec, n)
+	}
+	if err != nil {
+		w.err = err
+		return err
+	}
+	return w.add(key, seq, base.KindPut, nil, rec)
+}
+
+// checkRecord checks what AddValueRecord can of a record without
+// decoding it: a known type byte, a stored length within a block's, and
+// a raw record's length equal to n.
+func (w *Writer) checkRecord(rec []byte, n int) error {
+	if !w.StoresApart(n) {
+		return fmt.Errorf("segment: a value record of %d bytes, below the writer's SeparateValues %d", n, w.opts.SeparateValues)
+	}
+	if len(rec) < blockTrailerLen || len(rec)-blockTrailerLen > MaxBlockSize {
+		return fmt.Errorf("segment: a value record of %d bytes stored", len(rec))
+	}
+	switch typ := rec[len(rec)-blockTrailerLen]; {
+	case typ == compressionNone && len(rec)-blockTrailerLen != n:
+		return fmt.Errorf("segment: a raw value record of %d bytes said to hold %d", len(rec)-blockTrailerLen, n)
+	case typ > compressionZstd:
+		return fmt.Errorf("segment: a value record of compression type %d", typ)
+	}
+	return nil
+}
+
+// add is Add after its checks; rec, if not nil, is the value record that
+// stores value (AddValueRecord).
+func (w *Writer) add(key []byte, seq uint64, kind base.Kind, value, rec []byte) error {
 	lastUser := w.lastUserKey()
 	if w.pending {
 		w.addIndexEntry(appendSeparator(w.ikey[:0], w.lastKey, key))
@@ -200,8 +253,14 @@ func (w *Writer) Add(key []byte, seq uint64, kind base.Kind, value []byte) error
 		w.addPrefix(key)
 	}
 	stored := kind
-	if kind == base.KindPut && w.opts.SeparateValues > 0 && len(value) >= w.opts.SeparateValues {
-		h, err := w.writeBlock(value, w.opts.Compression)
+	if rec != nil || kind == base.KindPut && w.StoresApart(len(value)) {
+		var h blockHandle
+		var err error
+		if rec != nil {
+			h, err = w.copyRecord(rec)
+		} else {
+			h, err = w.writeBlock(value, w.opts.Compression)
+		}
 		if err != nil {
 			return err
 		}
@@ -225,7 +284,7 @@ func (w *Writer) Add(key []byte, seq uint64, kind base.Kind, value []byte) error
 	return nil
 }
 
-func (w *Writer) checkAdd(key []byte, seq uint64, kind base.Kind, value []byte) error {
+func (w *Writer) checkAdd(key []byte, seq uint64, kind base.Kind, valueLen int) error {
 	switch {
 	case w.err != nil:
 		return w.err
@@ -237,8 +296,8 @@ func (w *Writer) checkAdd(key []byte, seq uint64, kind base.Kind, value []byte) 
 		return fmt.Errorf("segment: invalid kind %v", kind)
 	case len(key) > MaxKeySize:
 		return fmt.Errorf("segment: key of %d bytes exceeds the maximum of %d", len(key), MaxKeySize)
-	case len(key)+len(value) > MaxEntrySize:
-		return fmt.Errorf("segment: entry of %d bytes exceeds the maximum of %d", len(key)+len(value), MaxEntrySize)
+	case len(key)+valueLen > MaxEntrySize:
+		return fmt.Errorf("segment: entry of %d bytes exceeds the maximum of %d", len(key)+valueLen, MaxEntrySize)
 	}
 	if w.props.Entries > 0 && compareInternal(w.lastKey, key, base.MakeTrailer(seq, kind)) >= 0 {
 		lk, lt := splitInternalKey(w.lastKey)
@@ -383,6 +442,42 @@ const (
 	skipAfter = 8
 	skipProbe = 16
 )
+
+// copyRecord appends rec, a value record as another segment stored it
+// (AddValueRecord), to the output as it is. It counts the record in the
+// run of incompressible blocks as maybeCompress would have, had it met
+// the value (a raw record is one the codec did not shrink, or did not
+// try), so that a merge of segments written with the same options makes
+// the same choices for its data blocks as a writer given the values.
+func (w *Writer) copyRecord(rec []byte) (blockHandle, error) {
+	n := len(rec) - blockTrailerLen
+	typ := rec[n]
+	if w.opts.Compression != NoCompression && n <= MaxBlockSize { // maybeCompress leaves larger ones uncounted
+		if typ == compressionNone {
+			w.incompressible++
+		} else {
+			w.incompressible = 0
+		}
+	}
+	w.usedZstd = w.usedZstd || typ == compressionZstd
+	h := blockHandle{offset: w.offset, length: uint64(n)}
+	if len(rec) >= flushThreshold {
+		if err := w.flush(); err != nil {
+			return h, err
+		}
+		if _, err := w.w.Write(rec); err != nil {
+			w.err = fmt.Errorf("segment: write: %w", err)
+			return h, w.err
+		}
+	} else {
+		w.out = append(w.out, rec...)
+	}
+	w.offset = h.end()
+	if len(w.out) >= flushThreshold {
+		return h, w.flushAligned()
+	}
+	return h, nil
+}
 
 // emit appends a stored block and its trailer to the output.
 func (w *Writer) emit(payload []byte, typ byte) (blockHandle, error) {

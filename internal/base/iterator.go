@@ -37,3 +37,16 @@ type InternalIterator interface {
 	// version.
 	SeekLT(key []byte) bool
 }
+
+// RawValuer is implemented by iterators that can hand out the current
+// entry's value as the value record a segment stores it in
+// (segment.Iter.KeepValueRecords), for a compaction that copies the
+// record into its output without decoding it; merge.Iter and
+// compaction.Dedup pass it on from their sources.
+type RawValuer interface {
+	// RawValue returns the current entry's value record as stored, its
+	// checksum verified, and the length of the value it decodes to; ok
+	// is false when the value is not such a record. rec is valid until
+	// the next move and must not be modified.
+	RawValue() (rec []byte, n int, ok bool)
+}

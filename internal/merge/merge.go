@@ -254,6 +254,15 @@ func (m *Iter) Kind() base.Kind {
 // Value returns the value of the current entry.
 func (m *Iter) Value() []byte { return m.heap[0].src.Value() }
 
+// RawValue passes on the current source's RawValue (base.RawValuer); ok
+// is false for a source that has none.
+func (m *Iter) RawValue() (rec []byte, n int, ok bool) {
+	if rv, is := m.heap[0].src.(base.RawValuer); is {
+		return rv.RawValue()
+	}
+	return nil, 0, false
+}
+
 // Error returns the first error met by a source, or ErrDirection.
 func (m *Iter) Error() error { return m.err }
 
