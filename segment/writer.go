@@ -461,7 +461,7 @@ func (w *Writer) copyRecord(rec []byte) (blockHandle, error) {
 	}
 	w.usedZstd = w.usedZstd || typ == compressionZstd
 	h := blockHandle{offset: w.offset, length: uint64(n)}
-	if len(rec) >= flushThreshold {
+	if len(rec) >= w.opts.ChunkSize {
 		if err := w.flush(); err != nil {
 			return h, err
 		}
@@ -473,7 +473,7 @@ func (w *Writer) copyRecord(rec []byte) (blockHandle, error) {
 		w.out = append(w.out, rec...)
 	}
 	w.offset = h.end()
-	if len(w.out) >= flushThreshold {
+	if len(w.out) >= w.opts.ChunkSize {
 		return h, w.flushAligned()
 	}
 	return h, nil
