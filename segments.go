@@ -152,7 +152,7 @@ func (db *DB) writeSegment(it base.ForwardIterator, rangeDels *rangedel.List, fi
 	if err != nil {
 		return nil, fmt.Errorf("create segment: %w", err)
 	}
-	props, err := db.fillSegment(f, it, rangeDels, filter, replaces)
+	props, err := db.fillSegment(writeBehind(f), it, rangeDels, filter, replaces)
 	empty := props.Entries == 0 && props.RangeDels == 0
 	if err == nil && !empty {
 		err = f.Sync()
