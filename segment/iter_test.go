@@ -146,13 +146,13 @@ func TestPrevCacheBoundsDamagedBlock(t *testing.T) {
 	}
 }
 
-// TestPrevRedecodeLongInterval: prev decodes an interval again at each
-// step only while intervals hold one or two entries (pairs). Entered in
-// the middle of a long interval with pairs set, as after a seek past
-// blocks of pairs, the first step back learns that more than two entries
-// lie before it and stops, else a backward walk of that interval would
-// decode it once per entry; every entry is still reached, in order.
-func TestPrevRedecodeLongInterval(t *testing.T) {
+// TestPrevLongIntervalDecodedOnce: entered in the middle of a long
+// restart interval, as after a seek, the first step back decodes the
+// entries before the target once, into the prev cache, and the following
+// steps pop them: a backward walk of the interval must not decode it
+// again at each step (the square of its length). Every entry is still
+// reached, in order.
+func TestPrevLongIntervalDecodedOnce(t *testing.T) {
 	w := blockWriter{restartInterval: 1 << 30}
 	const n = 1000
 	key := func(i int) []byte { return fmt.Appendf(nil, "key%06d\x00\x00\x00\x00\x00\x00\x00\x01", i) }
@@ -166,14 +166,13 @@ func TestPrevRedecodeLongInterval(t *testing.T) {
 	if !it.seekGE(key(n / 2)[:9], maxTrailer) || !bytes.Equal(it.key, key(n/2)) {
 		t.Fatalf("seek: at %q, %v", it.key, it.err)
 	}
-	it.pairs = true
 	got := n / 2
 	for ok := it.prev(); ok; ok = it.prev() {
 		if got--; !bytes.Equal(it.key, key(got)) {
 			t.Fatalf("at %q, want %q", it.key, key(got))
 		}
-		if it.pairs {
-			t.Fatalf("still decoding the interval again at each step, %d entries from its start", got)
+		if len(it.prevCache) != got {
+			t.Fatalf("at entry %d, %d entries cached before it: the interval is decoded again", got, len(it.prevCache))
 		}
 	}
 	if it.err != nil || got != 0 {
