@@ -19,9 +19,23 @@ import (
 // index from each user key to the restart interval holding its first
 // entry (FORMAT.md, "The hash index of a data block"), so a point lookup
 // jumps to its entry instead of searching and scanning for it.
+//
+// With restartApart (data blocks of at most maxRestartApartBlock bytes)
+// every entry whose value is stored apart starts a restart point too.
+// Such an entry takes 32 to 64 bytes beside its key's value handle, so
+// restartBytes alone gives intervals of two or three, and a step back
+// into one decodes it forward from its restart point and caches the
+// entries before its target, where an interval of one is decoded in
+// place (blockIter.prevWhole): a backward scan of 4 KiB values stored
+// apart took 1.5 times as long as a forward one that way, 1.2 times with
+// an interval per entry. It costs the bytes prefix compression saved on
+// the entries after the first of an interval (a few per key) and 4 per
+// restart point, and spares a lookup the scan of its interval's other
+// entries.
 type blockWriter struct {
 	restartInterval int
 	hashIndex       bool
+	restartApart    bool
 	buf             []byte
 	restarts        []uint32
 	counter         int // entries since the last restart point
@@ -51,9 +65,18 @@ const (
 	// index may have: a bucket holds a restart index in one byte, and
 	// bucketCollision and bucketEmpty take the top two values.
 	maxHashedRestarts = 253
-	bucketCollision   = 0xfe // user keys in intervals far apart: search the block
-	bucketEmpty       = 0xff // no user key of the block: it holds none
-	hashIndexFlag     = 1 << 31
+	// maxRestartApartBlock is the largest target block size for which the
+	// writer sets restartApart (the default size): an entry whose value is
+	// stored apart takes at least 19 bytes of a block (3 header bytes, a
+	// 1-byte user key and its trailer, a 3-byte value handle, its restart
+	// point), so a block of 4 KiB and its last entry hold at most about
+	// 220 restart points, and keep their hash index (maxHashedRestarts).
+	// A larger block could pass that where two entries to an interval
+	// would not.
+	maxRestartApartBlock = 4 << 10
+	bucketCollision      = 0xfe // user keys in intervals far apart: search the block
+	bucketEmpty          = 0xff // no user key of the block: it holds none
+	hashIndexFlag        = 1 << 31
 	// bucketsPerKey sizes the table: 2 buckets per user key (numBuckets
 	// doubles it for large entries). A bucket names the first of the
 	// intervals its keys start in, and a lookup scans forward from there,
@@ -74,15 +97,19 @@ const (
 	// interval, 4 buckets per key) the share of keys searched fell from
 	// 0.18 to 0.11 with 8 tries (0.09 with 16); with values stored apart
 	// (about 90 keys per block, 2 per interval, 8 buckets per key), from
-	// 0.10 to 0.06. Each try is a pass over the block's key hashes: 8
+	// 0.10 to 0.06 (0.077 since each such key starts its own interval:
+	// restartApart). Each try is a pass over the block's key hashes: 8
 	// cost BenchmarkWrite (100-byte values) a few percent, 16 about 10%.
 	bucketTrials = 8
 	maxBuckets   = 1<<16 - 1 // the bucket count is stored in 2 bytes
 )
 
-func (w *blockWriter) add(key, value []byte) {
+func (w *blockWriter) add(key, value []byte) { w.addEntry(key, value, false) }
+
+// addEntry adds an entry; apart says its value is a value handle.
+func (w *blockWriter) addEntry(key, value []byte, apart bool) {
 	shared := 0
-	newRestart := w.entries == 0 || w.counter == w.restartInterval
+	newRestart := w.entries == 0 || w.counter == w.restartInterval || (apart && w.restartApart)
 	if w.hashIndex && !newRestart {
 		newRestart = len(w.buf)-int(w.restarts[len(w.restarts)-1]) >= restartBytes
 	}
@@ -724,8 +751,9 @@ func (it *blockIter) touchRestartKeys() {
 }
 
 // maxTouchedRestarts bounds what touchRestartKeys loads: a data block of
-// 100-byte values has about 33 restart points, one of keys whose values
-// are stored apart about 45; more would be most of the block.
+// 100-byte values has about 33 restart points; one of keys whose values
+// are stored apart has one per key (restartApart), about 85, where
+// touching every restart point's entry would be touching the block.
 const maxTouchedRestarts = 64
 
 // touch reads one byte of every cache line of p, from its end down. A
@@ -788,9 +816,11 @@ const (
 // before it in the prev cache, which the following steps pop. A backward
 // scan so decodes each entry once, as a forward one does, however few
 // entries an interval holds (two or three beside the handles of values
-// stored apart). An interval of one entry, as every entry of 64 bytes or
-// more has, is decoded in place (prevWhole), and so is an interval's
-// first entry when it ends at the target.
+// stored apart, in segments written without restartApart). An interval
+// of one entry, as every entry of 64 bytes or more has, and every entry
+// holding a value handle where the writer set restartApart, is decoded in
+// place (prevWhole), and so is an interval's first entry when it ends at
+// the target.
 func (it *blockIter) prev() bool {
 	target := it.offset
 	if target == 0 || it.err != nil {

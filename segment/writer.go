@@ -134,13 +134,15 @@ func NewWriter(w io.Writer, opts WriterOptions) *Writer {
 	opts.BitsPerKey = max(opts.BitsPerKey, 0)
 	// out grows by append up to about flushThreshold and a block: a small
 	// segment (most of a test suite's) never needs 2 MiB.
-	return &Writer{
+	sw := &Writer{
 		w:     w,
 		opts:  opts,
 		out:   make([]byte, 0, initialOut+opts.BlockSize+blockTrailerLen),
 		data:  blockWriter{restartInterval: opts.RestartInterval, hashIndex: !opts.NoHashIndex},
 		index: blockWriter{restartInterval: opts.RestartInterval},
 	}
+	sw.data.restartApart = !opts.NoHashIndex && opts.BlockSize <= maxRestartApartBlock
+	return sw
 }
 
 // Add appends an entry. key is the user key; entries must arrive in
@@ -178,7 +180,7 @@ func (w *Writer) Add(key []byte, seq uint64, kind base.Kind, value []byte) error
 		stored, value = kindValueHandle, w.handle
 	}
 	w.ikey = appendInternalKey(w.ikey[:0], key, base.MakeTrailer(seq, stored))
-	w.data.add(w.ikey, value)
+	w.data.addEntry(w.ikey, value, stored == kindValueHandle)
 	if stored == kindValueHandle {
 		w.data.noteApart()
 	}
