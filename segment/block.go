@@ -65,18 +65,9 @@ const (
 	// index may have: a bucket holds a restart index in one byte, and
 	// bucketCollision and bucketEmpty take the top two values.
 	maxHashedRestarts = 253
-	// maxRestartApartBlock is the largest target block size for which the
-	// writer sets restartApart (the default size): an entry whose value is
-	// stored apart takes at least 19 bytes of a block (3 header bytes, a
-	// 1-byte user key and its trailer, a 3-byte value handle, its restart
-	// point), so a block of 4 KiB and its last entry hold at most about
-	// 220 restart points, and keep their hash index (maxHashedRestarts).
-	// A larger block could pass that where two entries to an interval
-	// would not.
-	maxRestartApartBlock = 4 << 10
-	bucketCollision      = 0xfe // user keys in intervals far apart: search the block
-	bucketEmpty          = 0xff // no user key of the block: it holds none
-	hashIndexFlag        = 1 << 31
+	bucketCollision   = 0xfe // user keys in intervals far apart: search the block
+	bucketEmpty       = 0xff // no user key of the block: it holds none
+	hashIndexFlag     = 1 << 31
 	// bucketsPerKey sizes the table: 2 buckets per user key (numBuckets
 	// doubles it for large entries). A bucket names the first of the
 	// intervals its keys start in, and a lookup scans forward from there,
@@ -103,6 +94,16 @@ const (
 	bucketTrials = 8
 	maxBuckets   = 1<<16 - 1 // the bucket count is stored in 2 bytes
 )
+
+// maxRestartApartBlock is the largest target block size for which the
+// writer sets restartApart (the default size): an entry whose value is
+// stored apart takes at least 19 bytes of a block (3 header bytes, a
+// 1-byte user key and its trailer, a 3-byte value handle, its restart
+// point), so a block of 4 KiB and its last entry hold at most about
+// 220 restart points, and keep their hash index (maxHashedRestarts).
+// A larger block could pass that where two entries to an interval
+// would not.
+const maxRestartApartBlock = 4 << 10
 
 func (w *blockWriter) add(key, value []byte) { w.addEntry(key, value, false) }
 
