@@ -19,9 +19,23 @@ import (
 // index from each user key to the restart interval holding its first
 // entry (FORMAT.md, "The hash index of a data block"), so a point lookup
 // jumps to its entry instead of searching and scanning for it.
+//
+// With restartApart (data blocks of at most maxRestartApartBlock bytes)
+// every entry whose value is stored apart starts a restart point too.
+// Such an entry takes 32 to 64 bytes beside its key's value handle, so
+// restartBytes alone gives intervals of two or three, and a step back
+// into one decodes it forward from its restart point and caches the
+// entries before its target, where an interval of one is decoded in
+// place (blockIter.prevWhole): a backward scan of 4 KiB values stored
+// apart took 1.5 times as long as a forward one that way, 1.2 times with
+// an interval per entry. It costs the bytes prefix compression saved on
+// the entries after the first of an interval (a few per key) and 4 per
+// restart point, and spares a lookup the scan of its interval's other
+// entries.
 type blockWriter struct {
 	restartInterval int
 	hashIndex       bool
+	restartApart    bool
 	buf             []byte
 	restarts        []uint32
 	counter         int // entries since the last restart point
@@ -74,15 +88,29 @@ const (
 	// interval, 4 buckets per key) the share of keys searched fell from
 	// 0.18 to 0.11 with 8 tries (0.09 with 16); with values stored apart
 	// (about 90 keys per block, 2 per interval, 8 buckets per key), from
-	// 0.10 to 0.06. Each try is a pass over the block's key hashes: 8
+	// 0.10 to 0.06 (0.077 since each such key starts its own interval:
+	// restartApart). Each try is a pass over the block's key hashes: 8
 	// cost BenchmarkWrite (100-byte values) a few percent, 16 about 10%.
 	bucketTrials = 8
 	maxBuckets   = 1<<16 - 1 // the bucket count is stored in 2 bytes
 )
 
-func (w *blockWriter) add(key, value []byte) {
+// maxRestartApartBlock is the largest target block size for which the
+// writer sets restartApart (the default size): an entry whose value is
+// stored apart takes at least 19 bytes of a block (3 header bytes, a
+// 1-byte user key and its trailer, a 3-byte value handle, its restart
+// point), so a block of 4 KiB and its last entry hold at most about
+// 220 restart points, and keep their hash index (maxHashedRestarts).
+// A larger block could pass that where two entries to an interval
+// would not.
+const maxRestartApartBlock = 4 << 10
+
+func (w *blockWriter) add(key, value []byte) { w.addEntry(key, value, false) }
+
+// addEntry adds an entry; apart says its value is a value handle.
+func (w *blockWriter) addEntry(key, value []byte, apart bool) {
 	shared := 0
-	newRestart := w.entries == 0 || w.counter == w.restartInterval
+	newRestart := w.entries == 0 || w.counter == w.restartInterval || (apart && w.restartApart)
 	if w.hashIndex && !newRestart {
 		newRestart = len(w.buf)-int(w.restarts[len(w.restarts)-1]) >= restartBytes
 	}
@@ -414,13 +442,6 @@ type blockIter struct {
 	// its first header twice to learn the same in a block of small
 	// entries.
 	multi bool
-	// pairs says the last interval prev entered held one or two entries
-	// (as beside the handles of values stored apart, where entries take
-	// 32 to 64 bytes): prev then decodes the interval forward again at
-	// each step (prevRedecode), 1.5 decodes per entry on average, which
-	// costs less than decoding it once into the prev cache and popping
-	// the entries from there. Kept from block to block.
-	pairs bool
 	// own is the key buffer of the blockIter's own: prev points key into
 	// prevKeys or data instead of copying, and fillPrev, which rewrites
 	// prevKeys, and init go back to own. keyInData says key aliases data,
@@ -465,7 +486,7 @@ func (it *blockIter) reset(data []byte, internal bool, file string, fileOff int6
 		key = make([]byte, 0, 64) // room for next's word copies
 	}
 	*it = blockIter{key: key, own: key, data: data, internal: internal, file: file, fileOff: fileOff,
-		prevCache: it.prevCache[:0], prevKeys: it.prevKeys[:0], curBuf: it.curBuf[:0], pairs: it.pairs}
+		prevCache: it.prevCache[:0], prevKeys: it.prevKeys[:0], curBuf: it.curBuf[:0]}
 	it.maxKey = maxPropertyNameLen
 	if internal {
 		it.maxKey = maxInternalKeyLen
@@ -731,8 +752,9 @@ func (it *blockIter) touchRestartKeys() {
 }
 
 // maxTouchedRestarts bounds what touchRestartKeys loads: a data block of
-// 100-byte values has about 33 restart points, one of keys whose values
-// are stored apart about 45; more would be most of the block.
+// 100-byte values has about 33 restart points; one of keys whose values
+// are stored apart has one per key (restartApart), about 85, where
+// touching every restart point's entry would be touching the block.
 const maxTouchedRestarts = 64
 
 // touch reads one byte of every cache line of p, from its end down. A
@@ -782,22 +804,24 @@ type prevEntry struct {
 }
 
 // Where a prevEntry's key is: [keyStart, keyEnd) of prevKeys or of data
-// (a key stored whole), or own[:keyEnd], where fillPrev decoded the last
-// entry it cached, which prev pops first.
+// (a key stored whole).
 const (
 	inPrevKeys = iota
 	inData
-	inOwn
 )
 
 // prev moves to the entry before the current one (it.offset; the block's
 // end after last). Entries only link forward, so the first prev into a
-// restart interval decodes it forward from its restart point into the
-// prev cache (fillPrev); the following ones pop the cache. An interval of
-// one entry, as every entry of 64 bytes or more has, is decoded in place
-// (prevWhole), without the cache, and so is an interval's first entry
-// when it ends at the target; intervals of one or two entries are decoded
-// again from their restart point at each step (prevRedecode, pairs).
+// restart interval decodes it forward from its restart point (fillPrev):
+// it stops at the entry that ends at the target, and leaves the entries
+// before it in the prev cache, which the following steps pop. A backward
+// scan so decodes each entry once, as a forward one does, however few
+// entries an interval holds (two or three beside the handles of values
+// stored apart, in segments written without restartApart). An interval
+// of one entry, as every entry of 64 bytes or more has, and every entry
+// holding a value handle where the writer set restartApart, is decoded in
+// place (prevWhole), and so is an interval's first entry when it ends at
+// the target.
 func (it *blockIter) prev() bool {
 	target := it.offset
 	if target == 0 || it.err != nil {
@@ -806,34 +830,38 @@ func (it *blockIter) prev() bool {
 	}
 	n := len(it.prevCache)
 	if n == 0 || int(it.prevCache[n-1].nextOffset) != target {
-		lo, whole := it.intervalBefore(target)
+		var lo int
+		var whole bool
+		if r := it.prevRestart; it.loOff == target && r > 0 && r < it.numRestarts && it.hiOff != 0 {
+			// The interval before the one entered last, as a backward
+			// scan asks for at every step (intervalBefore's case, without
+			// the call).
+			lo, whole = r-1, true
+			it.prevRestart, it.loOff, it.hiOff = lo, it.restart(lo), target
+		} else {
+			lo, whole = it.intervalBefore(target)
+		}
 		cur, known := it.curUserKey(target)
-		// The entry at restart point lo may end at target: the whole
-		// interval's one entry, or, within an interval, the first of
-		// few (two, beside the handles of values stored apart).
-		if known && (!whole || !it.multi) && it.prevWhole(lo, target, cur) {
+		// The entry at restart point lo (it.loOff) may end at target: the
+		// whole interval's one entry, or, within an interval, the first
+		// of few.
+		if known && (!whole || !it.multi) && it.prevWhole(it.loOff, target, cur) {
 			return true
 		}
-		if known && it.pairs {
-			return it.prevRedecode(lo, target, cur, whole)
-		}
-		if !it.fillPrev(lo, target, cur, known) {
-			return false
+		if at, ok := it.fillPrev(lo, target, cur, known); at || !ok {
+			return ok
 		}
 		n = len(it.prevCache)
 	}
 	e := &it.prevCache[n-1]
-	// The key is not copied: key aliases the block, own, or its copy in
+	// The key is not copied: key aliases the block or its copy in
 	// prevKeys. A next or seek from here rebuilds keys over the last, and
 	// over the keys after it, which belong to entries already popped; the
 	// entries still cached keep theirs, below it. The block it never
-	// writes (keyInData); own, the next fill rewrites, by when the one
-	// entry whose key is there (the last decoded) has been popped.
+	// writes (keyInData).
 	switch e.keyIn {
 	case inData:
 		it.key, it.keyInData = it.data[e.keyStart:e.keyEnd:e.keyEnd], true
-	case inOwn:
-		it.key, it.keyInData = it.own[:e.keyEnd], false
 	default:
 		it.key, it.keyInData = it.prevKeys[e.keyStart:e.keyEnd], false
 	}
@@ -843,43 +871,6 @@ func (it *blockIter) prev() bool {
 	it.valid = true
 	it.prevCache = it.prevCache[:n-1]
 	return true
-}
-
-// prevRedecode moves to the entry that ends at target by decoding forward
-// from restart point lo, as LevelDB's Prev does; cur is the user key of
-// the entry at target (nil if there is none to compare with). whole says
-// target ends the interval: prev enters it.
-func (it *blockIter) prevRedecode(lo, target int, cur []byte, whole bool) bool {
-	it.prevCache = it.prevCache[:0]
-	it.seekToRestart(lo)
-	it.key, it.keyInData = it.own[:0], false
-	if start := it.nextOffset; whole && start < target && target <= len(it.data) {
-		it.touched = touch(it.data[start:target]) // as fillPrev does
-	}
-	for n := 1; it.next(); n++ {
-		if it.nextOffset == target {
-			if whole || n > 2 {
-				// More than two before target: the interval is not a
-				// pair, and decoding it again at each step would cost
-				// the square of its length.
-				it.pairs = n <= 2
-			}
-			it.keepOwn()
-			it.sameUser = false
-			if cur != nil && !it.distinct && it.internal {
-				it.sameUser = bytes.Equal(it.key[:len(it.key)-base.TrailerLen], cur)
-			}
-			return true
-		}
-		if it.nextOffset > target {
-			return it.corrupt(it.offset, "entry overlaps the next one")
-		}
-	}
-	if it.err != nil {
-		it.valid = false
-		return false
-	}
-	return it.corrupt(target, "entry not reachable from its restart point")
 }
 
 // intervalBefore returns the last restart point before target, and
@@ -939,12 +930,11 @@ func (it *blockIter) curUserKey(target int) (cur []byte, known bool) {
 	return cur, true
 }
 
-// prevWhole moves to the entry at restart point lo if it is the only one
-// of its interval, ending at target: its key is stored whole, and is
+// prevWhole moves to the entry at off, a restart point, if it is the only
+// one of its interval, ending at target: its key is stored whole, and is
 // aliased where it lies. It returns false, having changed nothing, if the
 // entry is not that (more entries, or damage, which fillPrev reports).
-func (it *blockIter) prevWhole(lo, target int, cur []byte) bool {
-	off := it.restart(lo)
+func (it *blockIter) prevWhole(off, target int, cur []byte) bool {
 	if off >= target || target > it.restartsOff {
 		return false
 	}
@@ -959,19 +949,18 @@ func (it *blockIter) prevWhole(lo, target int, cur []byte) bool {
 			return false
 		}
 	}
-	// The entry must fill p exactly: this also bounds unshared and vlen.
-	if shared == 0 && unshared <= uint64(len(p)-h) && vlen < uint64(len(p)-h)-unshared {
-		it.multi = true // more entries follow it in its interval
-		return false
+	rest := uint64(len(p) - h)
+	if shared != 0 || unshared > rest || unshared > uint64(it.maxKey) || (it.internal && unshared < base.TrailerLen) {
+		return false // damage, for fillPrev to report
 	}
-	if shared != 0 || unshared > uint64(len(p)-h) || vlen != uint64(len(p)-h)-unshared ||
-		unshared > uint64(it.maxKey) || (it.internal && unshared < base.TrailerLen) {
+	// The entry must fill p exactly.
+	if vlen != rest-unshared {
+		it.multi = vlen < rest-unshared // more entries follow it in its interval
 		return false
 	}
 	keyStart, keyEnd := off+h, off+h+int(unshared)
-	if it.internal {
-		it.sameUser = cur != nil && !it.distinct && bytes.Equal(it.data[keyStart:keyEnd-base.TrailerLen], cur)
-	}
+	// cur is nil where there is nothing to compare (curUserKey).
+	it.sameUser = cur != nil && bytes.Equal(it.data[keyStart:keyEnd-base.TrailerLen], cur)
 	it.key, it.keyInData = it.data[keyStart:keyEnd:keyEnd], true
 	it.val = it.data[keyEnd:target:target]
 	it.offset, it.nextOffset, it.shared = off, target, 0
@@ -981,10 +970,13 @@ func (it *blockIter) prevWhole(lo, target int, cur []byte) bool {
 }
 
 // fillPrev decodes, from restart point lo, the entries up to the one that
-// ends at target into the prev cache. Whether the last of them shares its
-// user key with the entry at target is cur's to say when known; only
-// otherwise is the entry at target decoded again to learn it.
-func (it *blockIter) fillPrev(lo, target int, cur []byte, known bool) bool {
+// ends at target. Whether that one shares its user key with the entry at
+// target is cur's to say when known: fillPrev then stops there, the
+// blockIter at it (at), with the entries before it in the prev cache.
+// Only otherwise is the entry at target decoded again to learn it, and
+// all of them are left in the cache, for prev to pop the last. ok is
+// false on damage, which it reports.
+func (it *blockIter) fillPrev(lo, target int, cur []byte, known bool) (at, ok bool) {
 	// Built in locals and stored once: a store of a slice into the heap
 	// costs a write barrier while the GC runs.
 	cache, keys, held := it.prevCache[:0], it.prevKeys[:0], 0
@@ -1003,11 +995,23 @@ func (it *blockIter) fillPrev(lo, target int, cur []byte, known bool) bool {
 			}
 			it.prevCache, it.prevKeys = cache, keys
 			it.keepOwn()
-			return true
+			return false, true
 		}
 		if it.nextOffset > target {
 			it.prevCache, it.prevKeys = cache[:0], keys
-			return it.corrupt(it.offset, "entry overlaps the next one")
+			return false, it.corrupt(it.offset, "entry overlaps the next one")
+		}
+		if it.nextOffset == target && known {
+			// The entry prev moves to: it stays where next decoded it,
+			// neither cached nor popped.
+			it.prevCache, it.prevKeys = cache, keys
+			it.keepOwn()
+			it.sameUser = false
+			if cur != nil && !it.distinct {
+				it.sameUser = bytes.Equal(it.key[:len(it.key)-base.TrailerLen], cur)
+			}
+			it.multi = len(cache) > 0
+			return true, true
 		}
 		if held += len(it.key); held > maxPrevKeys {
 			// Keep only the interval's tail: writers restart every 16
@@ -1028,37 +1032,20 @@ func (it *blockIter) fillPrev(lo, target int, cur []byte, known bool) bool {
 		valStart := it.nextOffset - len(it.val)
 		e.offset, e.nextOffset = int32(it.offset), int32(it.nextOffset)
 		e.valStart, e.shared, e.sameAsNext = int32(valStart), int32(it.shared), false
-		last := it.nextOffset == target && known
-		switch {
-		case it.shared == 0: // stored whole, just before the value
+		if it.shared == 0 { // stored whole, just before the value
 			e.keyStart, e.keyEnd, e.keyIn = int32(valStart-len(it.key)), int32(valStart), inData
-		case last: // left in own, where it was decoded
-			e.keyStart, e.keyEnd, e.keyIn = 0, int32(len(it.key)), inOwn
-		default:
+		} else {
 			e.keyStart, e.keyIn = int32(len(keys)), inPrevKeys
 			keys = append(keys, it.key...)
 			e.keyEnd = int32(len(keys))
-		}
-		if last {
-			if cur != nil && !it.distinct {
-				k := it.key[:len(it.key)-base.TrailerLen]
-				cache[len(cache)-1].sameAsNext = bytes.Equal(k, cur)
-			}
-			it.prevCache, it.prevKeys = cache, keys
-			it.keepOwn()
-			it.multi = len(cache) > 1
-			if target == it.hiOff { // the whole interval (intervalBefore)
-				it.pairs = len(cache) <= 2
-			}
-			return true
 		}
 	}
 	it.prevCache, it.prevKeys = cache[:0], keys
 	if it.err != nil {
 		it.valid = false
-		return false
+		return false, false
 	}
-	return it.corrupt(target, "entry not reachable from its restart point")
+	return false, it.corrupt(target, "entry not reachable from its restart point")
 }
 
 // compareAfterShared compares encoded internal keys a and b in

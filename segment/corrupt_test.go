@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/bloomkv/bloomkv/internal/base"
@@ -312,5 +314,94 @@ func TestPropertiesMissingField(t *testing.T) {
 	}
 	if _, err := decodeProperties(short.finish(), "p", 0); !errors.Is(err, base.ErrCorrupt) {
 		t.Fatalf("decodeProperties without %q = %v, want ErrCorrupt", propTombstones, err)
+	}
+}
+
+// TestCorruptEntryBackward damages the header of one entry at a restart
+// point of a data block of keys beside value handles, in each layout
+// (every entry its own restart interval, with 4 KiB blocks; two or three
+// to an interval, with larger ones), and makes the block's checksum right
+// again, so that only the decoder can tell. A backward scan must return
+// the entries after it, each right, and then stop with a corruption
+// error naming the file, the block's offset and the entry's: never a
+// panic, never an entry of the damaged one or before it.
+func TestCorruptEntryBackward(t *testing.T) {
+	es := make([]entry, 600)
+	for i := range es {
+		es[i] = entry{key: fmt.Appendf(nil, "key%06d", i), seq: uint64(i + 1), kind: base.KindPut, value: bytes.Repeat([]byte{byte(i)}, 200)}
+	}
+	for _, blockSize := range []int{4 << 10, 8 << 10} {
+		data, _ := writeSegment(t, es, WriterOptions{BlockSize: blockSize, SeparateValues: 64})
+		r := openSegment(t, data, ReaderOptions{})
+		b := len(r.index) / 2
+		h := r.index[b].h
+		block, err := r.dataBlock(b, cacheLookup, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var bi blockIter
+		if err := bi.init(block, true, "", 0); err != nil {
+			t.Fatal(err)
+		}
+		// The entries of block b at restart points but its first, and how
+		// many entries of the segment follow their intervals (entries
+		// after the damaged one in its interval share its key's bytes).
+		restarts := map[int]bool{}
+		for j := range bi.numRestarts {
+			restarts[bi.restart(j)] = true
+		}
+		type at struct{ off, after int }
+		var targets []at
+		for ok, n := bi.first(), 0; ok; ok, n = bi.next(), n+1 {
+			idx := slices.IndexFunc(es, func(e entry) bool { return bytes.Equal(e.key, bi.key[:len(bi.key)-base.TrailerLen]) })
+			if restarts[bi.offset] {
+				if len(targets) > 0 {
+					targets[len(targets)-1].after = len(es) - idx
+				}
+				if n > 0 {
+					targets = append(targets, at{off: bi.offset})
+				}
+			}
+			if len(targets) > 0 {
+				targets[len(targets)-1].after = len(es) - idx - 1
+			}
+		}
+		for _, tg := range targets[:min(len(targets), 6)] {
+			for _, damage := range []struct {
+				name   string
+				pos    int  // header byte: 0 shared, 1 unshared
+				b      byte // its new value
+				reason string
+			}{
+				{"shared prefix at a restart point", 0, 1, "shared prefix longer than previous key"},
+				{"key past its entry", 1, 0x7f, "entry overlaps the next one"},
+			} {
+				d := bytes.Clone(data)
+				d[int(h.offset)+tg.off+damage.pos] = damage.b
+				end := h.offset + h.length + 1 // the block and its type byte
+				binary.LittleEndian.PutUint32(d[end:], blockChecksum(d[h.offset:end]))
+				what := fmt.Sprintf("block size %d, %s at block offset %d", blockSize, damage.name, tg.off)
+				for _, mapped := range [][]byte{nil, d} {
+					r := openSegment(t, d, ReaderOptions{Name: corruptName, Mapped: mapped})
+					it := r.NewIter(false)
+					i := len(es) - 1
+					for ok := it.Last(); ok; ok = it.Prev() {
+						if len(es)-1-i >= tg.after {
+							t.Fatalf("%s: returned entry %d (%q), of the damaged interval or before it", what, i, it.Key())
+						}
+						checkEntry(t, it, es[i], what)
+						i--
+					}
+					var ce *base.CorruptError
+					if err := it.Close(); !errors.As(err, &ce) || !errors.Is(err, base.ErrCorrupt) || ce.File != corruptName ||
+						ce.Offset != int64(h.offset) || !strings.Contains(ce.Reason, fmt.Sprintf("%s (entry at block offset %d)", damage.reason, tg.off)) {
+						t.Fatalf("%s: backward scan ended with %v after %d entries, want a corruption error of %s at offset %d", what, err, len(es)-1-i, corruptName, h.offset)
+					}
+					if len(es)-1-i != tg.after {
+						t.Fatalf("%s: %d entries before the error, want the %d after the damaged interval", what, len(es)-1-i, tg.after)
+					}
+				}
+			}
+		}
 	}
 }

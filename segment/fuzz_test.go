@@ -153,6 +153,17 @@ func FuzzBlock(f *testing.F) {
 		w.addHash(bloom.Hash([]byte(k)))
 	}
 	f.Add(bytes.Clone(w.finish()))
+	// A data block of keys beside value handles, each its own restart
+	// interval (restartApart), and one of three to an interval.
+	for _, apart := range []bool{true, false} {
+		w = blockWriter{restartInterval: 16, hashIndex: true, restartApart: apart}
+		for i, k := range []string{"apple", "apricot", "banana", "cherry", "damson"} {
+			h := appendValueHandle(nil, valueHandle{blockHandle{uint64(i) * 4101, 4096}, uint64(i)})
+			w.addEntry(append([]byte(k), byte(kindValueHandle), 0, 0, 0, 0, 0, 0, 1), h, true)
+			w.addHash(bloom.Hash([]byte(k)))
+		}
+		f.Add(bytes.Clone(w.finish()))
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		checked := checkBlock(data) == ""
 		for _, internal := range []bool{false, true} {
@@ -164,20 +175,34 @@ func FuzzBlock(f *testing.F) {
 				}
 				return
 			}
-			n := 0
+			var fwd [][2][]byte // the forward pass's keys and values
 			for ok := it.first(); ok; ok = it.next() {
 				// Entries take at least 3 bytes, keys at most maxKey:
 				// the decoder's work is bounded by the block's bytes.
-				if n++; 3*n > len(data) || len(it.key) > it.maxKey {
+				if n := len(fwd) + 1; 3*n > len(data) || len(it.key) > it.maxKey {
 					t.Fatalf("entry %d with a %d-byte key in a %d-byte block", n, len(it.key), len(data))
 				}
+				fwd = append(fwd, [2][]byte{bytes.Clone(it.key), it.val})
 			}
+			var bwd [][2][]byte
 			for ok := it.last(); ok; ok = it.prev() {
-				n--
+				if 3*(len(bwd)+1) > len(data) {
+					t.Fatalf("backward entry %d in a %d-byte block", len(bwd)+1, len(data))
+				}
+				bwd = append(bwd, [2][]byte{bytes.Clone(it.key), it.val})
 			}
 			requireCorrupt(t, it.err)
-			if checked && it.err == nil && n != 0 {
-				t.Fatalf("forward and backward passes disagree by %d entries", n)
+			// Where both passes find no damage, they read the same
+			// entries, each to the byte.
+			if checked && it.err == nil {
+				if len(bwd) != len(fwd) {
+					t.Fatalf("forward and backward passes disagree by %d entries", len(fwd)-len(bwd))
+				}
+				for i, e := range bwd {
+					if f := fwd[len(fwd)-1-i]; !bytes.Equal(e[0], f[0]) || !bytes.Equal(e[1], f[1]) {
+						t.Fatalf("entry %d: %q = %q backward, %q = %q forward", len(fwd)-1-i, e[0], e[1], f[0], f[1])
+					}
+				}
 			}
 			if internal {
 				it.err = nil

@@ -146,13 +146,13 @@ func TestPrevCacheBoundsDamagedBlock(t *testing.T) {
 	}
 }
 
-// TestPrevRedecodeLongInterval: prev decodes an interval again at each
-// step only while intervals hold one or two entries (pairs). Entered in
-// the middle of a long interval with pairs set, as after a seek past
-// blocks of pairs, the first step back learns that more than two entries
-// lie before it and stops, else a backward walk of that interval would
-// decode it once per entry; every entry is still reached, in order.
-func TestPrevRedecodeLongInterval(t *testing.T) {
+// TestPrevLongIntervalDecodedOnce: entered in the middle of a long
+// restart interval, as after a seek, the first step back decodes the
+// entries before the target once, into the prev cache, and the following
+// steps pop them: a backward walk of the interval must not decode it
+// again at each step (the square of its length). Every entry is still
+// reached, in order.
+func TestPrevLongIntervalDecodedOnce(t *testing.T) {
 	w := blockWriter{restartInterval: 1 << 30}
 	const n = 1000
 	key := func(i int) []byte { return fmt.Appendf(nil, "key%06d\x00\x00\x00\x00\x00\x00\x00\x01", i) }
@@ -166,14 +166,13 @@ func TestPrevRedecodeLongInterval(t *testing.T) {
 	if !it.seekGE(key(n / 2)[:9], maxTrailer) || !bytes.Equal(it.key, key(n/2)) {
 		t.Fatalf("seek: at %q, %v", it.key, it.err)
 	}
-	it.pairs = true
 	got := n / 2
 	for ok := it.prev(); ok; ok = it.prev() {
 		if got--; !bytes.Equal(it.key, key(got)) {
 			t.Fatalf("at %q, want %q", it.key, key(got))
 		}
-		if it.pairs {
-			t.Fatalf("still decoding the interval again at each step, %d entries from its start", got)
+		if len(it.prevCache) != got {
+			t.Fatalf("at entry %d, %d entries cached before it: the interval is decoded again", got, len(it.prevCache))
 		}
 	}
 	if it.err != nil || got != 0 {
@@ -213,5 +212,121 @@ func TestNextVisibleStopsAtBound(t *testing.T) {
 	it.SeekGE([]byte("c"))
 	if !it.NextVisible(40, nil) || string(it.Value()) != "e5" {
 		t.Fatalf("NextVisible without a bound from c: %q %q, want e5", it.Key(), it.Value())
+	}
+}
+
+// TestReverseApartLayouts walks backward, against the model (a sorted
+// slice), segments that mix values kept in their blocks with values
+// stored apart, in each layout the writer makes of them: blocks of one or
+// two entries, 4 KiB blocks where every entry holding a value handle
+// starts its own restart interval (restartApart), and larger blocks where
+// such entries share intervals two or three at a time. Each step's key,
+// value, sequence number, kind and SameUserKey must be the model's, over
+// keys with several versions and over keys with one (as compaction
+// leaves), from the end and from seeks.
+func TestReverseApartLayouts(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 22))
+	for _, opts := range []WriterOptions{
+		{BlockSize: 48, SeparateValues: 40},
+		{BlockSize: 100, SeparateValues: 40, BitsPerKey: 10},
+		{SeparateValues: 40, BitsPerKey: 10},
+		{BlockSize: 8 << 10, SeparateValues: 40},
+	} {
+		for _, distinct := range []bool{false, true} {
+			t.Run(fmt.Sprintf("block=%d/distinct=%v", opts.BlockSize, distinct), func(t *testing.T) {
+				es := randomEntries(rng, 3000, 600)
+				if distinct {
+					es = slices.CompactFunc(randomEntries(rng, 3000, 1<<30), func(a, b entry) bool { return bytes.Equal(a.key, b.key) })
+				}
+				data, props := writeSegment(t, es, opts)
+				if props.Values == 0 || props.Values == uint64(len(es)) {
+					t.Fatalf("%d of %d values stored apart, want a mix", props.Values, len(es))
+				}
+				r := openSegment(t, data, ReaderOptions{Name: "rev.seg"})
+				it := r.NewIter(false)
+				defer it.Close()
+				i := len(es) - 1
+				for ok := it.Last(); ok; ok = it.Prev() {
+					checkEntry(t, it, es[i], fmt.Sprintf("backward %d", i))
+					if i < len(es)-1 && it.SameUserKey() != bytes.Equal(es[i].key, es[i+1].key) {
+						t.Fatalf("backward %d: SameUserKey %v", i, it.SameUserKey())
+					}
+					i--
+				}
+				if it.Error() != nil || i != -1 {
+					t.Fatalf("backward iteration stopped at %d (err %v)", i, it.Error())
+				}
+				for range 200 {
+					key := es[rng.IntN(len(es))].key
+					j, _ := slices.BinarySearchFunc(es, key, func(e entry, k []byte) int { return bytes.Compare(e.key, k) })
+					it.SeekLT(key)
+					for stop := j - 40; j > 0 && j > stop; {
+						j--
+						checkEntry(t, it, es[j], fmt.Sprintf("SeekLT(%q) then back to %d", key, j))
+						it.Prev()
+					}
+					if j == 0 && (it.Valid() || it.Error() != nil) {
+						t.Fatalf("SeekLT(%q) then back past the first entry: valid %v, err %v", key, it.Valid(), it.Error())
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestRestartApartLayout checks the writer's restart points in data
+// blocks of values stored apart: with blocks of 4 KiB (the default) every
+// entry holding a value handle starts a restart interval, with larger
+// blocks or without a hash index they share intervals as other entries
+// do; every block keeps its hash index where the writer makes one.
+func TestRestartApartLayout(t *testing.T) {
+	es := make([]entry, 3000)
+	for i := range es {
+		es[i] = entry{key: fmt.Appendf(nil, "key%08d", i), seq: 1, kind: base.KindPut, value: bytes.Repeat([]byte{'v'}, 10)}
+		if i%4 != 0 {
+			es[i].value = bytes.Repeat([]byte{'v'}, 100) // stored apart
+		}
+	}
+	for _, c := range []struct {
+		opts    WriterOptions
+		singles bool
+	}{
+		{WriterOptions{SeparateValues: 64}, true},
+		{WriterOptions{BlockSize: 4 << 10, SeparateValues: 64}, true},
+		{WriterOptions{BlockSize: 8 << 10, SeparateValues: 64}, false},
+		{WriterOptions{NoHashIndex: true, SeparateValues: 64}, false},
+	} {
+		data, _ := writeSegment(t, es, c.opts)
+		r := openSegment(t, data, ReaderOptions{})
+		alone, shared := 0, 0 // entries holding value handles: at a restart point, or not
+		for i := range r.index {
+			block, err := r.dataBlock(i, cacheLookup, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if hasHashIndex(block) == c.opts.NoHashIndex {
+				t.Fatalf("%+v: block %d has a hash index: %v", c.opts, i, hasHashIndex(block))
+			}
+			var it blockIter
+			if err := it.init(block, true, "", 0); err != nil {
+				t.Fatal(err)
+			}
+			starts := map[int]bool{}
+			for j := range it.numRestarts {
+				starts[it.restart(j)] = true
+			}
+			for ok := it.first(); ok; ok = it.next() {
+				switch {
+				case !isValueHandle(it.key):
+				case starts[it.offset]:
+					alone++
+				default:
+					shared++
+				}
+			}
+		}
+		if alone+shared != len(es)*3/4 || (shared == 0) != c.singles {
+			t.Fatalf("%+v: %d value handles at restart points, %d not (want all at them: %v)", c.opts, alone, shared, c.singles)
+		}
 	}
 }

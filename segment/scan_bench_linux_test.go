@@ -86,3 +86,54 @@ func openMappedBench(b *testing.B, valueLen int, opts WriterOptions) *Reader {
 	}
 	return r
 }
+
+// BenchmarkScanMappedBothWays is BenchmarkScanMapped with a forward and a
+// backward scan in each iteration, one after the other, so that the two
+// directions meet the same load on a shared machine: it reports each
+// one's CPU time per entry and backward's rate relative to forward's
+// (fwd/rev, 1 where backward is as fast).
+func BenchmarkScanMappedBothWays(b *testing.B) {
+	for _, c := range []struct {
+		name     string
+		valueLen int
+		apart    int
+	}{
+		{"value=10", 10, 0},
+		{"value=100", 100, 0},
+		{"value=4096/apart", 4096, 1024},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			r := openMappedBench(b, c.valueLen, WriterOptions{BitsPerKey: 10, SeparateValues: c.apart})
+			scan := func(reverse bool) int {
+				it := r.NewIter(false)
+				defer it.Close()
+				ok, step := it.First, it.Next
+				if reverse {
+					ok, step = it.Last, it.Prev
+				}
+				n := 0
+				for valid := ok(); valid; valid = step() {
+					n += len(it.Key()) + len(it.Value())
+				}
+				if err := it.Error(); err != nil {
+					b.Fatal(err)
+				}
+				return n
+			}
+			want := scan(false)
+			var fwd, rev float64
+			for b.Loop() {
+				c0 := cpuSeconds()
+				n := scan(false)
+				c1 := cpuSeconds()
+				if m := scan(true); n != want || m != want {
+					b.Fatalf("scans read %d and %d bytes, want %d", n, m, want)
+				}
+				fwd, rev = fwd+c1-c0, rev+cpuSeconds()-c1
+			}
+			b.ReportMetric(fwd*1e9/float64(b.N*benchEntries), "fwd-cpu-ns/entry")
+			b.ReportMetric(rev*1e9/float64(b.N*benchEntries), "rev-cpu-ns/entry")
+			b.ReportMetric(fwd/rev, "fwd/rev")
+		})
+	}
+}

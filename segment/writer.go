@@ -166,13 +166,15 @@ func NewWriter(w io.Writer, opts WriterOptions) *Writer {
 		b := make([]byte, 0, initialOut+opts.BlockSize+blockTrailerLen)
 		out = &b
 	}
-	return &Writer{
+	sw := &Writer{
 		w:     w,
 		opts:  opts,
 		out:   (*out)[:0],
 		data:  blockWriter{restartInterval: opts.RestartInterval, hashIndex: !opts.NoHashIndex},
 		index: blockWriter{restartInterval: opts.RestartInterval},
 	}
+	sw.data.restartApart = !opts.NoHashIndex && opts.BlockSize <= maxRestartApartBlock
+	return sw
 }
 
 // Add appends an entry. key is the user key; entries must arrive in
@@ -269,7 +271,7 @@ func (w *Writer) add(key []byte, seq uint64, kind base.Kind, value, rec []byte) 
 		stored, value = kindValueHandle, w.handle
 	}
 	w.ikey = appendInternalKey(w.ikey[:0], key, base.MakeTrailer(seq, stored))
-	w.data.add(w.ikey, value)
+	w.data.addEntry(w.ikey, value, stored == kindValueHandle)
 	if stored == kindValueHandle {
 		w.data.noteApart()
 	}
