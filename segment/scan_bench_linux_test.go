@@ -8,6 +8,38 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// scanBenchCases are the segments the scan benchmarks walk: small and
+// 100-byte values inline, 4 KiB values stored apart.
+var scanBenchCases = []struct {
+	name     string
+	valueLen int
+	apart    int
+}{
+	{"value=10", 10, 0},
+	{"value=100", 100, 0},
+	{"value=4096/apart", 4096, 1024},
+}
+
+// scanAll walks every entry of r, forward (First, Next) or backward
+// (Last, Prev), reading each key and value length, and returns the bytes
+// it counted.
+func scanAll(b *testing.B, r *Reader, reverse bool) int {
+	it := r.NewIter(false)
+	defer it.Close()
+	ok, step := it.First, it.Next
+	if reverse {
+		ok, step = it.Last, it.Prev
+	}
+	n := 0
+	for valid := ok(); valid; valid = step() {
+		n += len(it.Key()) + len(it.Value())
+	}
+	if err := it.Error(); err != nil {
+		b.Fatal(err)
+	}
+	return n
+}
+
 // BenchmarkScanMapped walks every entry of a mapped, uncompressed segment,
 // forward (First, Next) or backward (Last, Prev), as a store's full scan
 // does, reading each key and value length; the blocks and value records
@@ -15,15 +47,7 @@ import (
 // time per entry, steadier than wall time on a shared machine, so that the
 // two directions compare within one run.
 func BenchmarkScanMapped(b *testing.B) {
-	for _, c := range []struct {
-		name     string
-		valueLen int
-		apart    int
-	}{
-		{"value=10", 10, 0},
-		{"value=100", 100, 0},
-		{"value=4096/apart", 4096, 1024},
-	} {
+	for _, c := range scanBenchCases {
 		for _, reverse := range []bool{false, true} {
 			name := c.name + "/forward"
 			if reverse {
@@ -31,22 +55,7 @@ func BenchmarkScanMapped(b *testing.B) {
 			}
 			b.Run(name, func(b *testing.B) {
 				r := openMappedBench(b, c.valueLen, WriterOptions{BitsPerKey: 10, SeparateValues: c.apart})
-				scan := func() int {
-					it := r.NewIter(false)
-					defer it.Close()
-					ok, step := it.First, it.Next
-					if reverse {
-						ok, step = it.Last, it.Prev
-					}
-					n := 0
-					for valid := ok(); valid; valid = step() {
-						n += len(it.Key()) + len(it.Value())
-					}
-					if err := it.Error(); err != nil {
-						b.Fatal(err)
-					}
-					return n
-				}
+				scan := func() int { return scanAll(b, r, reverse) }
 				want := scan()
 				b.ReportAllocs()
 				c0 := cpuSeconds()
@@ -93,33 +102,10 @@ func openMappedBench(b *testing.B, valueLen int, opts WriterOptions) *Reader {
 // one's CPU time per entry and backward's rate relative to forward's
 // (fwd/rev, 1 where backward is as fast).
 func BenchmarkScanMappedBothWays(b *testing.B) {
-	for _, c := range []struct {
-		name     string
-		valueLen int
-		apart    int
-	}{
-		{"value=10", 10, 0},
-		{"value=100", 100, 0},
-		{"value=4096/apart", 4096, 1024},
-	} {
+	for _, c := range scanBenchCases {
 		b.Run(c.name, func(b *testing.B) {
 			r := openMappedBench(b, c.valueLen, WriterOptions{BitsPerKey: 10, SeparateValues: c.apart})
-			scan := func(reverse bool) int {
-				it := r.NewIter(false)
-				defer it.Close()
-				ok, step := it.First, it.Next
-				if reverse {
-					ok, step = it.Last, it.Prev
-				}
-				n := 0
-				for valid := ok(); valid; valid = step() {
-					n += len(it.Key()) + len(it.Value())
-				}
-				if err := it.Error(); err != nil {
-					b.Fatal(err)
-				}
-				return n
-			}
+			scan := func(reverse bool) int { return scanAll(b, r, reverse) }
 			want := scan(false)
 			var fwd, rev float64
 			for b.Loop() {
