@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -396,7 +397,11 @@ func (db *DB) compactSegments(inputs []*segHandle, tier uint32, major bool) erro
 		merged = rangedel.Merge(rangeDels...)
 		it.SetRangeDels(merged)
 	}
-	out, err := db.writeSegment(it, compaction.KeepRangeDels(merged, snaps, major), filter, tier, inputs)
+	var keys uint64 // a hint for the filter's hash list: the writer caps it
+	for _, s := range inputs {
+		keys += s.meta.Entries
+	}
+	out, err := db.writeSegment(it, compaction.KeepRangeDels(merged, snaps, major), filter, tier, inputs, int(min(keys, math.MaxInt32)))
 	if err != nil {
 		db.fail(fmt.Errorf("compaction: %w", err))
 		return err

@@ -151,5 +151,5 @@ func (db *DB) writeMemtable(mem *memtable.Memtable, snapshots []uint64) (*segHan
 	rangeDels := mem.RangeDels() // merges the memtable's lists: once
 	it := compaction.NewDedup(mem.NewIter(), snapshots, false)
 	it.SetRangeDels(rangeDels)
-	return db.writeSegment(it, compaction.KeepRangeDels(rangeDels, snapshots, false), nil, 0, nil)
+	return db.writeSegment(it, compaction.KeepRangeDels(rangeDels, snapshots, false), nil, 0, nil, mem.Len())
 }

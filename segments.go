@@ -142,7 +142,7 @@ func unrefAll(segs []*segHandle) {
 // (and no error) if there is nothing to write. The file is not live until
 // the caller commits it to the manifest. replaces are the segments it will
 // replace (a merge's inputs; nil for a flush), for the filter allocation.
-func (db *DB) writeSegment(it base.ForwardIterator, rangeDels *rangedel.List, filter *bloom.Filter, tier uint32, replaces []*segHandle) (*segHandle, error) {
+func (db *DB) writeSegment(it base.ForwardIterator, rangeDels *rangedel.List, filter *bloom.Filter, tier uint32, replaces []*segHandle, keys int) (*segHandle, error) {
 	num, err := db.manifest.NewFileNum()
 	if err != nil {
 		return nil, fmt.Errorf("segment file number: %w", err)
@@ -152,7 +152,7 @@ func (db *DB) writeSegment(it base.ForwardIterator, rangeDels *rangedel.List, fi
 	if err != nil {
 		return nil, fmt.Errorf("create segment: %w", err)
 	}
-	props, err := db.fillSegment(writeBehind(f), it, rangeDels, filter, replaces)
+	props, err := db.fillSegment(writeBehind(f), it, rangeDels, filter, replaces, keys)
 	empty := props.Entries == 0 && props.RangeDels == 0
 	if err == nil && !empty {
 		err = f.Sync()
@@ -206,7 +206,7 @@ func chunkSize(replaces []*segHandle) int {
 
 // fillSegment writes the entries of it as a segment to f. A non-nil filter
 // (compaction's union path) replaces the one the writer would build.
-func (db *DB) fillSegment(f vfs.File, it base.ForwardIterator, rangeDels *rangedel.List, filter *bloom.Filter, replaces []*segHandle) (segment.Properties, error) {
+func (db *DB) fillSegment(f vfs.File, it base.ForwardIterator, rangeDels *rangedel.List, filter *bloom.Filter, replaces []*segHandle, keys int) (segment.Properties, error) {
 	wo := segment.WriterOptions{
 		BlockSize:      db.opts.BlockSize,
 		Compression:    db.opts.segmentCompression(),
@@ -214,6 +214,9 @@ func (db *DB) fillSegment(f vfs.File, it base.ForwardIterator, rangeDels *ranged
 		SeparateValues: db.opts.LargeValueSize,
 		FilterGeometry: db.segmentFilter(replaces), // the filter allocation: filtermem.go
 		ChunkSize:      chunkSize(replaces),
+	}
+	if filter == nil {
+		wo.KeysHint = keys // the writer builds the filter from the keys' hashes
 	}
 	if px := db.opts.Prefix; px != nil {
 		wo.Prefix, wo.PrefixName = px.Split, px.Name

@@ -698,3 +698,32 @@ func TestWriterWritesAlignedChunks(t *testing.T) {
 		}
 	}
 }
+
+// TestKeysHint: a segment written with a hint of its key count, short,
+// exact or far over, is byte for byte the one written without, and with
+// an exact hint the hash list is allocated once.
+func TestKeysHint(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 22))
+	es := randomEntries(rng, 3000, 2000)
+	distinct := 0
+	for i := range es {
+		if i == 0 || !bytes.Equal(es[i].key, es[i-1].key) {
+			distinct++
+		}
+	}
+	want, _ := writeSegment(t, es, WriterOptions{BitsPerKey: 10})
+	for _, hint := range []int{1, distinct / 2, distinct, 10 * distinct} {
+		if got, _ := writeSegment(t, es, WriterOptions{BitsPerKey: 10, KeysHint: hint}); !bytes.Equal(got, want) {
+			t.Fatalf("KeysHint %d (%d keys): the segment differs from one written without a hint", hint, distinct)
+		}
+	}
+	var buf bytes.Buffer
+	w := NewWriter(&buf, WriterOptions{BitsPerKey: 10, KeysHint: distinct})
+	first := &w.hashes[:1][0]
+	for _, e := range es {
+		mustAdd(t, w, e)
+	}
+	if len(w.hashes) != distinct || &w.hashes[0] != first {
+		t.Fatalf("%d hashes for %d keys, reallocated %v; want the hinted list filled in place", len(w.hashes), distinct, &w.hashes[0] != first)
+	}
+}

@@ -67,7 +67,17 @@ type WriterOptions struct {
 	// in the file (flushAligned). 0 means DefaultChunkSize; HugeChunkSize
 	// is the other choice that pays (see them).
 	ChunkSize int
+	// KeysHint, if positive, is about how many distinct user keys the
+	// segment will hold (a flush's memtable entries, a merge's input
+	// entries): the list of key hashes the filter is built from is then
+	// allocated once, at most maxKeysHint entries, instead of grown by
+	// append, whose copies were a fifth of the bytes a fill allocated.
+	KeysHint int
 }
+
+// maxKeysHint bounds the hash list WriterOptions.KeysHint allocates ahead
+// (8 bytes a key): beyond it the list grows as needed.
+const maxKeysHint = 1 << 22
 
 // DefaultChunkSize and HugeChunkSize are the sizes of a Writer's writes
 // (WriterOptions.ChunkSize). Page caches that hold files in large folios
@@ -174,6 +184,9 @@ func NewWriter(w io.Writer, opts WriterOptions) *Writer {
 		index: blockWriter{restartInterval: opts.RestartInterval},
 	}
 	sw.data.restartApart = !opts.NoHashIndex && opts.BlockSize <= maxRestartApartBlock
+	if opts.KeysHint > 0 && opts.BitsPerKey > 0 {
+		sw.hashes = make([]uint64, 0, min(opts.KeysHint, maxKeysHint))
+	}
 	return sw
 }
 
