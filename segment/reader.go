@@ -236,23 +236,15 @@ func (r *Reader) readBlock(h blockHandle, ra *readahead) (block []byte, src bloc
 // at h and its trailer (from src), and returns the block's contents,
 // decompressed if need be, and where they live.
 func (r *Reader) decodeStored(h blockHandle, buf []byte, src blockSource, ra *readahead) (block []byte, _ blockSource, err error) {
-	n := int(h.length)
-	stored, typ := buf[:n:n], buf[n]
-	if got, want := blockChecksum(buf[:n+1]), binary.LittleEndian.Uint32(buf[n+1:]); got != want {
-		return nil, src, r.corrupt(h.offset, "block checksum mismatch: computed %#08x, stored %#08x", got, want)
+	typ, dlen, err := r.checkStored(h, buf)
+	if err != nil {
+		return nil, src, err
 	}
+	stored := buf[:h.length:h.length]
 	switch typ {
 	case compressionNone:
 		return stored, src, nil
 	case compressionSnappy:
-		dlen, err := snappy.DecodedLen(stored)
-		if err != nil {
-			return nil, src, r.corrupt(h.offset, "snappy block length: %v", err)
-		}
-		if limit := maxSnappyLen(h.length); uint64(dlen) > limit {
-			return nil, src, r.corrupt(h.offset, "snappy block of %d bytes claims to decode to %d, more than the %d it can",
-				h.length, dlen, limit)
-		}
 		var dst []byte
 		if ra != nil && ra.reuseDecoded {
 			if cap(ra.decoded) < dlen {
@@ -267,35 +259,58 @@ func (r *Reader) decodeStored(h blockHandle, buf []byte, src blockSource, ra *re
 			return nil, src, r.corrupt(h.offset, "snappy: %v", err)
 		}
 		return out, src, nil
-	case compressionZstd:
-		if r.footer.version < formatVersionZstd {
-			return nil, src, r.corrupt(h.offset, "zstd block in a version-%d segment", r.footer.version)
-		}
-		return r.decodeZstd(h, stored, ra)
 	}
-	return nil, src, r.corrupt(h.offset, "unknown compression type %d", typ)
+	return r.decodeZstd(h, stored, dlen, ra)
 }
 
-// decodeZstd decodes the zstd block stored at h. Its frame declares its
-// content size, which must lie within what any compressed block may decode
-// to (maxSnappyLen) before a buffer of that size is allocated; the decoder
-// then writes at most that many bytes (WithDecodeAllCapLimit), and fewer
-// or more is corruption.
-func (r *Reader) decodeZstd(h blockHandle, stored []byte, ra *readahead) ([]byte, blockSource, error) {
-	src := srcFresh
-	declared, err := zstdDecodedLen(stored)
-	if err != nil {
-		return nil, src, r.corrupt(h.offset, "zstd frame header: %v", err)
+// checkStored verifies the checksum of buf, the stored bytes of the block
+// at h and its trailer, and returns the block's compression type and the
+// length its contents decode to, without decoding them. A compressed
+// block's length comes from its codec's header (a zstd frame declares its
+// content size) and must lie within what any compressed block of its size
+// may decode to (maxSnappyLen), before a buffer of that size is allocated.
+func (r *Reader) checkStored(h blockHandle, buf []byte) (typ byte, dlen int, err error) {
+	n := int(h.length)
+	stored, typ := buf[:n:n], buf[n]
+	if got, want := blockChecksum(buf[:n+1]), binary.LittleEndian.Uint32(buf[n+1:]); got != want {
+		return typ, 0, r.corrupt(h.offset, "block checksum mismatch: computed %#08x, stored %#08x", got, want)
+	}
+	var declared uint64
+	switch typ {
+	case compressionNone:
+		return typ, n, nil
+	case compressionSnappy:
+		d, err := snappy.DecodedLen(stored)
+		if err != nil {
+			return typ, 0, r.corrupt(h.offset, "snappy block length: %v", err)
+		}
+		declared = uint64(d)
+	case compressionZstd:
+		if r.footer.version < formatVersionZstd {
+			return typ, 0, r.corrupt(h.offset, "zstd block in a version-%d segment", r.footer.version)
+		}
+		if declared, err = zstdDecodedLen(stored); err != nil {
+			return typ, 0, r.corrupt(h.offset, "zstd frame header: %v", err)
+		}
+	default:
+		return typ, 0, r.corrupt(h.offset, "unknown compression type %d", typ)
 	}
 	if limit := maxSnappyLen(h.length); declared > limit {
-		return nil, src, r.corrupt(h.offset, "zstd block of %d bytes claims to decode to %d, more than the %d allowed",
+		return typ, 0, r.corrupt(h.offset, "compressed block of %d bytes claims to decode to %d, more than the %d it can",
 			h.length, declared, limit)
 	}
+	return typ, int(declared), nil
+}
+
+// decodeZstd decodes the zstd block stored at h, whose frame declares
+// dlen bytes of content (checkStored); the decoder writes at most that
+// many (WithDecodeAllCapLimit), and fewer or more is corruption.
+func (r *Reader) decodeZstd(h blockHandle, stored []byte, dlen int, ra *readahead) ([]byte, blockSource, error) {
+	src := srcFresh
 	dec, err := zstdDecoder()
 	if err != nil {
 		return nil, src, fmt.Errorf("segment %s: zstd decoder: %w", r.opts.Name, err)
 	}
-	dlen := int(declared)
 	var dst []byte
 	if ra != nil && ra.reuseDecoded {
 		if cap(ra.decoded) < dlen {

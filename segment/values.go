@@ -5,7 +5,6 @@ import (
 	"sync/atomic"
 
 	"github.com/bloomkv/bloomkv/internal/base"
-	"github.com/golang/snappy"
 )
 
 // Values stored apart from their keys (FORMAT.md, "Value records").
@@ -264,36 +263,12 @@ func (r *Reader) valueRecord(i int, enc []byte, buf *[]byte, c *Counters) (rec [
 			return nil, 0, err
 		}
 	}
-	stored, typ := rec[:h.length], rec[h.length]
-	if got, want := blockChecksum(rec[:h.length+1]), binary.LittleEndian.Uint32(rec[h.length+1:]); got != want {
-		return nil, 0, r.corrupt(h.offset, "block checksum mismatch: computed %#08x, stored %#08x", got, want)
+	typ, dlen, err := r.checkStored(h.blockHandle, rec)
+	if err != nil {
+		return nil, 0, err
 	}
-	var dlen uint64
-	switch typ {
-	case compressionNone:
-		if r.opts.Mapped != nil {
-			r.valuesVerified.set(h.ordinal) // as value does: the mapping holds the value
-		}
-		return rec, int(h.length), nil
-	case compressionSnappy:
-		d, err := snappy.DecodedLen(stored)
-		if err != nil {
-			return nil, 0, r.corrupt(h.offset, "snappy block length: %v", err)
-		}
-		dlen = uint64(d)
-	case compressionZstd:
-		if r.footer.version < formatVersionZstd {
-			return nil, 0, r.corrupt(h.offset, "zstd block in a version-%d segment", r.footer.version)
-		}
-		if dlen, err = zstdDecodedLen(stored); err != nil {
-			return nil, 0, r.corrupt(h.offset, "zstd frame header: %v", err)
-		}
-	default:
-		return nil, 0, r.corrupt(h.offset, "unknown compression type %d", typ)
+	if typ == compressionNone && r.opts.Mapped != nil {
+		r.valuesVerified.set(h.ordinal) // as value does: the mapping holds the value
 	}
-	if limit := maxSnappyLen(h.length); dlen > limit {
-		return nil, 0, r.corrupt(h.offset, "compressed block of %d bytes claims to decode to %d, more than the %d it can",
-			h.length, dlen, limit)
-	}
-	return rec, int(dlen), nil
+	return rec, dlen, nil
 }
