@@ -345,7 +345,7 @@ func BenchmarkCompactionCopy(b *testing.B) {
 						k, tr := it.InternalKey()
 						seq, kind := base.SplitTrailer(tr)
 						var err error
-						if rec, n, ok := it.RawValue(); ok && w.StoresApart(n) {
+						if rec, n, ok := it.RawValue(); ok && w.storesApart(n) {
 							err = w.AddValueRecord(k, seq, rec, n)
 						} else {
 							err = w.Add(k, seq, kind, it.Value())

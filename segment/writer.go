@@ -131,12 +131,13 @@ type Writer struct {
 	// incompressible counts the blocks in a row the codec did not shrink
 	// enough (or was not tried on): see maybeCompress.
 	incompressible int
-	usedZstd       bool   // a block was stored with zstd: the file is version 3 or later
-	usedHashIndex  bool   // a data block has a hash index: the file is version 4
-	blockStart     uint64 // where the current data block's value records start: the end of the last block
-	handle         []byte // the value handle being added, reused
-	lastHash       uint64 // bloom.Hash of the last user key added
-	scratch        []byte // index entry values, reused
+	usedZstd       bool                  // a block was stored with zstd: the file is version 3 or later
+	usedHashIndex  bool                  // a data block has a hash index: the file is version 4
+	blockStart     uint64                // where the current data block's value records start: the end of the last block
+	handle         []byte                // the value handle being added, reused
+	trailer        [blockTrailerLen]byte // the trailer emit writes, kept here so as not to escape
+	lastHash       uint64                // bloom.Hash of the last user key added
+	scratch        []byte                // index entry values, reused
 
 	lastKey  []byte // internal key of the last Add
 	ikey     []byte // internal key being added; swapped with lastKey
@@ -201,9 +202,9 @@ func (w *Writer) Add(key []byte, seq uint64, kind base.Kind, value []byte) error
 	return w.add(key, seq, kind, value, nil)
 }
 
-// StoresApart reports whether the Writer stores a put's value of n bytes
+// storesApart reports whether the Writer stores a put's value of n bytes
 // apart from its key, as a value record (WriterOptions.SeparateValues).
-func (w *Writer) StoresApart(n int) bool {
+func (w *Writer) storesApart(n int) bool {
 	return w.opts.SeparateValues > 0 && n >= w.opts.SeparateValues
 }
 
@@ -212,7 +213,7 @@ func (w *Writer) StoresApart(n int) bool {
 // compression type byte and the CRC), which the Writer copies verbatim as
 // a value record of its own, with a handle of its own, instead of
 // compressing and checksumming the value again. n is the length of the
-// value rec decodes to, which the Writer must store apart (StoresApart).
+// value rec decodes to, which the Writer must store apart (storesApart).
 // The caller has verified rec's checksum: the CRC covers only the record's
 // bytes and type, not its place in the file, so it holds in the new file.
 // The record keeps its codec, whatever WriterOptions.Compression says: a
@@ -233,7 +234,7 @@ func (w *Writer) AddValueRecord(key []byte, seq uint64, rec []byte, n int) error
 // decoding it: a known type byte, a stored length within a block's, and
 // a raw record's length equal to n.
 func (w *Writer) checkRecord(rec []byte, n int) error {
-	if !w.StoresApart(n) {
+	if !w.storesApart(n) {
 		return fmt.Errorf("segment: a value record of %d bytes, below the writer's SeparateValues %d", n, w.opts.SeparateValues)
 	}
 	if len(rec) < blockTrailerLen || len(rec)-blockTrailerLen > MaxBlockSize {
@@ -268,7 +269,7 @@ func (w *Writer) add(key []byte, seq uint64, kind base.Kind, value, rec []byte) 
 		w.addPrefix(key)
 	}
 	stored := kind
-	if rec != nil || kind == base.KindPut && w.StoresApart(len(value)) {
+	if rec != nil || kind == base.KindPut && w.storesApart(len(value)) {
 		var h blockHandle
 		var err error
 		if rec != nil {
@@ -476,51 +477,41 @@ func (w *Writer) copyRecord(rec []byte) (blockHandle, error) {
 	}
 	w.usedZstd = w.usedZstd || typ == compressionZstd
 	h := blockHandle{offset: w.offset, length: uint64(n)}
-	if len(rec) >= w.opts.ChunkSize {
-		if err := w.flush(); err != nil {
-			return h, err
-		}
-		if _, err := w.w.Write(rec); err != nil {
-			w.err = fmt.Errorf("segment: write: %w", err)
-			return h, w.err
-		}
-	} else {
-		w.out = append(w.out, rec...)
-	}
-	w.offset = h.end()
-	if len(w.out) >= w.opts.ChunkSize {
-		return h, w.flushAligned()
-	}
-	return h, nil
+	return h, w.write(rec)
 }
 
 // emit appends a stored block and its trailer to the output.
 func (w *Writer) emit(payload []byte, typ byte) (blockHandle, error) {
 	h := blockHandle{offset: w.offset, length: uint64(len(payload))}
-	var crc uint32
-	if len(payload) >= w.opts.ChunkSize {
-		// A large block (typically the filter) skips the copy into out.
+	t := w.trailer[:]
+	t[0] = typ
+	binary.LittleEndian.PutUint32(t[1:], crc32.Update(crc32.Checksum(payload, castagnoli), castagnoli, t[:1]))
+	if err := w.write(payload); err != nil {
+		return h, err
+	}
+	return h, w.write(t)
+}
+
+// write appends b, bytes as stored, to the output: gathered in out, or,
+// at a chunk or more (a large value record, typically the filter), after
+// out's bytes straight to the underlying writer, which skips the copy.
+func (w *Writer) write(b []byte) error {
+	if len(b) >= w.opts.ChunkSize {
 		if err := w.flush(); err != nil {
-			return h, err
+			return err
 		}
-		if _, err := w.w.Write(payload); err != nil {
+		if _, err := w.w.Write(b); err != nil {
 			w.err = fmt.Errorf("segment: write: %w", err)
-			return h, w.err
+			return w.err
 		}
-		crc = crc32.Checksum(payload, castagnoli)
+	} else {
+		w.out = append(w.out, b...)
 	}
-	start := len(w.out)
-	if len(payload) < w.opts.ChunkSize {
-		w.out = append(w.out, payload...)
-	}
-	w.out = append(w.out, typ)
-	crc = crc32.Update(crc, castagnoli, w.out[start:]) // the rest of payload, and typ
-	w.out = binary.LittleEndian.AppendUint32(w.out, crc)
-	w.offset = h.end()
+	w.offset += uint64(len(b))
 	if len(w.out) >= w.opts.ChunkSize {
-		return h, w.flushAligned()
+		return w.flushAligned()
 	}
-	return h, nil
+	return nil
 }
 
 // flushAligned writes the gathered output up to the last multiple of
