@@ -876,15 +876,14 @@ func (it *blockIter) prev() bool {
 // intervalBefore returns the last restart point before target, and
 // whether its interval ends at target (the next restart point or the
 // block's end is there). A backward scan asks for the interval before
-// the one it asked for last, or within it, which need no search.
+// the one it asked for last, which prev finds without the call, or
+// within it, which needs no search either.
 func (it *blockIter) intervalBefore(target int) (lo int, whole bool) {
-	switch r := it.prevRestart; {
+	switch {
 	case it.loOff < target && target < it.hiOff:
-		return r, false // within the interval decoded last
+		return it.prevRestart, false // within the interval decoded last
 	case target == it.restartsOff:
 		lo, whole = it.numRestarts-1, true
-	case r > 0 && r < it.numRestarts && it.hiOff != 0 && it.loOff == target:
-		lo, whole = r-1, true
 	default:
 		hi := it.numRestarts - 1
 		for lo < hi {
