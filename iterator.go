@@ -49,9 +49,7 @@ var ErrIteratorClosed error = &narrowError{"bloomkv: iterator closed", ErrClosed
 //
 // Moving forward is the fast direction. Backward, a segment decodes each
 // restart interval of a block once and steps back through the decoded
-// entries (an interval of two entries, one and a half times: again from
-// its start at each step, which costs less there), but Prev on a memtable
-// costs a search, as in LevelDB.
+// entries, but Prev on a memtable costs a search, as in LevelDB.
 // Changing direction (Next after Prev, or Prev after Next) re-seeks every
 // source. When only one segment has keys in the range and no range
 // deletion applies, the Iterator reads that segment without merging (and,
