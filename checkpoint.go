@@ -109,7 +109,8 @@ func (db *DB) captureCheckpoint() (*checkpoint, error) {
 	db.commit.exclusive(db, func() {
 		// Every group written is published first, so the WAL captured
 		// holds no write whose fsync may still fail; and a WAL a rotation
-		// replaced is sealed first (acquireSync waits for sealLoop), so that its copy, read after a reboot, is known whole.
+		// replaced is sealed first (acquireSync waits for sealLoop), so
+		// that its copy, read after a reboot, is known whole.
 		if err = db.commit.syncQueued(db); err != nil {
 			return
 		}

@@ -954,8 +954,7 @@ type frozen struct {
 }
 
 // rotate freezes the memtable and starts a new one with a new WAL, and
-// returns the frozen memtable. Only
-// the commit leader calls it (from makeRoom, or Flush through exclusive),
+// returns the frozen memtable. Only the commit leader calls it (from makeRoom, or Flush through exclusive),
 // without db.mu, which it holds only to swap the memtable and WAL in one
 // step, so that readers and checkpoints see either both old or both new.
 //
@@ -1173,8 +1172,8 @@ func (db *DB) startSpareLocked() {
 }
 
 // makeSpare creates a WAL for a later rotation, closes and clears
-// db.spareMade, and
-// starts the next one if fewer than spareWALs are ready. A failure makes
+// db.spareMade, and starts the next one if fewer than spareWALs are
+// ready. A failure makes
 // the DB read-only, as it would in the rotation. One makeSpare runs at a
 // time, and a rotation that finds no spare waits for it rather than
 // create a WAL beside it, so the spares' numbers are above the active
