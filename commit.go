@@ -954,9 +954,10 @@ type frozen struct {
 }
 
 // rotate freezes the memtable and starts a new one with a new WAL, and
-// returns the frozen memtable. Only the commit leader calls it (from makeRoom, or Flush through exclusive),
-// without db.mu, which it holds only to swap the memtable and WAL in one
-// step, so that readers and checkpoints see either both old or both new.
+// returns the frozen memtable. Only the commit leader calls it (from
+// makeRoom, or Flush through exclusive), without db.mu, which it holds
+// only to swap the memtable and WAL in one step, so that readers and
+// checkpoints see either both old or both new.
 //
 // The writer that rotates waits for no fsync. The new WAL is usually the
 // spare made ahead (makeSpare: a creation costs two fsyncs, the file's and

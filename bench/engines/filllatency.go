@@ -36,6 +36,13 @@ type WriteStats struct {
 	StallTime, FlushStallTime, LongestStall time.Duration
 }
 
+// since returns the growth of s's counters and times since s0's; the
+// longest stall is s's.
+func (s WriteStats) since(s0 WriteStats) WriteStats {
+	return WriteStats{Stalls: s.Stalls - s0.Stalls, Flushes: s.Flushes - s0.Flushes, Compactions: s.Compactions - s0.Compactions,
+		StallTime: s.StallTime - s0.StallTime, FlushStallTime: s.FlushStallTime - s0.FlushStallTime, LongestStall: s.LongestStall}
+}
+
 // FillLatencyConfig is the fill-latency workload: N Puts of distinct
 // random 16-byte keys with ValueSize-byte incompressible values, one Put
 // per call, no fsync (each adapter's ordinary fill, as in Run), every
@@ -299,9 +306,7 @@ func fillTimed(spec Spec, w *workload, cfg FillLatencyConfig, threshold time.Dur
 		var grew WriteStats
 		if hasStats {
 			now := ws.WriteStats()
-			grew = WriteStats{Stalls: now.Stalls - last.Stalls, Flushes: now.Flushes - last.Flushes,
-				Compactions: now.Compactions - last.Compactions, StallTime: now.StallTime - last.StallTime}
-			last = now
+			grew, last = now.since(last), now
 			unexplained -= min(grew.StallTime, unexplained)
 		}
 		var runq time.Duration
@@ -341,11 +346,11 @@ func fillTimed(spec Spec, w *workload, cfg FillLatencyConfig, threshold time.Dur
 	res.P50, res.P99, res.P999, res.Max = int64(h.Quantile(0.5)), int64(h.Quantile(0.99)), int64(h.Quantile(0.999)), int64(h.Max())
 	res.Histogram = h.Buckets()
 	if hasStats {
-		s1 := ws.WriteStats()
-		res.Stalls, res.Flushes, res.Compactions = s1.Stalls-s0.Stalls, s1.Flushes-s0.Flushes, s1.Compactions-s0.Compactions
-		res.StallMillis = float64((s1.StallTime - s0.StallTime).Nanoseconds()) / 1e6
-		res.FlushStallMillis = float64((s1.FlushStallTime - s0.FlushStallTime).Nanoseconds()) / 1e6
-		res.LongestStallMicros = float64(s1.LongestStall.Nanoseconds()) / 1e3 // a fresh store: the fill's
+		d := ws.WriteStats().since(s0)
+		res.Stalls, res.Flushes, res.Compactions = d.Stalls, d.Flushes, d.Compactions
+		res.StallMillis = float64(d.StallTime.Nanoseconds()) / 1e6
+		res.FlushStallMillis = float64(d.FlushStallTime.Nanoseconds()) / 1e6
+		res.LongestStallMicros = float64(d.LongestStall.Nanoseconds()) / 1e3 // a fresh store: the fill's
 	}
 	return nil
 }
