@@ -117,7 +117,10 @@ type Options struct {
 	// (but still checked). Segments written earlier keep their filters.
 	DisableFilters bool
 	// MemtableSize is the size at which the memtable is frozen and flushed
-	// to a segment. Default 4 MiB.
+	// to a segment. Default 4 MiB. Full memtables wait for their flush
+	// while writes go on in a new one: up to four of them, or as many as
+	// fit in 32 MiB if that is fewer, but at least two. Only beyond that
+	// do writers wait for a flush.
 	MemtableSize int
 	// BlockSize is the target uncompressed size of a segment data block.
 	// Default 4 KiB.
@@ -435,6 +438,7 @@ type DB struct {
 	compacting    int                 // background compactions scheduled or running
 	busy          map[*segHandle]bool // inputs of the running compactions
 	stallAt       int                 // segment count at which writers wait for compaction
+	frozenLimit   int                 // full memtables that may wait for flush before writers wait (commit.go)
 	flushWaiters  atomic.Int32        // writers stalled until a flush frees a memtable; merges pause meanwhile
 	urgentAt      int                 // segment count from which merges of the newest segments start beyond CompactionConcurrency
 	expectedReads float64             // predicted block reads per absent Get (filtermem.go)

@@ -24,7 +24,7 @@ func (db *DB) Flush() error {
 			return
 		}
 		if !db.mem.Empty() {
-			for len(db.imm) >= maxFrozen && db.writableLocked() == nil {
+			for len(db.imm) >= db.frozenLimit && db.writableLocked() == nil {
 				db.cond.Wait()
 			}
 			if err = db.writableLocked(); err != nil {

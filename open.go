@@ -63,13 +63,14 @@ func Open(dir string, opts *Options) (*DB, error) {
 
 func newDB(dir string, o Options, lock io.Closer) *DB {
 	db := &DB{
-		dir:      dir,
-		fs:       o.FS,
-		bootID:   vfs.BootID(o.FS),
-		opts:     o,
-		logger:   o.Logger,
-		lockFile: lock,
-		cache:    segment.NewCache(o.BlockCacheSize),
+		dir:         dir,
+		fs:          o.FS,
+		bootID:      vfs.BootID(o.FS),
+		opts:        o,
+		logger:      o.Logger,
+		lockFile:    lock,
+		cache:       segment.NewCache(o.BlockCacheSize),
+		frozenLimit: frozenLimit(o.MemtableSize),
 		// Tiers come from the manifest's Tier field (flush = 0, merge =
 		// inputs' tier + 1), not from file sizes, which depend on how well
 		// the data compresses.

@@ -262,7 +262,7 @@ func (db *DB) fillSegment(f vfs.File, it base.ForwardIterator, rangeDels *ranged
 const yieldEvery = 1024
 
 // yieldToFlush pauses a merge while writers wait for a flush to free a
-// memtable (maxFrozen memtables already wait for theirs). The flush is then
+// memtable (db.frozenLimit memtables already wait for theirs). The flush is then
 // the one thing between the writers and progress, and on a machine with
 // fewer cores than busy goroutines the merges would take most of its CPU:
 // on two cores, with three merges beside it, a 15 ms flush took 115 ms

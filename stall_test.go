@@ -193,7 +193,7 @@ func (f *holdFlushFile) Sync() error {
 }
 
 // TestStallTime holds every flush, so that a writer stalls once maxFrozen
-// memtables wait, and checks that Stats times the stall: the writer's
+// memtables wait (small memtables: not fewer), and checks that Stats times the stall: the writer's
 // wait, held for at least hold, shows in WriteStallTime, FlushStallTime
 // and LongestWriteStall, and nothing is counted before it.
 func TestStallTime(t *testing.T) {
@@ -232,6 +232,12 @@ func TestStallTime(t *testing.T) {
 	if st := db.Stats(); st.WriteStallTime != 0 {
 		t.Fatalf("WriteStallTime %v while the only stall still waits, want it counted when it ends", st.WriteStallTime)
 	}
+	db.mu.Lock()
+	frozen := len(db.imm)
+	db.mu.Unlock()
+	if frozen != maxFrozen {
+		t.Fatalf("the writer stalled with %d memtables waiting for flush, want %d", frozen, maxFrozen)
+	}
 	time.Sleep(hold)
 	close(fs.release)
 	released = true
@@ -247,4 +253,23 @@ func TestStallTime(t *testing.T) {
 			hold, st.LongestWriteStall, st.FlushStallTime, st.WriteStallTime)
 	}
 	t.Logf("%d stalls: %v in all, %v for flushes, longest %v", st.WriteStalls, st.WriteStallTime, st.FlushStallTime, st.LongestWriteStall)
+}
+
+// TestFrozenLimit checks how many full memtables may wait for flush at
+// each memtable size: maxFrozen up to frozenBytes/maxFrozen, fewer above,
+// never fewer than minFrozen.
+func TestFrozenLimit(t *testing.T) {
+	for _, c := range []struct{ size, want int }{
+		{4 << 10, maxFrozen},
+		{4 << 20, maxFrozen},
+		{8 << 20, maxFrozen},
+		{10 << 20, 3},
+		{16 << 20, 2},
+		{64 << 20, minFrozen},
+		{maxMemtableSize, minFrozen},
+	} {
+		if got := frozenLimit(c.size); got != c.want {
+			t.Errorf("frozenLimit(%d) = %d, want %d", c.size, got, c.want)
+		}
+	}
 }
