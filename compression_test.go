@@ -45,7 +45,9 @@ func fillCompressible(t *testing.T, db *DB, from, n int) {
 // TestCompressionOption writes the same data under each setting: zstd
 // segments are the smallest, snappy's (the zero value) are smaller than
 // uncompressed ones, and DisableCompression is NoCompression. Every
-// segment has format version 4, for its data blocks' hash indexes.
+// segment has format version 4, for its data blocks' hash indexes, or 6
+// where its data blocks are stored raw, some after padding that starts
+// them at a page (segment.WriterOptions.PageAlign).
 func TestCompressionOption(t *testing.T) {
 	sizes := map[string]int64{}
 	for _, tc := range []struct {
@@ -55,9 +57,9 @@ func TestCompressionOption(t *testing.T) {
 	}{
 		{"default", Options{}, 4},
 		{"snappy", Options{Compression: SnappyCompression}, 4},
-		{"none", Options{Compression: NoCompression}, 4},
-		{"DisableCompression", Options{DisableCompression: true}, 4},
-		{"DisableCompression and NoCompression", Options{DisableCompression: true, Compression: NoCompression}, 4},
+		{"none", Options{Compression: NoCompression}, 6},
+		{"DisableCompression", Options{DisableCompression: true}, 6},
+		{"DisableCompression and NoCompression", Options{DisableCompression: true, Compression: NoCompression}, 6},
 		{"zstd", Options{Compression: ZstdCompression}, 4},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -214,6 +214,7 @@ func (db *DB) fillSegment(f vfs.File, it base.ForwardIterator, rangeDels *ranged
 		SeparateValues: db.opts.LargeValueSize,
 		FilterGeometry: db.segmentFilter(replaces), // the filter allocation: filtermem.go
 		ChunkSize:      chunkSize(replaces),
+		PageAlign:      true, // a cold Get reads one page of a block, not two
 	}
 	if filter == nil {
 		wo.KeysHint = keys // the writer builds the filter from the keys' hashes

@@ -136,6 +136,37 @@ func (w *blockWriter) addHash(h uint64) {
 	w.hashes = append(w.hashes, keyRestart{hash: h, restart: len(w.restarts) - 1})
 }
 
+// sizeWith is at least estimatedSize once an entry of an ikeyLen-byte
+// internal key and a valueLen-byte value (a value handle if apart) is
+// added: its three length uvarints (the shared length 0 at most), key and value, a restart point, and
+// the buckets of a hash index for the entry's user key, new or not (a
+// key fewer may double the buckets per key: numBuckets).
+func (w *blockWriter) sizeWith(ikeyLen, valueLen int, apart bool) int {
+	n := len(w.buf) + 1 + uvarintLen(ikeyLen) + uvarintLen(valueLen) + ikeyLen + valueLen + 4*(len(w.restarts)+1) + 4
+	if w.hashIndex {
+		restarts, a, entries := len(w.restarts)+1, w.apart+btoi(apart), w.entries+1
+		buckets := max(bucketsFor(len(w.hashes)+1, restarts, a, entries), bucketsFor(len(w.hashes), restarts, a, entries))
+		n += min(buckets+bucketTrials-1, maxBuckets) + 2
+	}
+	return n
+}
+
+// uvarintLen is the length of x as a uvarint.
+func uvarintLen(x int) int {
+	n := 1
+	for ; x >= 0x80; x >>= 7 {
+		n++
+	}
+	return n
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 // estimatedSize is at least the size finish would return now (which
 // may choose fewer buckets: chooseBuckets).
 func (w *blockWriter) estimatedSize() int {
@@ -160,14 +191,21 @@ func (w *blockWriter) estimatedSize() int {
 // cost under 1% of it, and a lookup sent to the binary search pays a
 // cache miss per step in a block of over 100 keys.
 func (w *blockWriter) numBuckets() int {
+	return bucketsFor(len(w.hashes), len(w.restarts), w.apart, w.entries)
+}
+
+// bucketsFor is numBuckets for a block of keys user keys, restarts
+// restart points and entries entries, apart of them with values stored
+// apart.
+func bucketsFor(keys, restarts, apart, entries int) int {
 	num := bucketsPerKeyNum
-	if 2*len(w.restarts) >= len(w.hashes) {
+	if 2*restarts >= keys {
 		num *= 2
 	}
-	if 2*w.apart >= w.entries {
+	if 2*apart >= entries {
 		num *= 2
 	}
-	return min(max(1, (len(w.hashes)*num+bucketsPerKeyDen-1)/bucketsPerKeyDen), maxBuckets)
+	return min(max(1, (keys*num+bucketsPerKeyDen-1)/bucketsPerKeyDen), maxBuckets)
 }
 
 // noteApart records that the entry just added holds a value handle.

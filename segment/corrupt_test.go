@@ -205,15 +205,16 @@ func TestCheckBlock(t *testing.T) {
 // with valid checksums, so tests can plant inconsistent metadata that only
 // the reader's cross-checks can catch.
 type parts struct {
-	data   []byte // the data region
-	filter []byte // filter block contents; nil for none
-	props  Properties
-	index  []*indexEntry
+	version uint32 // the footer's
+	data    []byte // the data region
+	filter  []byte // filter block contents; nil for none
+	props   Properties
+	index   []*indexEntry
 }
 
 func splitParts(t *testing.T, file []byte) parts {
 	r := openSegment(t, file, ReaderOptions{})
-	p := parts{data: file[:r.props.DataSize], props: r.props}
+	p := parts{version: r.footer.version, data: file[:r.props.DataSize], props: r.props}
 	for i := range r.index { // r is not used again: p may change them
 		p.index = append(p.index, &r.index[i])
 	}
@@ -225,7 +226,7 @@ func splitParts(t *testing.T, file []byte) parts {
 
 func (p parts) assemble() []byte {
 	file := bytes.Clone(p.data)
-	ft := footer{version: FormatVersion}
+	ft := footer{version: p.version}
 	add := func(contents []byte) blockHandle {
 		h := blockHandle{uint64(len(file)), uint64(len(contents))}
 		file = append(file, storedBlock(contents, compressionNone)...)

@@ -12,20 +12,24 @@ import (
 // Readers accept it and every version from MinFormatVersion on: a
 // version-1 file is a version-2 file without optional blocks, a version-2
 // file a version-3 file without zstd blocks, and a version-3 file a
-// version-4 file without hash indexes in its data blocks, and a version-4
-// file a version-5 file without value records. The writer writes the
-// oldest version that describes its file: 5 when a value is stored apart
+// version-4 file without hash indexes in its data blocks, a version-4
+// file a version-5 file without value records, and a version-5 file a
+// version-6 file without padding. The writer writes the oldest version
+// that describes its file: 6 when it padded before a data block
+// (WriterOptions.PageAlign), else 5 when a value is stored apart
 // from its key (WriterOptions.SeparateValues), else 4 when a data block
 // has a hash index (every segment with an entry, today), else 3 when a
 // block is stored with zstd, else 2.
-const FormatVersion = 5
+const FormatVersion = 6
 
-// formatVersionValues is the first version whose values may be stored
+// formatVersionPadding is the first version whose data blocks may follow
+// padding, formatVersionValues the first whose values may be stored
 // apart from their keys, formatVersionHashIndex the first whose data
 // blocks may carry a hash index, formatVersionZstd the first whose blocks
 // may be zstd; the writer writes formatVersionBase for a segment with
 // none of these.
 const (
+	formatVersionPadding   = 6
 	formatVersionValues    = 5
 	formatVersionHashIndex = 4
 	formatVersionZstd      = 3

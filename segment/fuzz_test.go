@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/bloomkv/bloomkv/bloom"
@@ -41,7 +42,14 @@ func fuzzSegments(t testing.TB) [][]byte {
 	// kept in their blocks and tombstones; mapped too, below.
 	apart, _ := writeSegment(t, es, WriterOptions{BlockSize: 32, RestartInterval: 2, SeparateValues: 3})
 	apartPacked, _ := writeWithRangeDels(t, mixed, rd, WriterOptions{Compression: SnappyCompression, BitsPerKey: 10, SeparateValues: 10})
-	return [][]byte{plain, packed, empty, prefixed, prefixSmall, withRangeDels, both, zstdOnly, zstdMixed, apart, apartPacked}
+	// Version 6: raw data blocks moved to the next page by padding
+	// (PageAlign), in a file of two pages.
+	rng := rand.New(rand.NewPCG(41, 42))
+	padded, _ := writeSegment(t, pageEntries(60, func(int) []byte { return randomBytes(rng, 120) }), WriterOptions{BlockSize: 1024, PageAlign: true})
+	if v := binary.LittleEndian.Uint32(padded[len(padded)-footerLen+48:]); v != formatVersionPadding {
+		t.Fatalf("padded seed of version %d", v)
+	}
+	return [][]byte{plain, packed, empty, prefixed, prefixSmall, withRangeDels, both, zstdOnly, zstdMixed, apart, apartPacked, padded}
 }
 
 func requireCorrupt(t *testing.T, err error) {

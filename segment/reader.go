@@ -437,9 +437,7 @@ func (r *Reader) checkIndex(b []byte) (n int, keyBytes uint64, err error) {
 	next := uint64(0) // where the next data block must start
 	for ok := it.first(); ok; ok = it.next() {
 		dh, ok := decodeHandle(it.val)
-		// From version 5 value records may fill a gap before a block.
-		gap := dh.offset != next && (r.props.Values == 0 || dh.offset < next)
-		if !ok || gap || dh.offset > r.props.DataSize || dh.length > r.props.DataSize || dh.end() > r.props.DataSize {
+		if !ok || r.badGap(next, dh.offset) || dh.offset > r.props.DataSize || dh.length > r.props.DataSize || dh.end() > r.props.DataSize {
 			return 0, 0, r.corrupt(h.offset, "index entry %d: bad block handle", n)
 		}
 		if limit := maxContentLen(dh.length); uint64(len(it.key)) > limit {
@@ -464,6 +462,22 @@ func (r *Reader) checkIndex(b []byte) (n int, keyBytes uint64, err error) {
 			n, next, r.props.DataBlocks, r.props.DataSize)
 	}
 	return n, keyBytes, nil
+}
+
+// badGap reports whether a data block at offset off may not follow the
+// end of the previous one (or the file's start) at next. From version 5
+// value records may fill a gap before a block, and from version 6 it may
+// end in padding of less than a page (Verify checks both exactly).
+func (r *Reader) badGap(next, off uint64) bool {
+	switch {
+	case off == next:
+		return false
+	case off < next:
+		return true
+	case r.props.Values > 0:
+		return false
+	}
+	return r.footer.version < formatVersionPadding || off-next >= PageSize
 }
 
 // loadIndex copies the n entries of the index block b, which checkIndex

@@ -37,6 +37,9 @@ type valueHandle struct {
 	ordinal uint64
 }
 
+// maxValueHandleLen is the longest value handle: three uvarints.
+const maxValueHandleLen = 3 * binary.MaxVarintLen64
+
 // appendValueHandle appends h as three uvarints: offset, length, ordinal.
 func appendValueHandle(dst []byte, h valueHandle) []byte {
 	dst = binary.AppendUvarint(dst, h.offset)

@@ -125,11 +125,36 @@ func (r *Reader) verifyBlock(ctx context.Context, i int, it *blockIter, prev *[]
 	if n == 0 {
 		return r.corrupt(off, "empty data block")
 	}
-	if at != off {
-		return r.corrupt(at, "%d bytes before data block %d belong to no value record", off-at, i)
+	if err := r.verifyPadding(i, at); err != nil {
+		return err
 	}
 	if sep := &r.index[i]; compareInternal(*prev, sep.userKey, sep.trailer) > 0 {
 		return r.corrupt(off, "entry %d: key above the block's separator", n-1)
+	}
+	return nil
+}
+
+// verifyPadding checks the bytes between at, where the value records of
+// data block i end (or the previous block, if it has none), and the
+// block: none before version 6, and from version 6 zeros, fewer than a
+// page (WriterOptions.PageAlign).
+func (r *Reader) verifyPadding(i int, at uint64) error {
+	off := r.index[i].h.offset
+	if at == off {
+		return nil
+	}
+	if r.footer.version < formatVersionPadding || off-at >= PageSize {
+		return r.corrupt(at, "%d bytes before data block %d belong to no value record", off-at, i)
+	}
+	var buf [PageSize]byte
+	pad := buf[:off-at]
+	if err := r.readAt(pad, at, nil); err != nil {
+		return err
+	}
+	for j, c := range pad {
+		if c != 0 {
+			return r.corrupt(at+uint64(j), "padding before data block %d holds a byte %#x, want zeros", i, c)
+		}
 	}
 	return nil
 }
