@@ -74,8 +74,8 @@ func TestPageAlign(t *testing.T) {
 				t.Errorf("format version %d, want %d", r.footer.version, formatVersionPadding)
 			}
 			crossed := 0
-			for i, e := range r.index {
-				h := e.h
+			for i := range r.index {
+				h := r.index[i].h
 				stored := h.length + blockTrailerLen
 				if stored > PageSize {
 					t.Fatalf("data block %d: %d bytes with its trailer, more than a page", i, stored)
