@@ -42,7 +42,7 @@ func (ra *readahead) get(r *Reader, off, size uint64) ([]byte, error) {
 		ra.next = end
 		return ra.buf[off-ra.off : end-ra.off : end-ra.off], nil
 	}
-	if off == ra.next {
+	if off >= ra.next && off-ra.next < PageSize { // the next block, after padding (PageAlign) if any
 		ra.run++
 	} else {
 		ra.run, ra.window = 0, 0
