@@ -138,9 +138,10 @@ func (w *blockWriter) addHash(h uint64) {
 
 // sizeWith is at least estimatedSize once an entry of an ikeyLen-byte
 // internal key and a valueLen-byte value (a value handle if apart) is
-// added: its three length uvarints (the shared length 0 at most), key and value, a restart point, and
-// the buckets of a hash index for the entry's user key, new or not (a
-// key fewer may double the buckets per key: numBuckets).
+// added: its three length uvarints (a shared length of 0 at most), key
+// and value, a restart point, and the buckets of a hash index for the
+// entry's user key, new or not (a key fewer may double the buckets per
+// key: numBuckets).
 func (w *blockWriter) sizeWith(ikeyLen, valueLen int, apart bool) int {
 	n := len(w.buf) + 1 + uvarintLen(ikeyLen) + uvarintLen(valueLen) + ikeyLen + valueLen + 4*(len(w.restarts)+1) + 4
 	if w.hashIndex {
@@ -160,6 +161,7 @@ func uvarintLen(x int) int {
 	return n
 }
 
+// btoi is 1 for true, 0 for false.
 func btoi(b bool) int {
 	if b {
 		return 1

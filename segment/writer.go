@@ -67,15 +67,16 @@ type WriterOptions struct {
 	// in the file (flushAligned). 0 means DefaultChunkSize; HugeChunkSize
 	// is the other choice that pays (see them).
 	ChunkSize int
-	// PageAlign keeps every data block that fits in a page (PageSize
-	// bytes, its trailer included) from crossing a page boundary, so
-	// that a lookup that reads the block from the device reads one page
-	// rather than two. A block closes before an entry would take it past
-	// BlockSize less its trailer (not once it reaches BlockSize), and a
-	// block that does not fit in what is left of the current page starts
-	// the next one if that leaves at most maxPadding bytes unused, which
-	// are written as zeros (FORMAT.md, version 6). Ignored when BlockSize
-	// is larger than a page.
+	// PageAlign keeps data blocks stored raw (incompressible data, or no
+	// codec) from crossing a page boundary (PageSize), so that a lookup
+	// that reads such a block from the device reads one page rather than
+	// two. A block closes before an entry would take it, with its
+	// trailer, past BlockSize (not once it reaches BlockSize) or past the
+	// rest of the page it starts in (blockLimit); a raw block that does
+	// not fit in what is left of the current page starts the next one if
+	// that leaves at most maxPadding bytes unused, written as zeros
+	// (padToPage; FORMAT.md, version 6). Ignored when BlockSize is larger
+	// than a page.
 	PageAlign bool
 	// KeysHint, if positive, is about how many distinct user keys the
 	// segment will hold (a flush's memtable entries, a merge's input
