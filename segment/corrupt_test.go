@@ -336,14 +336,7 @@ func TestCorruptEntryBackward(t *testing.T) {
 		r := openSegment(t, data, ReaderOptions{})
 		b := len(r.index) / 2
 		h := r.index[b].h
-		block, err := r.dataBlock(b, cacheLookup, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var bi blockIter
-		if err := bi.init(block, true, "", 0); err != nil {
-			t.Fatal(err)
-		}
+		_, bi := openDataBlock(t, r, b)
 		// The entries of block b at restart points but its first, and how
 		// many entries of the segment follow their intervals (entries
 		// after the damaged one in its interval share its key's bytes).

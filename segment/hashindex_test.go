@@ -262,14 +262,7 @@ func searchedShare(t *testing.T, r *Reader) (share, perKey float64) {
 	t.Helper()
 	keys, searched, buckets := 0, 0, 0
 	for i := range r.index {
-		b, err := r.dataBlock(i, cacheBypass, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var it blockIter
-		if err := it.init(b, true, "s.seg", 0); err != nil {
-			t.Fatal(err)
-		}
+		b, it := openDataBlock(t, r, i)
 		if it.numBuckets == 0 {
 			t.Fatalf("block %d has no hash index", i)
 		}

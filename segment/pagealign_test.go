@@ -119,14 +119,7 @@ func TestPageAlign(t *testing.T) {
 // blockEntries returns how many entries data block i holds.
 func blockEntries(t *testing.T, r *Reader, i int) int {
 	t.Helper()
-	b, err := r.dataBlock(i, cacheBypass, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var it blockIter
-	if err := it.init(b, true, "", 0); err != nil {
-		t.Fatal(err)
-	}
+	_, it := openDataBlock(t, r, i)
 	n := 0
 	for ok := it.first(); ok; ok = it.next() {
 		n++

@@ -90,6 +90,21 @@ func openSegment(t testing.TB, data []byte, opts ReaderOptions) *Reader {
 	return r
 }
 
+// openDataBlock reads data block i of r from the file and returns it
+// with an iterator over it.
+func openDataBlock(t testing.TB, r *Reader, i int) ([]byte, *blockIter) {
+	t.Helper()
+	b, err := r.dataBlock(i, cacheBypass, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	it := new(blockIter)
+	if err := it.init(b, true, r.opts.Name, int64(r.index[i].h.offset)); err != nil {
+		t.Fatal(err)
+	}
+	return b, it
+}
+
 // modelGet is the specification of Reader.Get: the newest version of key
 // with seq <= maxSeq.
 func modelGet(es []entry, key []byte, maxSeq uint64) (entry, bool) {
