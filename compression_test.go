@@ -3,6 +3,7 @@ package bloomkv
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -128,5 +129,30 @@ func TestCompressionChange(t *testing.T) {
 	check()
 	if versions, _ := segmentFiles(t, dir); len(versions) != 1 || versions[0] != 4 {
 		t.Fatalf("after compaction: segment versions %v, want one of version 4", versions)
+	}
+}
+
+// TestSegmentsPageAligned: with default options, a flush and a
+// compaction of incompressible values write segments whose raw data
+// blocks start at pages (format version 6: segment.WriterOptions.PageAlign).
+func TestSegmentsPageAligned(t *testing.T) {
+	dir := t.TempDir()
+	db := mustOpen(t, dir, nil)
+	rng := rand.New(rand.NewPCG(1, 2))
+	v := make([]byte, 100)
+	for range 2 {
+		for i := range 5000 {
+			for j := range v {
+				v[j] = byte(rng.Uint32())
+			}
+			mustDo(t, db.Put(fmt.Appendf(nil, "key-%06d", i), v))
+		}
+		mustDo(t, db.Flush())
+	}
+	mustDo(t, db.Compact())
+	mustDo(t, db.Close())
+	versions, _ := segmentFiles(t, dir)
+	if len(versions) != 1 || versions[0] != 6 {
+		t.Fatalf("segment versions %v after Compact, want one of version 6", versions)
 	}
 }
