@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# Runs, on a many-core Linux machine without Go, the checks and benchmarks
+# whose results depend on the core count, from the binaries build.sh made:
+#
+#   bench/manycore/run.sh BINDIR OUTDIR tests   # concurrency tests at -cpu 1,4,16
+#   bench/manycore/run.sh BINDIR OUTDIR bench   # scaling and comparison tables
+#
+# Run it from the repository root (the tests read testdata/). Each part
+# keeps to a time budget (BUDGET seconds, default 270): every step has a
+# timeout of its own, and a step that would start after the budget is
+# spent is skipped and said so, so that a part always ends with what it
+# has. OUTDIR gets a log per step and summary.txt: the machine (cores,
+# CPU, memory, kernel, file system), each step's exit status and time, and
+# the tables.
+set -uo pipefail
+bin=$(cd "$1" && pwd)
+mkdir -p "$2"
+out=$(cd "$2" && pwd)
+part=$3
+budget=${BUDGET:-270}
+start=$SECONDS
+repo=$(pwd)
+scratch=${TMPDIR:-/tmp}/bloomkv-manycore
+rm -rf "$scratch" && mkdir -p "$scratch"
+summary=$out/summary.txt
+
+for f in "$bin"/*.gz; do
+	[ -e "$f" ] || continue
+	gunzip -c "$f" >"$scratch/$(basename "$f" .gz)"
+	chmod +x "$scratch/$(basename "$f" .gz)"
+done
+export PATH=$scratch:$PATH
+
+{
+	echo "commit: $(cat "$bin/commit" 2>/dev/null)"
+	echo "date: $(date -u +%FT%TZ)"
+	echo "cores: $(nproc)"
+	grep -m1 'model name' /proc/cpuinfo
+	grep MemTotal /proc/meminfo
+	echo "kernel: $(uname -r)"
+	echo "file system of $scratch: $(df -T "$scratch" | awk 'NR==2 {print $2}')"
+	echo "load: $(cat /proc/loadavg)"
+	echo
+} >"$summary"
+
+# step NAME SECONDS DIR CMD...: runs CMD in DIR with a timeout of SECONDS
+# (less if the budget has less left), logging to OUTDIR/NAME.log, and
+# notes its status and time in the summary. STEPS, a regular expression,
+# runs only the steps whose names match it (for a rerun of one).
+step() {
+	local name=$1 limit=$2 dir=$3
+	shift 3
+	[[ $name =~ ${STEPS:-.} ]] || return 0
+	local left=$((budget - (SECONDS - start)))
+	if [ "$left" -lt 20 ]; then
+		echo "$name: skipped, ${left}s of the budget left" | tee -a "$summary"
+		return
+	fi
+	[ "$limit" -gt "$left" ] && limit=$left
+	local t0=$SECONDS
+	(cd "$dir" && timeout --kill-after=5 "$limit" "$@") >"$out/$name.log" 2>&1
+	local rc=$?
+	local verdict="ok"
+	[ $rc -ne 0 ] && verdict="FAILED (exit $rc)"
+	[ $rc -eq 124 ] || [ $rc -eq 137 ] && verdict="TIMED OUT at ${limit}s"
+	echo "$name: $verdict in $((SECONDS - t0))s" | tee -a "$summary"
+}
+
+# The tests that CI runs at -cpu 1,4,16 on two cores, here on many.
+concurrency='^(TestStress|TestCrashLoop|TestCheckpointUnderLoad|TestRaftLogModel|TestReopenWhileTornDown|TestGetCopiesBeforeRelease|TestReadStatePins|TestPipelinedCommit|TestRotationDoesNotWaitForOldWALSync|TestRotationWaitsForSpareInFlight|TestObsoleteWALNotSynced|TestUrgentMergesBesideHeldMerge|TestSyncedWritesFailWithFsync|TestPowerLoss)$'
+
+case $part in
+tests)
+	step concurrency-race 150 "$repo" root-race.test -test.v -test.short -test.cpu 1,4,16 -test.count 1 \
+		-stress.ops 1000 -test.run "$concurrency" -test.timeout 10m
+	step raft-cluster-race 60 "$repo/contrib/raftstore" raftstore-race.test -test.v -test.short \
+		-test.cpu 1,4,16 -test.run '^(TestCluster|TestCrash)$' -test.timeout 10m
+	# Full forms without the detector: many more kills, cuts and steps.
+	step concurrency-full 90 "$repo" root.test -test.v -test.cpu 16,4,1 -test.count 1 \
+		-test.run '^(TestCrashLoop|TestPowerLoss|TestRaftLogModel|TestStress)$' \
+		-crashloop.iterations 200 -powerloss.cuts 60 -test.timeout 10m
+	for f in "$out"/*.log; do
+		echo "$(basename "$f" .log): $(grep -c -- '--- PASS' "$f") passed, $(grep -c -- '--- FAIL' "$f") failed"
+		grep -E -- '--- FAIL|^panic|WARNING: DATA RACE' "$f"
+	done >>"$summary"
+	;;
+bench)
+	# SCALE divides every key and op count, for a quick try of the
+	# script itself on a small machine.
+	s=${SCALE:-1}
+	eb=(enginebench -dir "$scratch")
+	step get-100B 100 "$repo" "${eb[@]}" -all -n $((1000000 / s)) -ops $((500000 / s)) -readers 1,4,16
+	step get-4KiB 80 "$repo" "${eb[@]}" -all -n $((200000 / s)) -value-size 4096 -ops $((200000 / s)) -readers 1,4,16
+	step sync-scaling 45 "$repo" "${eb[@]}" -all -sync-scaling -sync-writers 1,4,16,64 -sync-duration 1s -sync-ops $((40000 / s))
+	step fill-latency 40 "$repo" "${eb[@]}" -all -fill-latency -n $((2000000 / s))
+	step cold 40 "$repo" "${eb[@]}" -all -cold -n $((1000000 / s)) -cold-ops $((5000 / s))
+	for f in get-100B get-4KiB sync-scaling fill-latency cold; do
+		[ -f "$out/$f.log" ] || continue
+		echo
+		echo "== $f"
+		grep -v -E '^(\{|running )' "$out/$f.log"
+	done >>"$summary"
+	;;
+*)
+	echo "run.sh: the part is tests or bench, not $part" >&2
+	exit 2
+	;;
+esac
+rm -rf "$scratch"
+echo "total: $((SECONDS - start))s" >>"$summary"
+cat "$summary"
