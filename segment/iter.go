@@ -136,7 +136,7 @@ func (it *Iter) load(i int) bool {
 		}
 	}
 	it.idx = i
-	if err := it.blk.init(data, true, it.r.opts.Name, int64(it.r.index[i].h.offset)); err != nil {
+	if _, err := it.r.initBlock(&it.blk, i, data); err != nil {
 		it.err = err
 		return false
 	}

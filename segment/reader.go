@@ -863,18 +863,12 @@ func (r *Reader) lookup(key []byte, hash, maxSeq uint64, withValue bool) (value 
 	}
 	it := r.iters.Get().(*blockIter)
 	defer r.putIter(it)
-	e := &r.index[i]
-	if lay := e.layout.Load(); lay != 0 && uint64(len(block)) == e.h.length {
-		// The geometry is known: no read of the block's last bytes
-		// before its bucket's. The restart array, which the bucket
-		// indexes, is loaded beside the bucket rather than after it.
-		it.reset(block, true, r.opts.Name, int64(e.h.offset))
-		it.setTrailer(unpackLayout(len(block), lay))
-		if it.numBuckets > 0 {
-			it.touched = touchLines(block[it.restartsOff:it.bucketsOff])
-		}
-	} else if err := it.init(block, true, r.opts.Name, int64(e.h.offset)); err != nil {
+	if known, err := r.initBlock(it, i, block); err != nil {
 		return nil, 0, 0, false, err
+	} else if known && it.numBuckets > 0 {
+		// The restart array, which the bucket indexes, is loaded beside
+		// the bucket rather than after it.
+		it.touched = touchLines(block[it.restartsOff:it.bucketsOff])
 	}
 	// If the block runs out, key is absent: the separator is either the
 	// block's last key or lies strictly between the user keys of this
@@ -902,6 +896,23 @@ func (r *Reader) lookup(key []byte, hash, maxSeq uint64, withValue bool) (value 
 		return nil, 0, 0, false, r.corrupt(r.index[i].h.offset, "entry of unknown kind %d", kind)
 	}
 	return it.val, seq, kind, true, nil
+}
+
+// initBlock points it at block, data block i as stored (uncompressed)
+// or decoded. Where the block's restart and hash index geometry is known
+// (indexEntry.layout: a block stored raw, read and checked before), it is
+// taken from there, and known is true: the block's last bytes, where its
+// trailer lies, are not read before the entries the caller wants (a
+// point lookup's bucket, a scan's first entry), which would be a cache
+// miss of its own. Else the trailer is parsed and checked (init).
+func (r *Reader) initBlock(it *blockIter, i int, block []byte) (known bool, err error) {
+	e := &r.index[i]
+	if lay := e.layout.Load(); lay != 0 && uint64(len(block)) == e.h.length {
+		it.reset(block, true, r.opts.Name, int64(e.h.offset))
+		it.setTrailer(unpackLayout(len(block), lay))
+		return true, nil
+	}
+	return false, it.init(block, true, r.opts.Name, int64(e.h.offset))
 }
 
 // putIter returns a Get iterator to the pool without letting it keep the
