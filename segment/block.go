@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 
+	"github.com/bloomkv/bloomkv/bloom"
 	"github.com/bloomkv/bloomkv/internal/base"
 )
 
@@ -742,6 +743,31 @@ func (it *blockIter) seekGE(ukey []byte, trailer uint64) bool {
 		}
 	}
 	return false
+}
+
+// seekUser is seekGE(ukey, maxTrailer), for a seek to a user key: to its
+// newest version if the block holds it, else to the first entry after.
+// A seek is often to a key the block holds (a scan that resumes at a key
+// read before, a lookup through an iterator), and a block's hash index
+// sends it straight to that key's restart interval, where the binary
+// search of the restart points waits for one restart key after another.
+// The bucket of a key the block lacks is usually empty; then, or when the
+// interval it names holds another key, the search runs as before, after
+// a hash and one load more.
+func (it *blockIter) seekUser(ukey []byte) bool {
+	if it.numBuckets > 0 {
+		ok, used := it.seekHash(ukey, bloom.Hash(ukey), maxTrailer)
+		if it.err != nil {
+			return false
+		}
+		// The interval the bucket names is at or before ukey's first
+		// entry when the block holds ukey (FORMAT.md): the entry found
+		// is then its newest version, and the first >= the target.
+		if ok && used && bytes.Equal(it.key[:len(it.key)-base.TrailerLen], ukey) {
+			return true
+		}
+	}
+	return it.seekGE(ukey, maxTrailer)
 }
 
 // seekHash is seekGE for a point lookup of user key ukey, whose bloom.Hash

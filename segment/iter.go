@@ -345,7 +345,7 @@ func (it *Iter) KeyInBlock() bool { return it.blk.keyInData }
 // version).
 func (it *Iter) SeekGE(key []byte) bool {
 	i := it.r.searchIndex(key, maxTrailer)
-	ok := it.load(i) && it.forward(it.blk.seekGE(key, maxTrailer))
+	ok := it.load(i) && it.forward(it.blk.seekUser(key))
 	it.blk.sameUser = false // seekGE's scan compared with entries before the target
 	return it.settle(ok)
 }
