@@ -11,7 +11,7 @@
 # for reads, 300 for writes): every step has a
 # timeout of its own, and a step that would start after the budget is
 # spent is skipped and said so, so that a part always ends with what it
-# has. OUTDIR gets a log per step and summary.txt: the machine (cores,
+# has. OUTDIR gets a log per step and summary-PART.txt: the machine (cores,
 # CPU, memory, kernel, file system), each step's exit status and time, and
 # the tables.
 set -uo pipefail
@@ -28,7 +28,7 @@ start=$SECONDS
 repo=$(pwd)
 scratch=${TMPDIR:-/tmp}/bloomkv-manycore
 rm -rf "$scratch" && mkdir -p "$scratch"
-summary=$out/summary.txt
+summary=$out/summary-$part.txt
 
 for f in "$bin"/*.gz; do
 	[ -e "$f" ] || continue
