@@ -11,9 +11,8 @@ import (
 )
 
 // TestIterRandomWalk moves an Iter at random (seeks to keys held and
-// not, Next, Prev,
-// NextUserKey, changes of direction) over segments of every writer
-// configuration, checking each position against the model and
+// not, Next, Prev, NextUserKey, changes of direction) over segments of
+// every writer configuration, checking each position against the model and
 // SameUserKey against the entries it moved between: the prev cache and
 // the same-key detection must agree with a plain walk of the entries.
 // Also over a segment with one entry per user key (as compaction leaves),
