@@ -220,6 +220,9 @@ func FuzzBlock(f *testing.F) {
 					it.err = nil
 					it.seekHash([]byte(k), bloom.Hash([]byte(k)), maxTrailer)
 					requireCorrupt(t, it.err)
+					it.err = nil
+					it.seekUser([]byte(k))
+					requireCorrupt(t, it.err)
 				}
 			}
 		}
