@@ -201,7 +201,7 @@ func TestParallelGetsShareWork(t *testing.T) {
 		for _, hit := range []bool{true, false} {
 			e := &countingEngine{mapEngine: mapEngine{m: m}, seen: map[string]int{}}
 			shared := func() (getFunc, func() error, error) { return e.Get, func() error { return nil }, nil }
-			if _, err := w.parallelGets(shared, readers, hit); err != nil {
+			if _, err := w.parallelGets(shared, readers, hit, 0); err != nil {
 				t.Fatalf("%d readers, hit %v: %v", readers, hit, err)
 			}
 			want := map[string]int{}
@@ -219,8 +219,46 @@ func TestParallelGetsShareWork(t *testing.T) {
 	}
 	// A wrong answer seen by any goroutine fails the phase.
 	bad := &countingEngine{mapEngine: mapEngine{m: m, corrupt: true}, seen: map[string]int{}}
-	if _, err := w.parallelGets(func() (getFunc, func() error, error) { return bad.Get, func() error { return nil }, nil }, 4, true); err == nil {
+	if _, err := w.parallelGets(func() (getFunc, func() error, error) { return bad.Get, func() error { return nil }, nil }, 4, true, 0); err == nil {
 		t.Error("corrupted values passed the concurrent get-hit phase")
+	}
+}
+
+// TestParallelGetsRunLongEnough checks that a concurrent phase whose
+// lookups are over sooner goes on for its minimum time, along the same
+// sequence, and reports the lookups it did, not Ops, per second.
+func TestParallelGetsRunLongEnough(t *testing.T) {
+	cfg := Config{N: 500, ValueSize: 20, Ops: 1000, Seed: 3}
+	w := newWorkload(cfg)
+	m := map[string][]byte{}
+	for i, k := range w.present {
+		m[string(k)] = w.value(i)
+	}
+	const atLeast = 50 * time.Millisecond
+	for _, readers := range []int{1, 3, 1500} {
+		e := &countingEngine{mapEngine: mapEngine{m: m}, seen: map[string]int{}}
+		shared := func() (getFunc, func() error, error) { return e.Get, func() error { return nil }, nil }
+		began := time.Now()
+		r, err := w.parallelGets(shared, readers, false, atLeast)
+		took := time.Since(began)
+		if err != nil {
+			t.Fatal(err)
+		}
+		total := 0
+		for k, n := range e.seen {
+			if !slices.ContainsFunc(w.absent, func(a []byte) bool { return string(a) == k }) {
+				t.Fatalf("%d readers: looked up %q, not in the sequence", readers, k)
+			}
+			total += n
+		}
+		switch {
+		case took < atLeast:
+			t.Errorf("%d readers: the phase took %v, want at least %v", readers, took, atLeast)
+		case total < cfg.Ops || len(e.seen) != cfg.N:
+			t.Errorf("%d readers: %d lookups of %d keys, want at least %d of all %d", readers, total, len(e.seen), cfg.Ops, cfg.N)
+		case r*took.Seconds() < float64(total) || r*atLeast.Seconds() > float64(total):
+			t.Errorf("%d readers: %.0f lookups/s over %v, but %d lookups done", readers, r, took, total)
+		}
 	}
 }
 

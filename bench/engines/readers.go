@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -36,6 +37,13 @@ type IterReaders interface {
 	NewIterGetter() (get func(dst, key []byte) ([]byte, bool, error), release func() error, err error)
 }
 
+// minReaderPhase is the least time a concurrent get phase runs. Ops
+// lookups of absent keys take a few milliseconds at tens of millions a
+// second, too short to time goroutines that are woken and finish
+// unevenly; past its share of Ops each goroutine goes on through the
+// sequence, wrapping around, until this much time has passed.
+const minReaderPhase = 200 * time.Millisecond
+
 // readerCell runs the concurrent get-hit and get-miss phases with n
 // goroutines on e (whose Get every store under comparison allows from
 // many goroutines at once), and the IterReaders misses where e has them.
@@ -43,10 +51,10 @@ func (w *workload) readerCell(e Engine, n int) (ReaderCell, error) {
 	cell := ReaderCell{Readers: n}
 	shared := func() (getFunc, func() error, error) { return e.Get, func() error { return nil }, nil }
 	var err error
-	if cell.GetHit, err = w.parallelGets(shared, n, true); err != nil {
+	if cell.GetHit, err = w.parallelGets(shared, n, true, minReaderPhase); err != nil {
 		return cell, err
 	}
-	if cell.GetMiss, err = w.parallelGets(shared, n, false); err != nil {
+	if cell.GetMiss, err = w.parallelGets(shared, n, false, minReaderPhase); err != nil {
 		return cell, err
 	}
 	if ir, ok := e.(IterReaders); ok {
@@ -54,7 +62,7 @@ func (w *workload) readerCell(e Engine, n int) (ReaderCell, error) {
 			get, release, err := ir.NewIterGetter()
 			return get, release, err
 		}
-		if cell.GetMissIter, err = w.parallelGets(own, n, false); err != nil {
+		if cell.GetMissIter, err = w.parallelGets(own, n, false, minReaderPhase); err != nil {
 			return cell, fmt.Errorf("iter path: %w", err)
 		}
 	}
@@ -65,10 +73,15 @@ func (w *workload) readerCell(e Engine, n int) (ReaderCell, error) {
 // newGet gives it: goroutine g takes lookups g, g+n, g+2n, ... of the
 // single-goroutine phase's sequence (present keys in the get-hit order,
 // or absent keys), so the goroutines share the work evenly and no two ask
-// for the same key. Every answer is checked. It returns the total ops per
-// second, from the moment all goroutines are released to when the last
-// one is done.
-func (w *workload) parallelGets(newGet func() (getFunc, func() error, error), n int, hit bool) (ops float64, err error) {
+// for the same key; if that is over before atLeast has passed, each goes on
+// along its stride of the sequence, wrapping around, until then. Every
+// answer is checked. It returns the lookups done per second, from the
+// moment all goroutines are released to when the last one is done. A
+// goroutine writes nothing shared until it is done (its count, or its
+// error): a store written to on every lookup, even to a word of its own,
+// would share cache lines with the others and slow all of them, which is
+// what the phase measures of the engine.
+func (w *workload) parallelGets(newGet func() (getFunc, func() error, error), n int, hit bool, atLeast time.Duration) (ops float64, err error) {
 	gets := make([]getFunc, n)
 	releases := make([]func() error, 0, n)
 	defer func() {
@@ -87,27 +100,43 @@ func (w *workload) parallelGets(newGet func() (getFunc, func() error, error), n 
 	var (
 		wg    sync.WaitGroup
 		start = make(chan struct{})
+		stop  atomic.Bool
 		errs  = make([]error, n)
+		done  = make([]int, n)
 	)
+	stop.Store(atLeast <= 0)
 	for g := range n {
 		wg.Go(func() {
 			<-start
 			var buf []byte
-			for j := g; j < w.cfg.Ops; j += n {
-				if buf, errs[g] = w.lookup(gets[g], buf, j, hit); errs[g] != nil {
+			var err error
+			k := 0
+			for j := g; j < w.cfg.Ops || !stop.Load(); j += n {
+				if buf, err = w.lookup(gets[g], buf, j, hit); err != nil {
+					errs[g] = err
 					return
 				}
+				k++
 			}
+			done[g] = k
 		})
 	}
 	began := time.Now()
 	close(start)
+	if atLeast > 0 {
+		t := time.AfterFunc(atLeast, func() { stop.Store(true) })
+		defer t.Stop()
+	}
 	wg.Wait()
 	d := time.Since(began)
 	if err := errors.Join(errs...); err != nil {
 		return 0, err
 	}
-	return rate(w.cfg.Ops, d), nil
+	total := 0
+	for _, k := range done {
+		total += k
+	}
+	return rate(total, d), nil
 }
 
 // lookup does lookup j of the get-hit (hit) or get-miss sequence with get
