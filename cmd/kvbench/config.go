@@ -51,7 +51,7 @@ type config struct {
 	Quiet       bool
 }
 
-// defaultConfig is what `kvbench` without flags runs: 1–1.5 minutes on a
+// defaultConfig is what `kvbench` without flags runs: 1–2 minutes on a
 // 2-core machine, with stores several times larger than the block cache.
 func defaultConfig() config {
 	return config{
@@ -74,7 +74,7 @@ func defaultConfig() config {
 const usageHead = `Usage: kvbench [flags]
 
 kvbench measures bloomkv on data it generates itself. Without flags it
-creates a temporary directory, runs everything below (1–1.5 minutes on two
+creates a temporary directory, runs everything below (1–2 minutes on two
 cores), prints a report to stdout and removes the directory. Progress bars
 go to stderr when it is a terminal.
 
