@@ -187,16 +187,23 @@ func (e *countingEngine) Get(dst, key []byte) ([]byte, bool, error) {
 	return e.mapEngine.Get(dst, key)
 }
 
-// TestParallelGetsShareWork checks that the concurrent phases look up
-// exactly the single-reader phase's keys, each once, however many
-// goroutines share them, and still check every answer.
-func TestParallelGetsShareWork(t *testing.T) {
-	cfg := Config{N: 500, ValueSize: 20, Ops: 1000, Seed: 3}
+// mapWorkload returns the workload of cfg and its present keys' values,
+// for a mapEngine to serve.
+func mapWorkload(cfg Config) (*workload, map[string][]byte) {
 	w := newWorkload(cfg)
 	m := map[string][]byte{}
 	for i, k := range w.present {
 		m[string(k)] = w.value(i)
 	}
+	return w, m
+}
+
+// TestParallelGetsShareWork checks that the concurrent phases look up
+// exactly the single-reader phase's keys, each once, however many
+// goroutines share them, and still check every answer.
+func TestParallelGetsShareWork(t *testing.T) {
+	cfg := Config{N: 500, ValueSize: 20, Ops: 1000, Seed: 3}
+	w, m := mapWorkload(cfg)
 	for _, readers := range []int{1, 3, 7, 1500} {
 		for _, hit := range []bool{true, false} {
 			e := &countingEngine{mapEngine: mapEngine{m: m}, seen: map[string]int{}}
@@ -229,11 +236,7 @@ func TestParallelGetsShareWork(t *testing.T) {
 // sequence, and reports the lookups it did, not Ops, per second.
 func TestParallelGetsRunLongEnough(t *testing.T) {
 	cfg := Config{N: 500, ValueSize: 20, Ops: 1000, Seed: 3}
-	w := newWorkload(cfg)
-	m := map[string][]byte{}
-	for i, k := range w.present {
-		m[string(k)] = w.value(i)
-	}
+	w, m := mapWorkload(cfg)
 	const atLeast = 50 * time.Millisecond
 	for _, readers := range []int{1, 3, 1500} {
 		e := &countingEngine{mapEngine: mapEngine{m: m}, seen: map[string]int{}}
