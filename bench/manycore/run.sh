@@ -21,7 +21,11 @@ out=$(cd "$2" && pwd)
 part=$3
 case $part in
 reads) budget=${BUDGET:-480} ;;
-*) budget=${BUDGET:-290} ;;
+tests | writes) budget=${BUDGET:-290} ;;
+*)
+	echo "run.sh: the part is tests, reads or writes, not $part" >&2
+	exit 2
+	;;
 esac
 start=$SECONDS
 repo=$(pwd)
@@ -86,8 +90,10 @@ tests)
 	step concurrency-full 120 "$repo" root.test -test.v -test.cpu 16,4,1 -test.count 1 \
 		-test.run '^(TestCrashLoop|TestPowerLoss|TestRaftLogModel|TestStress)$' \
 		-crashloop.iterations 200 -powerloss.cuts 60 -test.timeout 10m
-	for f in "$out"/*.log; do
-		echo "$(basename "$f" .log): $(grep -c -- '--- PASS' "$f") passed, $(grep -c -- '--- FAIL' "$f") failed"
+	for name in concurrency-race raft-cluster-race concurrency-full; do
+		f=$out/$name.log
+		[ -f "$f" ] || continue
+		echo "$name: $(grep -c -- '--- PASS' "$f") passed, $(grep -c -- '--- FAIL' "$f") failed"
 		grep -E -- '--- FAIL|^panic|WARNING: DATA RACE' "$f"
 	done >>"$summary"
 	;;
@@ -116,10 +122,6 @@ reads | writes)
 		echo "== $f"
 		grep -v -E '^(\{|running )' "$out/$f.log"
 	done >>"$summary"
-	;;
-*)
-	echo "run.sh: the part is tests, reads or writes, not $part" >&2
-	exit 2
 	;;
 esac
 rm -rf "$scratch"
