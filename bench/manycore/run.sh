@@ -2,28 +2,41 @@
 # Runs, on a many-core Linux machine without Go, the checks and benchmarks
 # whose results depend on the core count, from the binaries build.sh made:
 #
+#   bench/manycore/run.sh BINDIR OUTDIR first    # what needs the cores most, by need: ~9.5 min
+#   bench/manycore/run.sh BINDIR OUTDIR rest     # everything else
+#
+# or by kind (tests, reads, writes: the same steps as first and rest
+# together, grouped otherwise):
+#
 #   bench/manycore/run.sh BINDIR OUTDIR tests    # concurrency tests at -cpu 1,4,16
 #   bench/manycore/run.sh BINDIR OUTDIR reads    # Gets at 1, 4, 16 readers; scans; every engine
 #   bench/manycore/run.sh BINDIR OUTDIR writes   # synced writers to 64, fill latency, cold reads
 #
 # Run it from the repository root (the tests read testdata/). Each part
-# keeps to a time budget (BUDGET seconds; by default 290 for tests and
-# for writes, together under 10 minutes, and 480 for reads): every step has a
+# keeps to a time budget (BUDGET seconds; by default 570 for first, 290
+# for tests and for writes, 480 for reads and rest): every step has a
 # timeout of its own, and a step that would start after the budget is
 # spent is skipped and said so, so that a part always ends with what it
-# has. OUTDIR gets a log per step and summary-PART.txt: the machine (cores,
-# CPU, memory, kernel, file system), each step's exit status and time, and
-# the tables.
+# has. OUTDIR gets a log per step and summary-PART.txt: the machine
+# (cores, CPU, memory, kernel, file system), each step's exit status and
+# time, the tests' counts and the tables.
 set -uo pipefail
 bin=$(cd "$1" && pwd)
 mkdir -p "$2"
 out=$(cd "$2" && pwd)
 part=$3
+# The steps of each part, in the order they run. first holds, most needed
+# first, the columns only a many-core machine gives: readers' scaling,
+# synced writers to 64, the concurrency tests under the race detector at
+# -cpu 1,4,16, and the fill beside its flushes and merges.
 case $part in
-reads) budget=${BUDGET:-480} ;;
-tests | writes) budget=${BUDGET:-290} ;;
+first) steps=(get-100B sync-scaling concurrency-race fill-latency) budget=${BUDGET:-570} ;;
+rest) steps=(raft-cluster-race concurrency-full get-4KiB cold) budget=${BUDGET:-480} ;;
+tests) steps=(concurrency-race raft-cluster-race concurrency-full) budget=${BUDGET:-290} ;;
+reads) steps=(get-100B get-4KiB) budget=${BUDGET:-480} ;;
+writes) steps=(sync-scaling fill-latency cold) budget=${BUDGET:-290} ;;
 *)
-	echo "run.sh: the part is tests, reads or writes, not $part" >&2
+	echo "run.sh: the part is first, rest, tests, reads or writes, not $part" >&2
 	exit 2
 	;;
 esac
@@ -78,52 +91,73 @@ step() {
 # The tests that CI runs at -cpu 1,4,16 on two cores, here on many.
 concurrency='^(TestStress|TestCrashLoop|TestCheckpointUnderLoad|TestRaftLogModel|TestReopenWhileTornDown|TestGetCopiesBeforeRelease|TestReadStatePins|TestPipelinedCommit|TestRotationDoesNotWaitForOldWALSync|TestRotationWaitsForSpareInFlight|TestObsoleteWALNotSynced|TestUrgentMergesBesideHeldMerge|TestSyncedWritesFailWithFsync|TestPowerLoss)$'
 
-case $part in
-tests)
-	step concurrency-race 130 "$repo" root-race.test -test.v -test.short -test.cpu 1,4,16 -test.count 1 \
-		-stress.ops 1000 -test.run "$concurrency" -test.timeout 10m
-	step raft-cluster-race 50 "$repo/contrib/raftstore" raftstore-race.test -test.v -test.short \
-		-test.cpu 1,4,16 -test.run '^(TestCluster|TestCrash)$' -test.timeout 10m
-	# Full forms without the detector: many more kills, cuts and steps.
-	# On 2 cores (2026-11-28) the three steps took 102 s, 35 s and about
-	# 92 s.
-	step concurrency-full 120 "$repo" root.test -test.v -test.cpu 16,4,1 -test.count 1 \
-		-test.run '^(TestCrashLoop|TestPowerLoss|TestRaftLogModel|TestStress)$' \
-		-crashloop.iterations 200 -powerloss.cuts 60 -test.timeout 10m
-	for name in concurrency-race raft-cluster-race concurrency-full; do
-		f=$out/$name.log
-		[ -f "$f" ] || continue
+# SCALE divides every key and op count, for a quick try of the script
+# itself on a small machine.
+s=${SCALE:-1}
+eb=(enginebench -dir "$scratch")
+
+# run_step NAME runs the step called NAME. Times noted are from the
+# project's 2-core machine (2026-11-28).
+run_step() {
+	case $1 in
+	concurrency-race)
+		step concurrency-race 130 "$repo" root-race.test -test.v -test.short -test.cpu 1,4,16 -test.count 1 \
+			-stress.ops 1000 -test.run "$concurrency" -test.timeout 10m
+		;;
+	raft-cluster-race) # 35 s
+		step raft-cluster-race 50 "$repo/contrib/raftstore" raftstore-race.test -test.v -test.short \
+			-test.cpu 1,4,16 -test.run '^(TestCluster|TestCrash)$' -test.timeout 10m
+		;;
+	concurrency-full) # full forms without the detector: many more kills, cuts and steps; about 100 s
+		step concurrency-full 120 "$repo" root.test -test.v -test.cpu 16,4,1 -test.count 1 \
+			-test.run '^(TestCrashLoop|TestPowerLoss|TestRaftLogModel|TestStress)$' \
+			-crashloop.iterations 200 -powerloss.cuts 60 -test.timeout 10m
+		;;
+	get-100B) # 10^6 keys of 100 bytes, 2*10^5 Gets per phase and reader count; about 2.5 min
+		step get-100B 210 "$repo" "${eb[@]}" -all -n $((1000000 / s)) -ops $((200000 / s)) -readers 1,4,16
+		;;
+	get-4KiB) # 2*10^5 keys of 4 KiB; about 4 min, the fills mostly system time
+		step get-4KiB 260 "$repo" "${eb[@]}" -all -n $((200000 / s)) -value-size 4096 -ops $((200000 / s)) -readers 1,4,16
+		;;
+	sync-scaling) # about 25 s
+		step sync-scaling 70 "$repo" "${eb[@]}" -all -sync-scaling -sync-writers 1,4,16,64 -sync-duration 1s -sync-ops $((40000 / s))
+		;;
+	fill-latency) # about 2 min
+		step fill-latency 150 "$repo" "${eb[@]}" -all -fill-latency -n $((2000000 / s))
+		;;
+	cold) # about 75 s
+		step cold 100 "$repo" "${eb[@]}" -all -cold -n $((1000000 / s)) -cold-ops $((5000 / s))
+		;;
+	esac
+}
+
+for name in "${steps[@]}"; do
+	run_step "$name"
+done
+
+# The summary: the tests' counts and failures, then every table.
+for name in "${steps[@]}"; do
+	f=$out/$name.log
+	[ -f "$f" ] || continue
+	case $name in
+	concurrency-* | raft-*)
 		echo "$name: $(grep -c -- '--- PASS' "$f") passed, $(grep -c -- '--- FAIL' "$f") failed"
 		grep -E -- '--- FAIL|^panic|WARNING: DATA RACE' "$f"
-	done >>"$summary"
-	;;
-reads | writes)
-	# SCALE divides every key and op count, for a quick try of the
-	# script itself on a small machine.
-	s=${SCALE:-1}
-	eb=(enginebench -dir "$scratch")
-	if [ "$part" = reads ]; then
-		# 10^6 keys of 100 bytes, 2*10^5 of 4 KiB; 2*10^5 Gets per phase
-		# and reader count. On 2 cores (2026-11-28): about 2.5 and 4
-		# minutes, the 4 KiB fills mostly system time.
-		steps=(get-100B get-4KiB)
-		step get-100B 210 "$repo" "${eb[@]}" -all -n $((1000000 / s)) -ops $((200000 / s)) -readers 1,4,16
-		step get-4KiB 260 "$repo" "${eb[@]}" -all -n $((200000 / s)) -value-size 4096 -ops $((200000 / s)) -readers 1,4,16
-	else
-		# On 2 cores (2026-11-28): about 25 s, 2 minutes and 75 s.
-		steps=(sync-scaling fill-latency cold)
-		step sync-scaling 70 "$repo" "${eb[@]}" -all -sync-scaling -sync-writers 1,4,16,64 -sync-duration 1s -sync-ops $((40000 / s))
-		step fill-latency 150 "$repo" "${eb[@]}" -all -fill-latency -n $((2000000 / s))
-		step cold 100 "$repo" "${eb[@]}" -all -cold -n $((1000000 / s)) -cold-ops $((5000 / s))
-	fi
-	for f in "${steps[@]}"; do
-		[ -f "$out/$f.log" ] || continue
+		;;
+	esac
+done >>"$summary"
+for name in "${steps[@]}"; do
+	f=$out/$name.log
+	[ -f "$f" ] || continue
+	case $name in
+	concurrency-* | raft-*) ;;
+	*)
 		echo
-		echo "== $f"
-		grep -v -E '^(\{|running )' "$out/$f.log"
-	done >>"$summary"
-	;;
-esac
+		echo "== $name"
+		grep -v -E '^(\{|running )' "$f"
+		;;
+	esac
+done >>"$summary"
 rm -rf "$scratch"
 echo "total: $((SECONDS - start))s" >>"$summary"
 cat "$summary"
