@@ -84,16 +84,18 @@ func Lookup(name string) (Spec, error) {
 // Scanner is implemented by every engine: ordered reads with the store's
 // own iterator. Scan reads up to n keys (all of them for n < 0) in key
 // order from the first key >= start (from the first key for nil start),
-// touching every key and value byte so none can be skipped, and returns
-// how many keys and key+value bytes it read.
+// taking each key and value as a slice, and returns how many keys and
+// key+value bytes it read. Only the slices' lengths are summed: a store
+// that knows a value's length without reading the value (bbolt's leaf
+// elements) is not made to read it, and none can skip a key unnoticed.
 type Scanner interface {
 	Scan(start []byte, n int) (keys int, bytes int64, err error)
 }
 
 // ReverseScanner is implemented by the engines whose iterators also move
 // backward (bloomkv, bbolt, Pebble, goleveldb): ScanReverse reads every key
-// in descending key order from the last, touching every key and value
-// byte as Scan does, and returns how many keys and key+value bytes it
+// in descending key order from the last, taking keys and values as Scan
+// does, and returns how many keys and key+value bytes it
 // read.
 type ReverseScanner interface {
 	ScanReverse() (keys int, bytes int64, err error)
