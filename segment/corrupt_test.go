@@ -399,3 +399,54 @@ func TestCorruptEntryBackward(t *testing.T) {
 		}
 	}
 }
+
+// compressedChecksum returns the offset in m, r's file, of the checksum
+// of its first data block stored compressed (after the block and its
+// type byte).
+func compressedChecksum(t *testing.T, r *Reader, m []byte) int {
+	t.Helper()
+	for i := range r.index {
+		if h := r.index[i].h; m[h.offset+h.length] == compressionSnappy {
+			return int(h.offset+h.length) + 1
+		}
+	}
+	t.Fatal("no compressed data block")
+	return 0
+}
+
+// TestCheckedBlockOnlyDecoded: once an iterator has read and checked a
+// compressed block of a mapped segment, later iterators decode it without
+// hashing it again (the file is immutable), while Verify still checks
+// every byte. The damage is to the stored checksum alone, so the data
+// decodes the same either way and only a checksum tells.
+func TestCheckedBlockOnlyDecoded(t *testing.T) {
+	data, es := corruptFixture(t)
+	m := bytes.Clone(data)
+	r := openSegment(t, data, ReaderOptions{Name: corruptName, Mapped: m})
+	sumAt := compressedChecksum(t, r, m)
+	checkForward(t, r.NewIter(false), es) // reads and checks every block
+	m[sumAt] ^= 1
+	checkForward(t, r.NewIter(false), es)
+	var ce *base.CorruptError
+	if err := r.Verify(); !errors.As(err, &ce) || ce.File != corruptName || !strings.Contains(ce.Reason, "checksum mismatch") {
+		t.Fatalf("Verify after the checksum changed: %v, want a checksum mismatch in %s", err, corruptName)
+	}
+}
+
+// TestFailedBlockNotTrusted: a compressed block that failed its checks is
+// not taken as checked: every later read fails too.
+func TestFailedBlockNotTrusted(t *testing.T) {
+	data, _ := corruptFixture(t)
+	m := bytes.Clone(data)
+	r := openSegment(t, data, ReaderOptions{Name: corruptName, Mapped: m})
+	sumAt := compressedChecksum(t, r, m)
+	m[sumAt] ^= 1
+	for try := range 3 {
+		it := r.NewIter(false)
+		for ok := it.First(); ok; ok = it.Next() {
+		}
+		if err := it.Close(); !errors.Is(err, base.ErrCorrupt) {
+			t.Fatalf("scan %d of a segment with a damaged checksum: %v, want ErrCorrupt", try, err)
+		}
+	}
+}

@@ -266,7 +266,7 @@ func (r *Reader) valueRecord(i int, enc []byte, buf *[]byte, c *Counters) (rec [
 			return nil, 0, err
 		}
 	}
-	typ, dlen, err := r.checkStored(h.blockHandle, rec)
+	typ, dlen, err := r.checkStored(h.blockHandle, rec, true)
 	if err != nil {
 		return nil, 0, err
 	}
