@@ -100,7 +100,7 @@ eb=(enginebench -dir "$scratch")
 # project's 2-core machine (2026-11-28).
 run_step() {
 	case $1 in
-	concurrency-race)
+	concurrency-race) # about 100 s (99 s in a try of first, 2026-11-28)
 		step concurrency-race 130 "$repo" root-race.test -test.v -test.short -test.cpu 1,4,16 -test.count 1 \
 			-stress.ops 1000 -test.run "$concurrency" -test.timeout 10m
 		;;
