@@ -283,14 +283,18 @@ type ColdPaired struct {
 }
 
 // ColdPairs is the stores of a paired cold run, open and warmed: made by
-// NewColdPairs, measured by Run (as often as wanted: each run evicts
-// them first), removed by Close.
+// NewColdPairs, measured by Run (as often as wanted: each run after the
+// first reopens the stores, so that no block cache keeps what an earlier
+// run read, and each run evicts them from the page cache), removed by
+// Close.
 type ColdPairs struct {
 	w       *workload
+	cfg     ColdConfig
 	dir     string
 	names   []string
 	engines []Engine
 	gets    []getFunc
+	ran     bool // Run was called: the stores' caches hold what it read
 }
 
 // NewColdPairs builds, for each named cold variant (ColdSpecs' variant
@@ -304,7 +308,7 @@ func NewColdPairs(names []string, cfg ColdConfig) (p *ColdPairs, err error) {
 	if _, err := readIOCounters(); err != nil {
 		return nil, err
 	}
-	p = &ColdPairs{w: newWorkload(Config{N: cfg.N, ValueSize: cfg.ValueSize, Ops: 1, Seed: cfg.Seed}), names: names}
+	p = &ColdPairs{w: newWorkload(Config{N: cfg.N, ValueSize: cfg.ValueSize, Ops: 1, Seed: cfg.Seed}), cfg: cfg, names: names}
 	if p.dir, err = os.MkdirTemp(cfg.Dir, "enginebench-cold-paired-"); err != nil {
 		return nil, err
 	}
@@ -314,34 +318,64 @@ func NewColdPairs(names []string, cfg ColdConfig) (p *ColdPairs, err error) {
 		}
 	}()
 	for i, name := range names {
-		v, build, err := lookupColdVariant(name)
+		_, build, err := lookupColdVariant(name)
 		if err != nil {
 			return p, err
 		}
-		dir := fmt.Sprintf("%s/%d-%s", p.dir, i, name)
 		var built Result
-		if err := p.w.build(build, dir, &built); err != nil {
+		if err := p.w.build(build, p.storeDir(i), &built); err != nil {
 			return p, fmt.Errorf("%s: %w", name, err)
 		}
-		e, err := v.Open(dir)
+	}
+	return p, p.open()
+}
+
+// storeDir is the directory of the i-th variant's store.
+func (p *ColdPairs) storeDir(i int) string {
+	return fmt.Sprintf("%s/%d-%s", p.dir, i, p.names[i])
+}
+
+// open opens every store with its variant and warms it with cfg.Warm
+// misses, as the cold workload does.
+func (p *ColdPairs) open() error {
+	for i, name := range p.names {
+		v, _, err := lookupColdVariant(name)
 		if err != nil {
-			return p, fmt.Errorf("%s: open: %w", name, err)
+			return err
+		}
+		e, err := v.Open(p.storeDir(i))
+		if err != nil {
+			return fmt.Errorf("%s: open: %w", name, err)
 		}
 		p.engines = append(p.engines, e)
 		get := e.Get
 		if v.Iter {
 			ig, ok := e.(IterGetter)
 			if !ok {
-				return p, fmt.Errorf("%s: no IterGetter", name)
+				return fmt.Errorf("%s: no IterGetter", name)
 			}
 			get = ig.GetIter
 		}
 		p.gets = append(p.gets, get)
-		if _, err := p.w.getMissesFrom(get, len(p.w.absent)-cfg.Warm, cfg.Warm); err != nil {
-			return p, fmt.Errorf("%s: warm-up: %w", name, err)
+		if _, err := p.w.getMissesFrom(get, len(p.w.absent)-p.cfg.Warm, p.cfg.Warm); err != nil {
+			return fmt.Errorf("%s: warm-up: %w", name, err)
 		}
 	}
-	return p, nil
+	return nil
+}
+
+// reopen closes the stores and opens them again: their block caches and
+// other state in memory are gone, as after a restart.
+func (p *ColdPairs) reopen() error {
+	var err error
+	for _, e := range p.engines {
+		err = errors.Join(err, e.Close())
+	}
+	p.engines, p.gets = nil, nil
+	if err != nil {
+		return err
+	}
+	return p.open()
 }
 
 func lookupColdVariant(name string) (ColdVariant, Spec, error) {
@@ -367,6 +401,12 @@ func lookupColdVariant(name string) (ColdVariant, Spec, error) {
 // (what background goroutines of a store do meanwhile is counted to
 // whichever Get is running).
 func (p *ColdPairs) Run(ops int) ([]ColdPaired, error) {
+	if p.ran {
+		if err := p.reopen(); err != nil {
+			return nil, fmt.Errorf("reopen: %w", err)
+		}
+	}
+	p.ran = true
 	if _, err := evictDir(p.dir); err != nil {
 		return nil, fmt.Errorf("evict: %w", err)
 	}
