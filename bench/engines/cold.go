@@ -367,15 +367,20 @@ func (p *ColdPairs) open() error {
 // reopen closes the stores and opens them again: their block caches and
 // other state in memory are gone, as after a restart.
 func (p *ColdPairs) reopen() error {
+	if err := p.closeStores(); err != nil {
+		return err
+	}
+	return p.open()
+}
+
+// closeStores closes the stores, leaving their files.
+func (p *ColdPairs) closeStores() error {
 	var err error
 	for _, e := range p.engines {
 		err = errors.Join(err, e.Close())
 	}
 	p.engines, p.gets = nil, nil
-	if err != nil {
-		return err
-	}
-	return p.open()
+	return err
 }
 
 func lookupColdVariant(name string) (ColdVariant, Spec, error) {
@@ -457,10 +462,5 @@ func (p *ColdPairs) Run(ops int) ([]ColdPaired, error) {
 
 // Close closes the stores and removes their directories.
 func (p *ColdPairs) Close() error {
-	var err error
-	for _, e := range p.engines {
-		err = errors.Join(err, e.Close())
-	}
-	p.engines, p.gets = nil, nil
-	return errors.Join(err, os.RemoveAll(p.dir))
+	return errors.Join(p.closeStores(), os.RemoveAll(p.dir))
 }
