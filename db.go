@@ -537,7 +537,7 @@ func (db *DB) get(key []byte, snapSeq uint64, use func(value []byte)) error {
 		defer lease.Expire()
 	}
 	seq = min(seq, snapSeq)
-	db.stats.gets.Add(pin, 1)
+	db.stats.reads.Add(pin, readGets, 1)
 	v, err := db.find(rs, key, seq, pin, use != nil)
 	if err != nil {
 		return err
@@ -644,7 +644,7 @@ func (s *segHandle) lookup(key []byte, hash, seq uint64, withValue bool) ([]byte
 type probe struct {
 	key                               []byte
 	hash                              uint64
-	probed, negatives, falsePositives uint64
+	negatives, maybes, falsePositives uint64
 }
 
 // mayHold reports whether segment s may hold the key: its key range holds
@@ -653,20 +653,25 @@ func (p *probe) mayHold(s *segHandle) bool {
 	if !s.covers(p.key) {
 		return false
 	}
-	p.probed++
 	if !s.reader.MayContain(p.hash) {
 		p.negatives++
 		return false
 	}
+	p.maybes++
 	return true
 }
 
-// publish adds the probe's counts on stripe pin (internal/stripe).
+// publish adds the probe's counts on stripe pin (internal/stripe), only
+// those that are not zero: each add is an atomic write.
 func (p *probe) publish(c *counters, pin int) {
-	if p.probed > 0 {
-		c.segmentsProbed.Add(pin, int64(p.probed))
-		c.filterNegatives.Add(pin, int64(p.negatives))
-		c.filterFalsePositives.Add(pin, int64(p.falsePositives))
+	if p.negatives > 0 {
+		c.reads.Add(pin, readFilterNegatives, int64(p.negatives))
+	}
+	if p.maybes > 0 {
+		c.reads.Add(pin, readFilterMaybes, int64(p.maybes))
+	}
+	if p.falsePositives > 0 {
+		c.reads.Add(pin, readFilterFalsePositives, int64(p.falsePositives))
 	}
 }
 

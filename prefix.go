@@ -200,8 +200,10 @@ func (pp *prefixProbe) skip(s *segHandle) bool {
 // publish adds the probe's counts to the DB's statistics, on stripe pin.
 func (pp *prefixProbe) publish(c *counters, pin int) {
 	if pp.probes > 0 {
-		c.prefixFilterProbes.Add(pin, int64(pp.probes))
-		c.prefixFilterSkips.Add(pin, int64(pp.skips))
+		c.reads.Add(pin, readPrefixFilterProbes, int64(pp.probes))
+	}
+	if pp.skips > 0 {
+		c.reads.Add(pin, readPrefixFilterSkips, int64(pp.skips))
 	}
 }
 

@@ -92,32 +92,52 @@ type Stats struct {
 	PrefixFilterSkips uint64 `json:"prefix_filter_skips"`
 }
 
-// counters are the DB's live counters. Those every read adds to are
-// striped (internal/stripe), so that readers on many cores write no shared
-// cache line; the others are added to by one writer at a time (the commit
-// leader, a flush, a compaction) or rarely.
+// counters are the DB's live counters. Those every read adds to are the
+// fields of reads, striped together (stripe.Group), so that readers on
+// many cores write no shared cache line and a Get writes one line of them
+// however many it counts; the others are added to by one writer at a time
+// (the commit leader, a flush, a compaction) or rarely.
 type counters struct {
-	gets, segmentsProbed, filterNegatives, filterFalsePositives stripe.Counter
-	prefixFilterProbes, prefixFilterSkips                       stripe.Counter
-	writes, walBytes, writeStalls, flushes, compactions         atomic.Uint64
-	flushBytes, compactionBytesRead, compactionBytesWritten     atomic.Uint64
-	writeStallNanos, flushStallNanos, longestStallNanos         atomic.Uint64
+	reads                                                   stripe.Group
+	writes, walBytes, writeStalls, flushes, compactions     atomic.Uint64
+	flushBytes, compactionBytesRead, compactionBytesWritten atomic.Uint64
+	writeStallNanos, flushStallNanos, longestStallNanos     atomic.Uint64
 }
+
+// The fields of counters.reads. A filter probe answers "no" or "maybe"
+// and is counted as one of the two, so that a Get of an absent key adds
+// to two counters (readGets, readFilterNegatives); SegmentsProbed is
+// their sum.
+const (
+	readGets                 = iota // Gets and Has calls
+	readFilterNegatives             // filters that said "no"
+	readFilterMaybes                // filters that said "maybe", and segments in range without a filter
+	readFilterFalsePositives        // "maybe"s whose segment did not hold the key
+	readPrefixFilterProbes
+	readPrefixFilterSkips
+	readFields
+)
+
+// The fields must fit in the Group.
+var _ [stripe.GroupFields - readFields]struct{}
+
+// read returns the sum of counter f of counters.reads.
+func (c *counters) read(f int) uint64 { return uint64(c.reads.Load(f)) }
 
 // Stats returns the DB's counters and the shape of its live data.
 func (db *DB) Stats() Stats {
 	s := Stats{
-		Gets:                     uint64(db.stats.gets.Load()),
-		SegmentsProbed:           uint64(db.stats.segmentsProbed.Load()),
-		FilterNegatives:          uint64(db.stats.filterNegatives.Load()),
-		FilterFalsePositives:     uint64(db.stats.filterFalsePositives.Load()),
+		Gets:                     db.stats.read(readGets),
+		SegmentsProbed:           db.stats.read(readFilterNegatives) + db.stats.read(readFilterMaybes),
+		FilterNegatives:          db.stats.read(readFilterNegatives),
+		FilterFalsePositives:     db.stats.read(readFilterFalsePositives),
 		BlockReads:               db.counters.BlockReads.Load(),
 		BlockCacheHits:           db.counters.BlockCacheHits.Load(),
 		BytesRead:                db.counters.BytesRead.Load(),
 		CompactionBlockReads:     db.compactionCounters.BlockReads.Load(),
 		CompactionBlockCacheHits: db.compactionCounters.BlockCacheHits.Load(),
-		PrefixFilterProbes:       uint64(db.stats.prefixFilterProbes.Load()),
-		PrefixFilterSkips:        uint64(db.stats.prefixFilterSkips.Load()),
+		PrefixFilterProbes:       db.stats.read(readPrefixFilterProbes),
+		PrefixFilterSkips:        db.stats.read(readPrefixFilterSkips),
 		Writes:                   db.stats.writes.Load(),
 		WALBytes:                 db.stats.walBytes.Load(),
 		WriteStalls:              db.stats.writeStalls.Load(),

@@ -82,3 +82,35 @@ func BenchmarkPick(b *testing.B) {
 	}
 	_ = n
 }
+
+// TestGroupFieldsApart: each counter of a Group sums its own adds, from
+// many goroutines, and a stripe's counters lie within 64 bytes, a cell
+// apart from the next stripe's.
+func TestGroupFieldsApart(t *testing.T) {
+	var g Group
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			i := Pick()
+			for range 1000 {
+				for f := range GroupFields {
+					g.Add(i, f, int64(f*10+w))
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for f := range GroupFields {
+		if got, want := g.Load(f), int64(1000*(8*f*10+0+1+2+3+4+5+6+7)); got != want {
+			t.Errorf("Load(%d) = %d, want %d", f, got, want)
+		}
+	}
+	if d := uintptr(unsafe.Pointer(&g.cells[1])) - uintptr(unsafe.Pointer(&g.cells[0])); d != cellSize {
+		t.Fatalf("cells %d bytes apart, want %d", d, cellSize)
+	}
+	if d := uintptr(unsafe.Pointer(&g.cells[0].v[GroupFields-1])) - uintptr(unsafe.Pointer(&g.cells[0])); d+8 > 64 {
+		t.Fatalf("last counter %d bytes into its cell: the counters span more than 64 bytes", d)
+	}
+}
