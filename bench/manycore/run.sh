@@ -30,11 +30,11 @@ part=$3
 # synced writers to 64, the concurrency tests under the race detector at
 # -cpu 1,4,16, and the fill beside its flushes and merges.
 case $part in
-first) steps=(get-100B sync-scaling concurrency-race fill-latency) budget=${BUDGET:-570} ;;
+first) steps=(get-100B readers-bloomkv sync-scaling sync-rounds concurrency-race fill-latency) budget=${BUDGET:-570} ;;
 rest) steps=(raft-cluster-race concurrency-full get-4KiB cold) budget=${BUDGET:-480} ;;
 tests) steps=(concurrency-race raft-cluster-race concurrency-full) budget=${BUDGET:-290} ;;
-reads) steps=(get-100B get-4KiB) budget=${BUDGET:-480} ;;
-writes) steps=(sync-scaling fill-latency cold) budget=${BUDGET:-290} ;;
+reads) steps=(get-100B readers-bloomkv get-4KiB) budget=${BUDGET:-480} ;;
+writes) steps=(sync-scaling sync-rounds fill-latency cold) budget=${BUDGET:-290} ;;
 *)
 	echo "run.sh: the part is first, rest, tests, reads or writes, not $part" >&2
 	exit 2
@@ -58,6 +58,7 @@ export PATH=$scratch:$PATH
 	echo "date: $(date -u +%FT%TZ)"
 	echo "cores: $(nproc)"
 	grep -m1 'model name' /proc/cpuinfo
+	command -v lscpu >/dev/null && lscpu | grep -E '^(Thread|Core|Socket)|^L[23] cache'
 	grep MemTotal /proc/meminfo
 	echo "kernel: $(uname -r)"
 	echo "file system of $scratch: $(df -T "$scratch" | awk 'NR==2 {print $2}')"
@@ -119,8 +120,16 @@ run_step() {
 	get-4KiB) # 2*10^5 keys of 4 KiB; about 4 min, the fills mostly system time
 		step get-4KiB 260 "$repo" "${eb[@]}" -all -n $((200000 / s)) -value-size 4096 -ops $((200000 / s)) -readers 1,4,16
 		;;
+	readers-bloomkv) # bloomkv alone, 4*10^6 lookups per phase, twice: the readers' scaling with less noise; about 35 s
+		step readers-bloomkv 60 "$repo" bash -c 'for i in 1 2; do "$@"; done' - "${eb[@]}" -engine bloomkv \
+			-n $((1000000 / s)) -ops $((4000000 / s)) -readers 1,4,16
+		;;
 	sync-scaling) # about 25 s
 		step sync-scaling 70 "$repo" "${eb[@]}" -all -sync-scaling -sync-writers 1,4,16,64 -sync-duration 1s -sync-ops $((40000 / s))
+		;;
+	sync-rounds) # three more rounds of bloomkv against Pebble, whose ratio moves between rounds; about 65 s
+		step sync-rounds 90 "$repo" bash -c 'for i in 1 2 3; do "$@" | grep -E "^\| (engine|bloomkv|pebble) "; done' - \
+			"${eb[@]}" -all -sync-scaling -sync-writers 1,4,16,64 -sync-duration 1s -sync-ops $((40000 / s))
 		;;
 	fill-latency) # about 2 min
 		step fill-latency 150 "$repo" "${eb[@]}" -all -fill-latency -n $((2000000 / s))
@@ -151,6 +160,11 @@ for name in "${steps[@]}"; do
 	[ -f "$f" ] || continue
 	case $name in
 	concurrency-* | raft-*) ;;
+	readers-bloomkv)
+		echo
+		echo "== $name (get-hit and get-miss ops/s at 1, 4, 16 readers; one line a run)"
+		grep -o '"readers":\[[^]]*\]' "$f"
+		;;
 	*)
 		echo
 		echo "== $name"
