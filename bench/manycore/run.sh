@@ -30,11 +30,11 @@ part=$3
 # synced writers to 64, the concurrency tests under the race detector at
 # -cpu 1,4,16, and the fill beside its flushes and merges.
 case $part in
-first) steps=(get-100B readers-bloomkv sync-scaling sync-rounds concurrency-race fill-latency) budget=${BUDGET:-570} ;;
+first) steps=(get-100B readers-bloomkv sync-scaling sync-rounds concurrency-race fill-latency read-profile sync-profile) budget=${BUDGET:-570} ;;
 rest) steps=(raft-cluster-race concurrency-full get-4KiB cold) budget=${BUDGET:-480} ;;
 tests) steps=(concurrency-race raft-cluster-race concurrency-full) budget=${BUDGET:-290} ;;
-reads) steps=(get-100B readers-bloomkv get-4KiB) budget=${BUDGET:-480} ;;
-writes) steps=(sync-scaling sync-rounds fill-latency cold) budget=${BUDGET:-290} ;;
+reads) steps=(get-100B readers-bloomkv read-profile get-4KiB) budget=${BUDGET:-480} ;;
+writes) steps=(sync-scaling sync-rounds sync-profile fill-latency cold) budget=${BUDGET:-290} ;;
 *)
 	echo "run.sh: the part is first, rest, tests, reads or writes, not $part" >&2
 	exit 2
@@ -130,6 +130,14 @@ run_step() {
 	sync-rounds) # three more rounds of bloomkv against Pebble, whose ratio moves between rounds; about 65 s
 		step sync-rounds 90 "$repo" bash -c 'for i in 1 2 3; do "$@" | grep -E "^\| (engine|bloomkv|pebble) "; done' - \
 			"${eb[@]}" -all -sync-scaling -sync-writers 1,4,16,64 -sync-duration 1s -sync-ops $((40000 / s))
+		;;
+	read-profile) # absent-key Gets at -cpu 1,4,16, three counts, then a CPU profile at 16 (read-16.prof); about 40 s
+		step read-profile 90 "$repo" bash -c '"$@" -test.cpu 1,4,16 -test.count 3 && "$@" -test.cpu 16 -test.cpuprofile "$0"' \
+			"$out/read-16.prof" root.test -test.run '^$' -test.bench 'BenchmarkGetParallel/miss' -test.benchtime 2s
+		;;
+	sync-profile) # 16 and 64 synced writers on 16 Ps, the device's own fsync, with a CPU profile (sync.prof); about 30 s
+		step sync-profile 60 "$repo" root.test -test.run '^$' -test.bench 'BenchmarkPutSyncWriters/writers=(16|64)$' \
+			-test.cpu 16 -test.benchtime 3s -test.cpuprofile "$out/sync.prof"
 		;;
 	fill-latency) # about 2 min
 		step fill-latency 150 "$repo" "${eb[@]}" -all -fill-latency -n $((2000000 / s))
