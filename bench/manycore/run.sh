@@ -135,9 +135,10 @@ run_step() {
 		step read-profile 90 "$repo" bash -c '"$@" -test.cpu 1,4,16 -test.count 3 && "$@" -test.cpu 16 -test.cpuprofile "$0"' \
 			"$out/read-16.prof" root.test -test.run '^$' -test.bench 'BenchmarkGetParallel/miss' -test.benchtime 2s
 		;;
-	sync-profile) # 16 and 64 synced writers on 16 Ps, the device's own fsync, with a CPU profile (sync.prof); about 30 s
-		step sync-profile 60 "$repo" root.test -test.run '^$' -test.bench 'BenchmarkPutSyncWriters/writers=(16|64)$' \
-			-test.cpu 16 -test.benchtime 3s -test.cpuprofile "$out/sync.prof"
+	sync-profile) # 16 and 64 synced writers on 16 Ps, the device's own fsync, with a CPU profile (sync.prof), then 30,000 Puts of 64 writers traced (sync-64.trace); about 30 s
+		step sync-profile 60 "$repo" bash -c '"$@" -test.bench "BenchmarkPutSyncWriters/writers=(16|64)$" -test.benchtime 3s -test.cpuprofile "$0/sync.prof" &&
+			"$@" -test.bench "BenchmarkPutSyncWriters/writers=64$" -test.benchtime 30000x -test.trace "$0/sync-64.trace"' \
+			"$out" root.test -test.run '^$' -test.cpu 16
 		;;
 	fill-latency) # about 2 min
 		step fill-latency 150 "$repo" "${eb[@]}" -all -fill-latency -n $((2000000 / s))
