@@ -18,10 +18,10 @@ import (
 
 // Stripes is the number of cells of a Counter. Goroutines pick cells at
 // random (Pick), so some pairs share one however many there are, and a
-// shared cell's line moves between their cores at each add: with n busy
-// goroutines about n²/(2·Stripes) pairs do: with 16 readers, about two
-// at 64 stripes against four at 32. The cost is a Counter of 8 KiB and a
-// Load of 64 lines.
+// shared cell's line moves between their cores at each add. Of n busy
+// goroutines about n²/(2·Stripes) pairs share a cell: of 16 readers,
+// about two pairs at 64 stripes, four at 32. The cost is a Counter of 8
+// KiB and a Load of 64 lines.
 const Stripes = 1 << stripeBits
 
 const stripeBits = 6
