@@ -98,6 +98,10 @@ type commitQueue struct {
 	payloads   [][]byte             // leader only
 	rangeDels  []rangedel.Tombstone // leader only: applyBatch's
 	passed     *commitGroup         // leader only: the group passed with leadership (msgApply)
+	// handOffs counts leaderships passed to a queued writer (a wakeup on
+	// the way of the next group), for benchmarks: BenchmarkPutSyncWriters
+	// reports them per fsync.
+	handOffs uint64
 
 	// pmu guards the second stage. Lock order: commit leadership, then
 	// pmu, then txns.mu; pmu is never held while db.mu is taken or waited
@@ -135,6 +139,9 @@ type commitQueue struct {
 	// the next fsync still waits for (expect - written while a wait is
 	// on, else 0), for leaders to read without pmu (lead).
 	gatherLeft atomic.Int64
+	// groups counts the groups written and enqueued, for benchmarks as
+	// handOffs.
+	groups uint64
 }
 
 // commitGroup is one group of batches between writing and publication.
@@ -356,8 +363,21 @@ func (q *commitQueue) handOff() {
 		return
 	}
 	next := q.pending[0]
+	q.handOffs++
 	q.mu.Unlock()
 	next.done <- msgLead
+}
+
+// counts returns how many groups were enqueued and how many leaderships
+// handed off so far (groups and handOffs), for benchmarks.
+func (q *commitQueue) counts() (groups, handOffs uint64) {
+	q.pmu.Lock()
+	groups = q.groups
+	q.pmu.Unlock()
+	q.mu.Lock()
+	handOffs = q.handOffs
+	q.mu.Unlock()
+	return groups, handOffs
 }
 
 // stepDownIfIdleLocked gives up leadership and reports true if no writer
@@ -379,6 +399,7 @@ func (q *commitQueue) stepDownIfIdleLocked() bool {
 // role, which it must then exercise (syncRole).
 func (q *commitQueue) enqueue(db *DB, g *commitGroup, err error) (mustSync bool) {
 	q.pmu.Lock()
+	q.groups++
 	switch {
 	case err == nil && g.n > 0 && !g.applied:
 		// Acknowledged only once applied (apply), whatever happens

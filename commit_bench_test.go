@@ -105,6 +105,7 @@ func BenchmarkPutSyncWriters(b *testing.B) {
 		b.Run(fmt.Sprintf("writers=%d", writers), func(b *testing.B) {
 			db, fs := openSyncCounting(b, *benchFsync)
 			start := fs.syncs.Load()
+			groups, handOffs := db.commit.counts()
 			b.ReportAllocs()
 			b.SetBytes(116)
 			var next atomic.Int64
@@ -138,6 +139,12 @@ func BenchmarkPutSyncWriters(b *testing.B) {
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
 			if syncs := fs.syncs.Load() - start; syncs > 0 {
 				b.ReportMetric(float64(b.N)/float64(syncs), "puts/fsync")
+				// How the writers an fsync covers reached the WAL: in how
+				// many groups, and how many of those waited for a
+				// leadership hand-off (a wakeup).
+				g, h := db.commit.counts()
+				b.ReportMetric(float64(g-groups)/float64(syncs), "groups/fsync")
+				b.ReportMetric(float64(h-handOffs)/float64(syncs), "handoffs/fsync")
 			}
 		})
 	}
