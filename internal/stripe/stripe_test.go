@@ -10,13 +10,11 @@ func TestCounterSums(t *testing.T) {
 	var c Counter
 	var wg sync.WaitGroup
 	for g := range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for range 1000 {
 				c.Add(Pick(), int64(g+1))
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	if got, want := c.Load(), int64(1000*(1+2+3+4+5+6+7+8)); got != want {
@@ -90,16 +88,14 @@ func TestGroupFieldsApart(t *testing.T) {
 	var g Group
 	var wg sync.WaitGroup
 	for w := range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			i := Pick()
 			for range 1000 {
 				for f := range GroupFields {
 					g.Add(i, f, int64(f*10+w))
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	for f := range GroupFields {
