@@ -107,7 +107,7 @@ type indexEntry struct {
 	verified atomic.Bool
 	// decodedChecked marks a mapped, compressed data block whose
 	// checksum and structure were checked once, for the same reason: an
-	// iterator's later reads only decode it (readChecked).
+	// iterator's later reads only decode it (dataBlock).
 	decodedChecked atomic.Bool
 	// layout is the block's restart and hash index geometry (packLayout),
 	// set once the block was read and checked if it is stored
@@ -229,11 +229,16 @@ func (r *Reader) readStored(h blockHandle) ([]byte, error) {
 // slice of ra's window or decode buffer, which must be copied to outlive
 // the next read through ra.
 func (r *Reader) readBlock(h blockHandle, ra *readahead) (block []byte, src blockSource, err error) {
+	return r.read(h, ra, true)
+}
+
+// read is readBlock, without the checksum unless sum is set (decode).
+func (r *Reader) read(h blockHandle, ra *readahead, sum bool) (block []byte, src blockSource, err error) {
 	buf, src, err := r.storedBytes(h, ra)
 	if err != nil {
 		return nil, src, err
 	}
-	return r.decodeStored(h, buf, src, ra)
+	return r.decode(h, buf, src, ra, sum)
 }
 
 // decodeStored verifies the checksum of buf, the stored bytes of the block
@@ -629,17 +634,15 @@ func (r *Reader) dataBlock(i int, mode cacheMode, ra *readahead) ([]byte, error)
 	case point && !cold && !r.firstResident(h): // a block's first read
 		return r.coldRead(i, mode, c, true)
 	}
-	// A compressed block of the mapping that an earlier read checked is
-	// only decoded again (readChecked).
+	// A compressed block of the mapping that an earlier read checked, its
+	// checksum and its structure (checkDataBlock), is only decoded again:
+	// the file is immutable, so its bytes are those checked and decode to
+	// the same block. An iterator that does not fill the cache reads a
+	// compressed block so at each visit: prefix lookups of a store of
+	// compressible values spent a quarter of their time in that checksum
+	// and checkBlock, against 37% decoding.
 	checked := ra != nil && r.index[i].decodedChecked.Load()
-	var b []byte
-	var src blockSource
-	var err error
-	if checked {
-		b, src, err = r.readChecked(h, ra)
-	} else {
-		b, src, err = r.readBlock(h, ra)
-	}
+	b, src, err := r.read(h, ra, !checked)
 	if err != nil {
 		return nil, err
 	}
@@ -668,21 +671,6 @@ func (r *Reader) dataBlock(i int, mode cacheMode, ra *readahead) ([]byte, error)
 		r.opts.Cache.insert(r.opts.FileNum, h.offset, b)
 	}
 	return b, nil
-}
-
-// readChecked is readBlock for a compressed block of the mapping that an
-// earlier read checked, its checksum and its structure (checkDataBlock):
-// the file is immutable, so the bytes are those checked and decode to the
-// same block, and only the decoding is done again. An iterator that does
-// not fill the cache reads a compressed block so at each visit: prefix
-// lookups of a store of compressible values spent a quarter of their time
-// in that checksum and checkBlock, against 37% decoding.
-func (r *Reader) readChecked(h blockHandle, ra *readahead) ([]byte, blockSource, error) {
-	buf, src, err := r.storedBytes(h, ra)
-	if err != nil {
-		return nil, src, err
-	}
-	return r.decode(h, buf, src, ra, false)
 }
 
 // Point reads of a mapped segment and the page cache.
