@@ -135,6 +135,12 @@ type commitQueue struct {
 	timedOut bool          // a wait ran out since the last fsync ended
 	syncTime time.Duration // fsyncs' duration, smoothed
 	waitFor  time.Duration // tests: the wait's bound instead of syncTime × gatherShare
+	// share replaces gatherShare when not 0: benchmarks sweep it
+	// (BenchmarkPutSyncWriters, -bench.gather), a negative share turning
+	// the wait off.
+	share     float64
+	waitStart time.Time // when the wait for writers now on began
+	sync      syncCounts
 	// gatherLeft is how many of the writers the last fsync acknowledged
 	// the next fsync still waits for (expect - written while a wait is
 	// on, else 0), for leaders to read without pmu (lead).
@@ -142,6 +148,18 @@ type commitQueue struct {
 	// groups counts the groups written and enqueued, for benchmarks as
 	// handOffs.
 	groups uint64
+}
+
+// syncCounts describe the sync role's fsyncs and its waits for writers
+// (takeSyncLocked), for benchmarks: what an fsync cycle spends in the
+// fsync and in the wait, which the ops/s of synced writers alone cannot
+// tell apart. Counted under q.pmu.
+type syncCounts struct {
+	syncs    uint64        // fsyncs
+	syncTime time.Duration // their duration, summed
+	waits    uint64        // waits for writers that ended (each before an fsync)
+	waitTime time.Duration // their duration, summed
+	timeouts uint64        // waits that ran out (gatherTimeout)
 }
 
 // commitGroup is one group of batches between writing and publication.
@@ -380,6 +398,13 @@ func (q *commitQueue) counts() (groups, handOffs uint64) {
 	return groups, handOffs
 }
 
+// syncCounts returns the sync role's counts so far, for benchmarks.
+func (q *commitQueue) syncCounts() syncCounts {
+	q.pmu.Lock()
+	defer q.pmu.Unlock()
+	return q.sync
+}
+
 // stepDownIfIdleLocked gives up leadership and reports true if no writer
 // is queued, or if a goroutine waits in exclusive: the writers queued then
 // stay queued, and exclusive passes leadership to them when it is done.
@@ -527,6 +552,11 @@ func (q *commitQueue) takeSyncLocked(db *DB) bool {
 	q.syncing = true
 	q.deadline = time.Time{} // the wait is over (synced sets the next)
 	q.gatherLeft.Store(0)
+	if !q.waitStart.IsZero() {
+		q.sync.waits++
+		q.sync.waitTime += time.Since(q.waitStart)
+		q.waitStart = time.Time{}
+	}
 	if q.timerSet {
 		// The wait is over before its deadline: stopped, its timer does
 		// not start a goroutine for nothing once an fsync is under way.
@@ -549,6 +579,9 @@ func (q *commitQueue) gatherTimeout(db *DB) {
 	// A wait that ran out cost the groups the time and their fsync the
 	// writers still away: the next fsync does not wait (see synced).
 	q.timedOut = q.timedOut || take
+	if take {
+		q.sync.timeouts++
+	}
 	q.pmu.Unlock()
 	if take {
 		q.syncRole(db)
@@ -657,7 +690,7 @@ func (q *commitQueue) synced(db *DB, err error, took time.Duration, done []*comm
 	returning := q.written >= q.expect && !q.timedOut
 	q.timedOut = false
 	q.expect = q.written + uint64(acked)
-	q.deadline = time.Time{}
+	q.deadline, q.waitStart = time.Time{}, time.Time{}
 	// A smoothed fsync time, so that one slow fsync does not make the
 	// next wait as long.
 	if q.syncTime == 0 {
@@ -665,12 +698,19 @@ func (q *commitQueue) synced(db *DB, err error, took time.Duration, done []*comm
 	} else {
 		q.syncTime += (took - q.syncTime) / 8
 	}
-	if returning {
-		wait := time.Duration(float64(q.syncTime) * gatherShare)
+	q.sync.syncs++
+	q.sync.syncTime += took
+	share := gatherShare
+	if q.share != 0 {
+		share = q.share
+	}
+	if returning && share > 0 {
+		wait := time.Duration(float64(q.syncTime) * share)
 		if q.waitFor != 0 {
 			wait = q.waitFor
 		}
-		q.deadline = time.Now().Add(wait)
+		q.waitStart = time.Now()
+		q.deadline = q.waitStart.Add(wait)
 	}
 	q.noteWrittenLocked()
 	return done, nil

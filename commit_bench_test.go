@@ -41,6 +41,9 @@ var errSyncFailed = errors.New("injected fsync failure")
 var benchFsync = flag.Duration("bench.fsync", 0, "BenchmarkPutSyncWriters: each WAL fsync is a sleep this long instead (0: real fsyncs), "+
 	"to compare the commit path's CPU and wakeups without a shared disk's noise")
 
+var benchGather = flag.Float64("bench.gather", 0, "BenchmarkPutSyncWriters: how long the next fsync waits, at most, for the writers the last one "+
+	"acknowledged, as a share of an fsync's time (0: the default, gatherShare; negative: no wait)")
+
 type syncCountFile struct {
 	vfs.File
 	n  *atomic.Int64
@@ -104,8 +107,12 @@ func BenchmarkPutSyncWriters(b *testing.B) {
 	for _, writers := range []int{1, 4, 16, 64} {
 		b.Run(fmt.Sprintf("writers=%d", writers), func(b *testing.B) {
 			db, fs := openSyncCounting(b, *benchFsync)
+			db.commit.pmu.Lock()
+			db.commit.share = *benchGather
+			db.commit.pmu.Unlock()
 			start := fs.syncs.Load()
 			groups, handOffs := db.commit.counts()
+			sc := db.commit.syncCounts()
 			b.ReportAllocs()
 			b.SetBytes(116)
 			var next atomic.Int64
@@ -145,6 +152,15 @@ func BenchmarkPutSyncWriters(b *testing.B) {
 				g, h := db.commit.counts()
 				b.ReportMetric(float64(g-groups)/float64(syncs), "groups/fsync")
 				b.ReportMetric(float64(h-handOffs)/float64(syncs), "handoffs/fsync")
+				// Where an fsync cycle's time goes: the fsync, and the
+				// wait for the writers the last one acknowledged (per
+				// fsync, and the share of fsyncs whose wait ran out).
+				s := db.commit.syncCounts()
+				if n := s.syncs - sc.syncs; n > 0 {
+					b.ReportMetric(float64((s.syncTime-sc.syncTime).Microseconds())/float64(n), "fsync-µs")
+					b.ReportMetric(float64((s.waitTime-sc.waitTime).Microseconds())/float64(n), "wait-µs/fsync")
+					b.ReportMetric(float64(s.timeouts-sc.timeouts)/float64(n), "timeouts/fsync")
+				}
 			}
 		})
 	}

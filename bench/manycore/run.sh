@@ -30,11 +30,11 @@ part=$3
 # synced writers to 64, the concurrency tests under the race detector at
 # -cpu 1,4,16, and the fill beside its flushes and merges.
 case $part in
-first) steps=(get-100B readers-bloomkv sync-scaling sync-rounds concurrency-race fill-latency read-profile sync-profile) budget=${BUDGET:-570} ;;
+first) steps=(get-100B readers-bloomkv sync-scaling sync-rounds sync-gather concurrency-race fill-latency read-profile sync-profile) budget=${BUDGET:-570} ;;
 rest) steps=(raft-cluster-race concurrency-full get-4KiB cold) budget=${BUDGET:-480} ;;
 tests) steps=(concurrency-race raft-cluster-race concurrency-full) budget=${BUDGET:-290} ;;
 reads) steps=(get-100B readers-bloomkv read-profile get-4KiB) budget=${BUDGET:-480} ;;
-writes) steps=(sync-scaling sync-rounds sync-profile fill-latency cold) budget=${BUDGET:-290} ;;
+writes) steps=(sync-scaling sync-rounds sync-gather sync-profile fill-latency cold) budget=${BUDGET:-290} ;;
 *)
 	echo "run.sh: the part is first, rest, tests, reads or writes, not $part" >&2
 	exit 2
@@ -130,6 +130,10 @@ run_step() {
 	sync-rounds) # three more rounds of bloomkv against Pebble, whose ratio moves between rounds; about 65 s
 		step sync-rounds 90 "$repo" bash -c 'for i in 1 2 3; do "$@" | grep -E "^\| (engine|bloomkv|pebble) "; done' - \
 			"${eb[@]}" -all -sync-scaling -sync-writers 1,4,16,64 -sync-duration 1s -sync-ops $((40000 / s))
+		;;
+	sync-gather) # 16 and 64 synced writers on 16 Ps with the wait for returning writers at 1 (the default), 0.5 and 0 fsyncs long (-bench.gather -1), alternating, twice: what the wait buys or costs on this machine, with each fsync cycle's fsync and wait times; about 30 s
+		step sync-gather 60 "$repo" bash -c 'for i in 1 2; do for g in 1 0.5 -1; do echo "gather=$g"; "$@" -bench.gather=$g | grep ^Benchmark; done; done' - \
+			root.test -test.run '^$' -test.cpu 16 -test.bench 'BenchmarkPutSyncWriters/writers=(16|64)$' -test.benchtime 1s
 		;;
 	read-profile) # absent-key Gets at -cpu 1,4,16, three counts, then a CPU profile at 16 (read-16.prof); about 40 s
 		step read-profile 90 "$repo" bash -c '"$@" -test.cpu 1,4,16 -test.count 3 && "$@" -test.cpu 16 -test.cpuprofile "$0"' \
