@@ -123,7 +123,7 @@ func (e *badgerEngine) Scan(start []byte, n int) (int, int64, error) {
 		for ; it.Valid() && keys != n; it.Next() {
 			item := it.Item()
 			err := item.Value(func(v []byte) error {
-				bytes += int64(len(item.Key()) + len(v))
+				bytes += taken(item.Key(), v)
 				return nil
 			})
 			if err != nil {

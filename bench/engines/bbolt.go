@@ -137,7 +137,7 @@ func (e *bboltEngine) Scan(start []byte, n int) (int, int64, error) {
 		}
 		for ; k != nil && keys != n; k, v = c.Next() {
 			keys++
-			bytes += int64(len(k) + len(v))
+			bytes += taken(k, v)
 		}
 		return nil
 	})
@@ -151,7 +151,7 @@ func (e *bboltEngine) ScanReverse() (int, int64, error) {
 		c := tx.Bucket(bboltBucket).Cursor()
 		for k, v := c.Last(); k != nil; k, v = c.Prev() {
 			keys++
-			bytes += int64(len(k) + len(v))
+			bytes += taken(k, v)
 		}
 		return nil
 	})

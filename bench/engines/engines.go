@@ -71,6 +71,39 @@ func Specs() []Spec {
 	}
 }
 
+// ScanRead makes every engine's scans read each key and value they take,
+// one byte of each cache line, as a consumer of the data would, instead
+// of only their lengths. A scan then costs every engine the memory
+// traffic of the bytes it returns, including one whose iterator finds
+// their lengths and places without reading them (bbolt). Set it before
+// scanning, not during.
+var ScanRead bool
+
+// readSink keeps the loads of touch from being dropped.
+var readSink byte
+
+// taken is what a scan counts for one key and value: their length, after
+// reading them if ScanRead is set.
+func taken(k, v []byte) int64 {
+	if ScanRead {
+		readSink += touch(k) + touch(v)
+	}
+	return int64(len(k) + len(v))
+}
+
+// touch reads one byte of each cache line b spans: stepping 64 bytes from
+// its first byte lands once in each line, and its last byte covers the
+// line the steps may end before.
+func touch(b []byte) (s byte) {
+	for i := 0; i < len(b); i += 64 {
+		s += b[i]
+	}
+	if len(b) > 0 {
+		s += b[len(b)-1]
+	}
+	return s
+}
+
 // Lookup returns the Spec called name.
 func Lookup(name string) (Spec, error) {
 	specs := Specs()
@@ -85,9 +118,11 @@ func Lookup(name string) (Spec, error) {
 // own iterator. Scan reads up to n keys (all of them for n < 0) in key
 // order from the first key >= start (from the first key for nil start),
 // taking each key and value as a slice, and returns how many keys and
-// key+value bytes it read. Only the slices' lengths are summed: a store
-// that knows a value's length without reading the value (bbolt's leaf
-// elements) is not made to read it, and none can skip a key unnoticed.
+// key+value bytes it read. Only the slices' lengths are summed (taken): a
+// store that knows a value's length without reading the value (bbolt's
+// leaf elements) is not made to read it, and none can skip a key
+// unnoticed. With ScanRead set, every scan also reads the keys and values
+// it takes.
 type Scanner interface {
 	Scan(start []byte, n int) (keys int, bytes int64, err error)
 }
@@ -115,7 +150,7 @@ type reverseCursor interface {
 func scanCursorReverse(it reverseCursor) (keys int, bytes int64) {
 	for ok := it.Last(); ok; ok = it.Prev() {
 		keys++
-		bytes += int64(len(it.Key()) + len(it.Value()))
+		bytes += taken(it.Key(), it.Value())
 	}
 	return keys, bytes
 }
@@ -139,7 +174,7 @@ func scanCursor(it cursor, start []byte, n int) (keys int, bytes int64) {
 	}
 	for ; ok && keys != n; ok = it.Next() {
 		keys++
-		bytes += int64(len(it.Key()) + len(it.Value()))
+		bytes += taken(it.Key(), it.Value())
 	}
 	return keys, bytes
 }

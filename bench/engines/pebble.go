@@ -173,7 +173,7 @@ func pebbleCount(it *pebble.Iterator, ok bool, step func() bool, n int) (int, in
 			return keys, bytes, err
 		}
 		keys++
-		bytes += int64(len(it.Key()) + len(v))
+		bytes += taken(it.Key(), v)
 	}
 	return keys, bytes, it.Close()
 }

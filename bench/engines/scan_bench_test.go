@@ -15,6 +15,10 @@ var benchKeys = flag.Int("engines.bench-n", 100_000, "keys in the stores of Benc
 // benchValue is the value size of the scan benchmarks' stores.
 var benchValue = flag.Int("engines.bench-value", 100, "value size in bytes of the stores of BenchmarkScan*")
 
+func init() {
+	flag.BoolVar(&ScanRead, "engines.scan-read", false, "the scan benchmarks read every key and value they take (ScanRead), not only their lengths")
+}
+
 // benchStore fills a store for spec with the workload's keys, compacts it,
 // warms the page cache, reopens it and does one untimed full scan, as
 // enginebench's read phase would; the store is closed when b ends.
