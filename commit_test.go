@@ -193,17 +193,24 @@ func TestPipelinedCommit(t *testing.T) {
 // (takeSyncLocked): a group queued while the last fsync ran waits for the
 // writers that fsync acknowledged to write again, and the next fsync
 // covers both; a wait for a writer who does not come back ends at its
-// deadline; DB.Sync, a transaction's commit and Close do not wait for it.
+// deadline; DB.Sync, a transaction's commit and Close do not wait for it;
+// with the wait turned off (a negative share) none is made. The sync
+// role's counts (syncCounts) record each wait, its time, and those that
+// ran out.
 func TestCommitWaitsForWriters(t *testing.T) {
-	for _, end := range []string{"returns", "deadline", "Sync", "txn", "Close"} {
+	for _, end := range []string{"returns", "deadline", "off", "Sync", "txn", "Close"} {
 		t.Run(end, func(t *testing.T) {
 			db, fs := openGated(t, true)
 			db.commit.pmu.Lock()
 			db.commit.waitFor = 30 * time.Second // past every wait below: only what the test does ends a wait
-			if end == "deadline" {
+			switch end {
+			case "deadline":
 				db.commit.waitFor = time.Second
+			case "off":
+				db.commit.share = -1
 			}
 			db.commit.pmu.Unlock()
+			counts := db.commit.syncCounts()
 			mustDo(t, db.Put([]byte("k0"), []byte("v0")))
 			fs.armed.Store(true)
 
@@ -246,6 +253,21 @@ func TestCommitWaitsForWriters(t *testing.T) {
 				time.Sleep(time.Millisecond)
 			}
 			fs.release <- struct{}{}
+			if end == "off" {
+				// b1's fsync follows a1's at once, run by the holder of the
+				// sync role (a1's writer, whose Put returns after it).
+				if !entered(10 * time.Second) {
+					t.Fatal("b1's fsync waited for a1's writer with the wait turned off")
+				}
+				fs.release <- struct{}{}
+				wait(a, "a1")
+				wait(b, "b1")
+				if c := db.commit.syncCounts(); c.waits != counts.waits || c.timeouts != counts.timeouts {
+					t.Fatalf("waits %d -> %d, timeouts %d -> %d with the wait turned off",
+						counts.waits, c.waits, counts.timeouts, c.timeouts)
+				}
+				return
+			}
 			wait(a, "a1")
 			// a1's writer is acknowledged; b1's fsync waits for it.
 			if entered(20 * time.Millisecond) {
@@ -261,12 +283,21 @@ func TestCommitWaitsForWriters(t *testing.T) {
 				// Both in that one fsync: another would block in the gate.
 				wait(b, "b1")
 				wait(a, "a2")
+				if c := db.commit.syncCounts(); c.waits == counts.waits || c.timeouts != counts.timeouts {
+					t.Fatalf("waits %d -> %d, timeouts %d -> %d: want a wait counted, none run out",
+						counts.waits, c.waits, counts.timeouts, c.timeouts)
+				}
 			case "deadline":
 				if !entered(10 * time.Second) {
 					t.Fatal("no fsync after the wait's deadline")
 				}
 				fs.release <- struct{}{}
 				wait(b, "b1")
+				c := db.commit.syncCounts()
+				if c.timeouts != counts.timeouts+1 || c.waitTime-counts.waitTime < time.Second {
+					t.Fatalf("timeouts %d -> %d, wait time %v -> %v: want one wait run out after its 1 s",
+						counts.timeouts, c.timeouts, counts.waitTime, c.waitTime)
+				}
 			case "Sync":
 				fs.armed.Store(false)
 				wait(async(db.Sync), "DB.Sync")
