@@ -46,13 +46,27 @@ func (e *bloomkvEngine) Layout() string {
 func (e *bloomkvEngine) Close() error { return e.db.Close() }
 
 // Scan uses one Iterator per call, with bloomkv's default of not filling
-// the block cache.
+// the block cache. It calls the Iterator's methods directly, as the bbolt
+// adapter calls its cursor's, rather than through the cursor interface
+// that goleveldb's adapter shares (scanCursor): the three calls per key
+// through an interface took 7-10% of a full scan's CPU time (10^5 keys,
+// 100-byte values, both loops alternating in one process).
 func (e *bloomkvEngine) Scan(start []byte, n int) (int, int64, error) {
 	it, err := e.db.NewIterator(nil)
 	if err != nil {
 		return 0, 0, err
 	}
-	keys, bytes := scanCursor(it, start, n)
+	keys, bytes := 0, int64(0)
+	var ok bool
+	if start != nil {
+		ok = it.Seek(start)
+	} else {
+		ok = it.First()
+	}
+	for ; ok && keys != n; ok = it.Next() {
+		keys++
+		bytes += taken(it.Key(), it.Value())
+	}
 	return keys, bytes, it.Close()
 }
 
@@ -76,6 +90,10 @@ func (e *bloomkvEngine) ScanReverse() (int, int64, error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	keys, bytes := scanCursorReverse(it)
+	keys, bytes := 0, int64(0)
+	for ok := it.Last(); ok; ok = it.Prev() {
+		keys++
+		bytes += taken(it.Key(), it.Value())
+	}
 	return keys, bytes, it.Close()
 }
