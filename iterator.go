@@ -106,6 +106,7 @@ type Iterator struct {
 	lowerBuf  []byte // SetBounds' copies, reused
 	upperBuf  []byte
 	endBuf    []byte // SetPrefix's
+	seekBuf   []byte // Seek's and SeekLT's copy of their key
 	reverse   bool   // moving backward: m is before the current key, which is a copy
 	valid     bool
 	key       []byte
@@ -259,7 +260,8 @@ func boundsPrefix(lower, upper []byte) []byte {
 // bound), as Pebble's Iterator.SetBounds does, so that one iterator can
 // serve many short scans: it keeps its memtables, segments and their block
 // iterators, and costs no allocation once warm. The bounds are copied:
-// the caller may change lower and upper afterwards. They replace those of
+// the caller may change lower and upper afterwards, and they may be the
+// iterator's own Key or part of it. They replace those of
 // IterOptions, Prefix included. The iterator becomes unpositioned, its
 // Key and Value end, and the next use must be First, Last, Seek or
 // SeekLT (Next and Prev return false until then). The versions it shows
@@ -272,10 +274,12 @@ func (it *Iterator) SetBounds(lower, upper []byte) {
 	if it.err != nil {
 		return
 	}
-	it.lease.Expire()
-	it.valid, it.key, it.value, it.reverse, it.segAt = false, nil, nil, false, false
+	// The bounds are copied before the lease ends: they may be (parts
+	// of) the current Key, as a skip scan's SetPrefix(it.Key()[:n]) is.
 	it.lower = copyBound(&it.lowerBuf, lower)
 	it.upper = copyBound(&it.upperBuf, upper)
+	it.lease.Expire()
+	it.valid, it.key, it.value, it.reverse, it.segAt = false, nil, nil, false, false
 	it.build(boundsPrefix(it.lower, it.upper))
 }
 
@@ -440,26 +444,44 @@ func (it *Iterator) Last() bool {
 	return it.findPrev()
 }
 
-// Seek moves to the first key >= key (and in range).
+// Seek moves to the first key >= key (and in range). key may be one the
+// iterator returned (Key), which the move itself may overwrite: it is
+// copied first.
 func (it *Iterator) Seek(key []byte) bool {
 	if !it.usable() {
 		return false
 	}
 	if it.lower != nil && bytes.Compare(key, it.lower) < 0 {
 		key = it.lower
+	} else {
+		key = it.ownSeekKey(key)
 	}
 	return it.seekGE(key)
 }
 
-// SeekLT moves to the last key < key (and in range).
+// SeekLT moves to the last key < key (and in range). key may be one the
+// iterator returned, as for Seek.
 func (it *Iterator) SeekLT(key []byte) bool {
 	if !it.usable() {
 		return false
 	}
 	if it.upper != nil && bytes.Compare(key, it.upper) > 0 {
 		key = it.upper
+	} else {
+		key = it.ownSeekKey(key)
 	}
 	return it.seekLT(key)
+}
+
+// ownSeekKey copies a seek's key into the iterator's own buffer. The
+// sources search with the key while they decode entries into the buffers
+// that the iterator's current Key aliases (a block's prefix-compressed
+// key, rebuilt at each step), so Seek(it.Key()) compared the key with
+// itself as it was being rewritten and stopped at the first entry it
+// decoded. A copy of a few bytes is nothing beside a seek.
+func (it *Iterator) ownSeekKey(key []byte) []byte {
+	it.seekBuf = append(it.seekBuf[:0], key...)
+	return it.seekBuf
 }
 
 func (it *Iterator) seekGE(key []byte) bool {

@@ -36,6 +36,7 @@ type TxnIterator struct {
 	key      []byte
 	value    []byte
 	keyBuf   []byte
+	seekBuf  []byte // Seek's and SeekLT's copy of their key
 	closed   bool
 
 	// The span traversed since the last seek (read-write only): [lo, hi),
@@ -96,8 +97,9 @@ func (it *TxnIterator) SetBounds(lower, upper []byte) {
 		return
 	}
 	it.finishSpan()
-	it.base.SetBounds(lower, upper)
+	// Copied before the base iterator moves: they may alias its Key.
 	it.lower, it.upper = bytes.Clone(lower), bytes.Clone(upper)
+	it.base.SetBounds(it.lower, it.upper)
 	it.boundPending()
 	it.valid, it.key, it.value, it.fromPend, it.reverse = false, nil, nil, false, false
 }
@@ -136,25 +138,34 @@ func (it *TxnIterator) Last() bool {
 	return it.findPrev()
 }
 
-// Seek moves to the first key >= key (and in range).
+// Seek moves to the first key >= key (and in range). key may be one the
+// iterator returned (Key): it is copied before anything moves, as
+// Iterator.Seek copies its key.
 func (it *TxnIterator) Seek(key []byte) bool {
 	if !it.usable() {
 		return false
 	}
 	if it.lower != nil && bytes.Compare(key, it.lower) < 0 {
 		key = it.lower
+	} else {
+		it.seekBuf = append(it.seekBuf[:0], key...)
+		key = it.seekBuf
 	}
 	it.begin(key, false)
 	return it.seekGE(key)
 }
 
-// SeekLT moves to the last key < key (and in range).
+// SeekLT moves to the last key < key (and in range). key may be one the
+// iterator returned, as for Seek.
 func (it *TxnIterator) SeekLT(key []byte) bool {
 	if !it.usable() {
 		return false
 	}
 	if it.upper != nil && bytes.Compare(key, it.upper) > 0 {
 		key = it.upper
+	} else {
+		it.seekBuf = append(it.seekBuf[:0], key...)
+		key = it.seekBuf
 	}
 	it.begin(key, false)
 	return it.seekLT(key)

@@ -220,6 +220,7 @@ var opWeights = []struct {
 	{opGet, 15}, {opHas, 3}, {opValueSize, 3},
 	{opSnapNew, 2}, {opSnapGet, 6}, {opSnapClose, 2},
 	{opIterNew, 4}, {opIterFirst, 2}, {opIterLast, 2}, {opIterSeek, 4}, {opIterSeekLT, 3},
+	{opIterSeekOwn, 2}, {opIterSeekLTOwn, 1},
 	{opIterNext, 12}, {opIterPrev, 8}, {opIterClose, 3},
 	{opScan, 1}, {opFlush, 2}, {opCompact, 1}, {opWait, 1}, {opSync, 1},
 	{opReopen, 1}, {opReadOnly, 1}, {opCheckpoint, 1},
@@ -415,7 +416,7 @@ func (g *generator) emit(kind opKind) {
 				o.prefix = slices.Clone(k[:g.r.IntN(len(k)+1)])
 			}
 		}
-	case opIterFirst, opIterLast, opIterSeek, opIterSeekLT, opIterNext, opIterPrev, opIterClose:
+	case opIterFirst, opIterLast, opIterSeek, opIterSeekLT, opIterSeekOwn, opIterSeekLTOwn, opIterNext, opIterPrev, opIterClose:
 		if len(g.iters) == 0 {
 			g.emit(opIterNew)
 			return

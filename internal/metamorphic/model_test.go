@@ -138,7 +138,7 @@ func (m *model) apply(o op) string {
 			return "duplicate-iterator"
 		}
 		m.iters[o.id] = &modelIter{kvs: sortedRange(src, o), pos: -1}
-	case opIterFirst, opIterLast, opIterSeek, opIterSeekLT, opIterNext, opIterPrev:
+	case opIterFirst, opIterLast, opIterSeek, opIterSeekLT, opIterSeekOwn, opIterSeekLTOwn, opIterNext, opIterPrev:
 		it, ok := m.iters[o.id]
 		if !ok {
 			return resNoIter
@@ -173,6 +173,16 @@ func (it *modelIter) move(o op) string {
 	case opIterSeekLT:
 		i, _ := slices.BinarySearchFunc(it.kvs, string(o.key), func(e kv, k string) int { return strings.Compare(e.key, k) })
 		it.pos = i - 1
+	case opIterSeekOwn: // at a key: stays; at none: Seek(nil), the first key
+		if it.pos < 0 || it.pos >= n {
+			it.pos = 0
+		}
+	case opIterSeekLTOwn: // at a key: the one before; at none: SeekLT(nil), no key
+		if it.pos < 0 || it.pos >= n {
+			it.pos = -1
+		} else {
+			it.pos--
+		}
 	case opIterNext:
 		if it.pos >= 0 {
 			it.pos++

@@ -27,19 +27,23 @@ const (
 	opIterLast    opKind = "iter-last"
 	opIterSeek    opKind = "iter-seek"
 	opIterSeekLT  opKind = "iter-seeklt"
-	opIterNext    opKind = "iter-next"
-	opIterPrev    opKind = "iter-prev"
-	opIterClose   opKind = "iter-close"
-	opScan        opKind = "scan" // a full scan, printed as count and hash
-	opFlush       opKind = "flush"
-	opCompact     opKind = "compact"
-	opWait        opKind = "wait-compactions"
-	opSync        opKind = "sync"
-	opReopen      opKind = "reopen"
-	opReadOnly    opKind = "readonly-reopen" // close, open read-only, scan, reopen writable
-	opCheckpoint  opKind = "checkpoint"      // checkpoint, open the copy, scan it
-	opSetBudget   opKind = "set-filter-budget"
-	opRebuild     opKind = "rebuild-filters"
+	// The same with the key the iterator is at, the slice its Key
+	// returned: the seek must not read it after moving (at no key: nil).
+	opIterSeekOwn   opKind = "iter-seek-own"
+	opIterSeekLTOwn opKind = "iter-seeklt-own"
+	opIterNext      opKind = "iter-next"
+	opIterPrev      opKind = "iter-prev"
+	opIterClose     opKind = "iter-close"
+	opScan          opKind = "scan" // a full scan, printed as count and hash
+	opFlush         opKind = "flush"
+	opCompact       opKind = "compact"
+	opWait          opKind = "wait-compactions"
+	opSync          opKind = "sync"
+	opReopen        opKind = "reopen"
+	opReadOnly      opKind = "readonly-reopen" // close, open read-only, scan, reopen writable
+	opCheckpoint    opKind = "checkpoint"      // checkpoint, open the copy, scan it
+	opSetBudget     opKind = "set-filter-budget"
+	opRebuild       opKind = "rebuild-filters"
 )
 
 // valSpec describes a value by how to make it, so that a 64 KiB value
@@ -169,7 +173,7 @@ func (o op) String() string {
 		return s
 	case opIterSeek, opIterSeekLT:
 		return fmt.Sprintf("%s i%d %s", o.kind, o.id, q(o.key))
-	case opIterFirst, opIterLast, opIterNext, opIterPrev, opIterClose:
+	case opIterFirst, opIterLast, opIterSeekOwn, opIterSeekLTOwn, opIterNext, opIterPrev, opIterClose:
 		return fmt.Sprintf("%s i%d", o.kind, o.id)
 	case opSetBudget:
 		return fmt.Sprintf("%s %d", o.kind, o.n)
@@ -309,7 +313,7 @@ func parseOp(line string) (op, error) {
 			o.id, err = parseID(args[0], "i")
 			o.key = []byte(args[1])
 		}
-	case opIterFirst, opIterLast, opIterNext, opIterPrev, opIterClose:
+	case opIterFirst, opIterLast, opIterSeekOwn, opIterSeekLTOwn, opIterNext, opIterPrev, opIterClose:
 		if err = want(1); err == nil {
 			o.id, err = parseID(args[0], "i")
 		}

@@ -233,7 +233,7 @@ func (r *runner) step(o op) (res string, fatal bool) {
 		}
 		r.iters[o.id] = it
 		return resOK, false
-	case opIterFirst, opIterLast, opIterSeek, opIterSeekLT, opIterNext, opIterPrev:
+	case opIterFirst, opIterLast, opIterSeek, opIterSeekLT, opIterSeekOwn, opIterSeekLTOwn, opIterNext, opIterPrev:
 		it, ok := r.iters[o.id]
 		if !ok {
 			return resNoIter, false
@@ -324,6 +324,10 @@ func moveIter(it *bloomkv.Iterator, o op) string {
 		ok = it.Seek(o.key)
 	case opIterSeekLT:
 		ok = it.SeekLT(o.key)
+	case opIterSeekOwn:
+		ok = it.Seek(it.Key())
+	case opIterSeekLTOwn:
+		ok = it.SeekLT(it.Key())
 	case opIterNext:
 		ok = it.Next()
 	case opIterPrev:
