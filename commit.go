@@ -645,20 +645,13 @@ func (q *commitQueue) synced(db *DB, err error, took time.Duration, done []*comm
 	}
 	q.pmu.Lock()
 	defer q.pmu.Unlock()
+	if err == nil && q.failed != nil {
+		// A later fsync of a WAL whose predecessor's seal failed
+		// (endWAL) promises nothing for the groups in it.
+		err = q.failed
+	}
 	if err != nil {
-		if q.failed == nil {
-			q.failed = err
-		}
-		// A group not yet applied, the last, is failed by its leader
-		// once applied (apply).
-		n := len(q.queue)
-		if n > 0 && !q.queue[n-1].applied {
-			n--
-		}
-		done = append(done, q.queue[:n]...)
-		q.queue = append(q.queue[:0], q.queue[n:]...)
-		clear(q.queue[len(q.queue) : len(q.queue)+n])
-		return done, err
+		return q.failQueuedLocked(err, done), err
 	}
 	n, acked := 0, 0
 	for _, g := range q.queue {
@@ -714,6 +707,39 @@ func (q *commitQueue) synced(db *DB, err error, took time.Duration, done []*comm
 	}
 	q.noteWrittenLocked()
 	return done, nil
+}
+
+// failQueuedLocked makes every later group fail with err (q.failed), and
+// takes the applied groups waiting in the queue out of it, appended to
+// done, for the caller to acknowledge with err outside q.pmu. A group not
+// yet applied, the last, is failed by its leader once applied (apply).
+// q.pmu is held.
+func (q *commitQueue) failQueuedLocked(err error, done []*commitGroup) []*commitGroup {
+	if q.failed == nil {
+		q.failed = err
+	}
+	n := len(q.queue)
+	if n > 0 && !q.queue[n-1].applied {
+		n--
+	}
+	done = append(done, q.queue[:n]...)
+	q.queue = append(q.queue[:0], q.queue[n:]...)
+	clear(q.queue[len(q.queue) : len(q.queue)+n])
+	if len(q.queue) == 0 {
+		q.pidle.Broadcast()
+	}
+	return done
+}
+
+// failQueued is failQueuedLocked for a caller without q.pmu, which
+// acknowledges the groups it takes out.
+func (q *commitQueue) failQueued(err error) {
+	q.pmu.Lock()
+	done := q.failQueuedLocked(err, nil)
+	q.pmu.Unlock()
+	for _, g := range done {
+		ackGroup(g, err)
+	}
 }
 
 // noteWrittenLocked updates gatherLeft after written, expect or deadline
@@ -1217,7 +1243,14 @@ func (db *DB) endWAL(job sealJob, seal bool) {
 	if seal {
 		if err = db.commit.syncHeld(db, job.w); err == nil {
 			if err = job.w.Seal(); err != nil {
-				db.fail(fmt.Errorf("seal WAL: %w", err))
+				// The groups queued in later WALs must not be
+				// acknowledged as synced now: recovery after a power
+				// loss stops at this WAL, marked and unsealed, and
+				// replays none of them. They fail as after a failed
+				// fsync.
+				err = fmt.Errorf("seal WAL: %w", err)
+				db.fail(err)
+				db.commit.failQueued(fmt.Errorf("%w: %w", ErrReadOnly, err))
 			}
 		}
 	}
