@@ -764,10 +764,19 @@ func (it *Iterator) usable() bool {
 		it.err = ErrClosed
 	}
 	if it.err != nil {
-		it.valid = false
-		return false
+		return it.unusable()
 	}
 	return true
+}
+
+// unusable ends a positioning call that cannot move: the iterator is at
+// no key, and the Key and Value it returned last end here, as at any
+// positioning call (in an invariants build, using them afterwards
+// faults). Apart from usable so that usable inlines.
+func (it *Iterator) unusable() bool {
+	it.lease.Expire()
+	it.valid, it.key, it.value = false, nil, nil
+	return false
 }
 
 // Valid reports whether the iterator is at a key.

@@ -226,3 +226,52 @@ func TestGetFuncKeptValueFaults(t *testing.T) {
 		t.Fatalf("child failed, but not with a memory fault: %v\n%s", err, out)
 	}
 }
+
+// TestKeyAfterRefusedMoveFaults checks that a positioning call that
+// cannot move (the DB was closed under the iterator) still ends the Key
+// and Value the iterator returned before, as every positioning call does:
+// in the invariants build a read of them afterwards faults, in a child
+// process, which must die of it.
+func TestKeyAfterRefusedMoveFaults(t *testing.T) {
+	if dir := os.Getenv("BLOOMKV_REFUSED_CHILD"); dir != "" {
+		db := mustOpen(t, dir, nil)
+		it, err := db.NewIterator(nil)
+		if err != nil || !it.First() {
+			t.Fatal("no first key:", err)
+		}
+		k := it.Key()
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if it.Next() {
+			t.Fatal("Next moved on a closed DB")
+		}
+		println("read after a refused move:", bytes.Clone(k)[0]) // must fault
+		os.Exit(0)
+	}
+	if !invariants.Enabled {
+		t.Skip("needs -tags invariants")
+	}
+	if runtime.GOOS == "windows" || runtime.GOOS == "plan9" {
+		t.Skip("expired regions are poisoned, not protected, without mmap")
+	}
+	dir := t.TempDir()
+	db := mustOpen(t, dir, nil)
+	for _, k := range []string{"a", "b"} {
+		if err := db.Put([]byte(k), []byte("value")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestKeyAfterRefusedMoveFaults$")
+	cmd.Env = append(os.Environ(), "BLOOMKV_REFUSED_CHILD="+dir)
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("child read a key after a refused move and exited normally:\n%s", out)
+	}
+	if !strings.Contains(string(out), "unexpected fault address") && !strings.Contains(string(out), "SIGSEGV") {
+		t.Fatalf("child failed, but not with a memory fault: %v\n%s", err, out)
+	}
+}

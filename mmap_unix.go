@@ -7,6 +7,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/bloomkv/bloomkv/internal/invariants"
 	"github.com/bloomkv/bloomkv/vfs"
 )
 
@@ -53,4 +54,8 @@ func mapSegment(f vfs.File, size int64) ([]byte, error) {
 	return b, nil
 }
 
-func unmapSegment(b []byte) error { return unix.Munmap(b) }
+// unmapSegment ends a segment's mapping once no reader holds the segment.
+// In an invariants build the pages stay reserved and protected for a
+// while (invariants.UnmapFile), so that a read after a premature release
+// faults.
+func unmapSegment(b []byte) error { return invariants.UnmapFile(b) }

@@ -47,3 +47,42 @@ func (r region) expire() {
 		unix.Munmap(old)
 	}
 }
+
+// mappingQuarantine is how many retired file mappings stay protected
+// before the oldest is unmapped: fewer than the regions, since each holds
+// a whole segment (and, once its file is deleted, the file's blocks on
+// disk), but enough that a mapping released too early is still protected
+// when a test's next reads reach it.
+const mappingQuarantine = 256
+
+var retiredMappings struct {
+	sync.Mutex
+	ring [mappingQuarantine][]byte
+	next int
+}
+
+// UnmapFile ends a file mapping, as munmap does. In an invariants build it
+// protects the mapping's pages instead (PROT_NONE), and unmaps them only
+// after mappingQuarantine more mappings have ended: a read of a segment
+// after its last reference was released, by a reader that did not hold
+// one (a premature release, which leases do not see: they guard only
+// what is handed out), then faults at the read, where the address would
+// otherwise still read the file's bytes until the unmap, and afterwards
+// whatever the kernel mapped there next.
+func UnmapFile(b []byte) error {
+	if !Enabled {
+		return unix.Munmap(b)
+	}
+	if err := unix.Mprotect(b, unix.PROT_NONE); err != nil {
+		return err
+	}
+	retiredMappings.Lock()
+	old := retiredMappings.ring[retiredMappings.next]
+	retiredMappings.ring[retiredMappings.next] = b
+	retiredMappings.next = (retiredMappings.next + 1) % mappingQuarantine
+	retiredMappings.Unlock()
+	if old != nil {
+		return unix.Munmap(old)
+	}
+	return nil
+}
