@@ -1,6 +1,7 @@
 package bloomkv
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"sync"
@@ -1113,9 +1114,23 @@ func (db *DB) rotate() (*frozen, error) {
 		}
 	}
 	f := &frozen{mem: db.mem, logNum: oldNum, done: make(chan struct{}), sealed: make(chan struct{})}
+	job := sealJob{w: old, f: f}
+	if db.bootID == ([16]byte{}) {
+		// Without a boot ID recovery cannot tell a process crash, after
+		// which the page cache held all of the old WAL, from a power cut,
+		// which may have lost its tail: it stops at an unsealed WAL that
+		// has a successor (mayHaveLostTail), and a crash of the process
+		// would lose every write acknowledged in the new WAL. So the old
+		// WAL is sealed here, before the new one takes a write: an fsync
+		// per rotation in the writers' path, where the boot is unknown.
+		if err := db.sealNow(old); err != nil {
+			return nil, err
+		}
+		job.sealed = true
+	}
 	// Queued before the swap publishes the new WAL, and so before any
 	// group is written to it.
-	db.commit.queueSeal(db, sealJob{w: old, f: f})
+	db.commit.queueSeal(db, job)
 	db.mu.Lock()
 	f.maxSeq = db.lastSeq
 	db.imm = append(db.imm, f)
@@ -1132,6 +1147,33 @@ func (db *DB) rotate() (*frozen, error) {
 type sealJob struct {
 	w *wal.Writer
 	f *frozen // the memtable it holds (f.logNum names w); f.sealed is closed once w is closed
+	// sealed says the rotation sealed w already (sealNow): sealLoop only
+	// closes it.
+	sealed bool
+}
+
+// sealNow seals w, the active WAL that a rotation is about to replace,
+// as the holder of the sync role: it fsyncs w (publishing the groups that
+// covers), then appends the seal mark and fsyncs again, as endWAL does
+// for sealLoop. Only the commit leader calls it (rotate), so no group is
+// being written meanwhile. A failure fails the groups still queued and
+// makes the DB read-only, as a failed seal in endWAL does.
+func (db *DB) sealNow(w *wal.Writer) error {
+	q := &db.commit
+	q.acquireSync()
+	err := q.syncHeld(db, w)
+	if err == nil {
+		if err = w.Seal(); err != nil {
+			err = fmt.Errorf("seal WAL: %w", err)
+			db.fail(err)
+			q.failQueued(fmt.Errorf("%w: %w", ErrReadOnly, err))
+		}
+	}
+	q.releaseSync(db)
+	if err != nil && !errors.Is(err, ErrReadOnly) {
+		err = fmt.Errorf("%w: %w", ErrReadOnly, err)
+	}
+	return err
 }
 
 // queueSeal queues job for sealLoop, starting it if it is not running.
@@ -1191,7 +1233,7 @@ func (db *DB) sealLoop() {
 		for more := true; more; {
 			q.pmu.Lock()
 			job := q.seals[0]
-			drop := job.f.durable.Load() && !q.usesLocked(job.w)
+			drop := job.sealed || job.f.durable.Load() && !q.usesLocked(job.w)
 			q.pmu.Unlock()
 			db.endWAL(job, !drop)
 			q.pmu.Lock()
