@@ -482,7 +482,7 @@ func (it *Iter) valueMapped() ([]byte, bool) {
 	h, ok := decodeValueHandleAt(b.data, b.nextOffset-len(b.val), b.val)
 	if !ok || m == nil || h.ordinal >= it.r.props.Values || h.offset < it.gapLo || h.offset > it.gapHi ||
 		it.gapHi-h.offset < blockTrailerLen || h.length > it.gapHi-h.offset-blockTrailerLen ||
-		!it.r.valuesVerified.has(h.ordinal) {
+		!it.r.valuesVerified.has(h.ordinal, h.blockHandle) {
 		return nil, false
 	}
 	return m[h.offset : h.offset+h.length : h.offset+h.length], true

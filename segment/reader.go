@@ -78,7 +78,7 @@ type Reader struct {
 	// valuesVerified marks the value records of a mapped segment whose
 	// checksum was checked once, as indexEntry.verified marks data blocks
 	// (values.go).
-	valuesVerified verifiedBits
+	valuesVerified verifiedRecords
 	// coldAnswers > 0: the segment is cold, and point reads go to the
 	// block cache and pread (see coldSample) until that many more
 	// answers of inCache (mincore; tests replace it) say resident.
@@ -146,7 +146,7 @@ func Open(f io.ReaderAt, size int64, opts ReaderOptions) (*Reader, error) {
 		return nil, err
 	}
 	if opts.Mapped != nil {
-		r.valuesVerified = newVerifiedBits(r.props.Values)
+		r.valuesVerified = newVerifiedRecords(r.props.Values)
 	}
 	if err := r.readFilter(); err != nil {
 		return nil, err

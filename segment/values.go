@@ -23,8 +23,9 @@ import (
 // pays, and the 5-byte trailer with the CRC), so the reader decodes it
 // with the same code. Its handle is (offset, stored length, ordinal): the
 // ordinal numbers the segment's value records from 0 in file order, and
-// names the bit that marks a record of a mapped segment verified once, as
-// data blocks are.
+// names the mark that a record of a mapped segment was verified once, as
+// data blocks are (verifiedRecords: the mark holds the record's offset and
+// length too, so that it covers that one record).
 
 // kindValueHandle is the kind, in a data block of version 5, of a put
 // whose value is a value record: the entry's value is its handle. It never
@@ -135,19 +136,63 @@ func publicTrailer(t uint64) uint64 {
 	return t
 }
 
-// verifiedBits marks value records (by ordinal) whose checksum was
-// checked once in the mapping; safe for concurrent use.
-type verifiedBits []atomic.Uint64
+// verifiedRecords marks the value records of a mapped segment whose
+// checksum was checked once, by ordinal: entry o holds recordMark of the
+// one record checked under ordinal o, or 0. Safe for concurrent use.
+//
+// The mark names the record's offset and stored length, not only its
+// ordinal: nothing outside Verify ties an ordinal to one record, and a
+// file whose handles give one ordinal to two records (one sound, one
+// with a bad checksum) would otherwise have the second sliced from the
+// mapping unchecked once the first was read. A mark is set once, from 0,
+// by the reader that checked that record (mark), and never changes: a
+// second record checked under the same ordinal stays unmarked and is
+// checked at every read, so no interleaving of readers lets a handle
+// pass that was not checked.
+//
+// It costs 8 bytes per record, allocated at Open from the values
+// property (a bit per record would do without the offset and length): in
+// a store's files, 8 bytes per value of at least LargeValueSize (default
+// 1 KiB); for a hostile file, at most 1.6 bytes per byte of its data
+// region, since values is at most data-size / 5 (FORMAT.md, "Limits a
+// reader enforces").
+type verifiedRecords []atomic.Uint64
 
-func newVerifiedBits(n uint64) verifiedBits {
-	return make(verifiedBits, (n+63)/64)
+func newVerifiedRecords(n uint64) verifiedRecords {
+	return make(verifiedRecords, n)
 }
 
-func (b verifiedBits) has(i uint64) bool {
-	return b[i/64].Load()&(1<<(i%64)) != 0
+// recordMark packs the record at h into the word a verified mark holds:
+// offset << 26 | length, plus 1 so that 0 means unverified. Where the
+// packing would not be exact (an offset of 2^38 - 1 or more, 256 GiB, or
+// a stored length of 2^26 or more, 64 MiB) it returns noMark, which mark
+// never stores: such a record is checked at every read. A store's values
+// are at most 32 MiB (base.MaxValueSize), so only a hostile record is. The
+// largest packed word is below 2^64 - 1, so the + 1 does not wrap.
+func recordMark(h blockHandle) uint64 {
+	if h.offset >= 1<<38-1 || h.length >= 1<<26 {
+		return noMark
+	}
+	return (h.offset<<26 | h.length) + 1
 }
 
-func (b verifiedBits) set(i uint64) { b[i/64].Or(1 << (i % 64)) }
+// noMark is recordMark of a record that is never marked; no mark equals
+// it.
+const noMark = ^uint64(0)
+
+// has reports whether the record at h was checked under ordinal o (below
+// the values property, as checkValueHandle ensures).
+func (v verifiedRecords) has(o uint64, h blockHandle) bool {
+	return v[o].Load() == recordMark(h)
+}
+
+// mark notes that the record at h, of ordinal o, was checked, unless a
+// record was noted under o before (or h cannot be packed).
+func (v verifiedRecords) mark(o uint64, h blockHandle) {
+	if k := recordMark(h); k != noMark {
+		v[o].CompareAndSwap(0, k)
+	}
+}
 
 // value returns the value of an entry of data block i whose stored value
 // is the handle enc. A value record must lie wholly in the gap between
@@ -171,7 +216,7 @@ func (r *Reader) value(i int, enc []byte, mode cacheMode, point bool) ([]byte, e
 	}
 	m := r.opts.Mapped
 	cold := point && r.coldAnswers.Load() > 0
-	if m != nil && !cold && r.valuesVerified.has(h.ordinal) {
+	if m != nil && !cold && r.valuesVerified.has(h.ordinal, h.blockHandle) {
 		return m[h.offset : h.offset+h.length : h.offset+h.length], nil
 	}
 	if mode != cacheBypass {
@@ -190,7 +235,7 @@ func (r *Reader) value(i int, enc []byte, mode cacheMode, point bool) ([]byte, e
 			return nil, err
 		}
 		if m[h.offset+h.length] == compressionNone {
-			r.valuesVerified.set(h.ordinal)
+			r.valuesVerified.mark(h.ordinal, h.blockHandle)
 			return v, nil
 		}
 	} else {
@@ -202,7 +247,7 @@ func (r *Reader) value(i int, enc []byte, mode cacheMode, point bool) ([]byte, e
 			return nil, err
 		}
 		if m != nil && buf[h.length] == compressionNone {
-			r.valuesVerified.set(h.ordinal) // the mapping holds the same bytes
+			r.valuesVerified.mark(h.ordinal, h.blockHandle) // the mapping holds the same bytes
 		}
 	}
 	if mode == cacheFill {
@@ -250,7 +295,7 @@ func (r *Reader) valueRecord(i int, enc []byte, buf *[]byte, c *Counters) (rec [
 	end := h.end()
 	if m := r.opts.Mapped; m != nil {
 		rec = m[h.offset:end:end]
-		if r.valuesVerified.has(h.ordinal) { // verified, and only raw records are marked
+		if r.valuesVerified.has(h.ordinal, h.blockHandle) { // verified, and only raw records are marked
 			return rec, int(h.length), nil
 		}
 		if c != nil {
@@ -271,7 +316,7 @@ func (r *Reader) valueRecord(i int, enc []byte, buf *[]byte, c *Counters) (rec [
 		return nil, 0, err
 	}
 	if typ == compressionNone && r.opts.Mapped != nil {
-		r.valuesVerified.set(h.ordinal) // as value does: the mapping holds the value
+		r.valuesVerified.mark(h.ordinal, h.blockHandle) // as value does: the mapping holds the value
 	}
 	return rec, dlen, nil
 }

@@ -4,8 +4,9 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"math/bits"
 	"math/rand/v2"
+	"slices"
+	"sync"
 	"testing"
 
 	"github.com/bloomkv/bloomkv/bloom"
@@ -398,9 +399,11 @@ func TestSkipValueRecords(t *testing.T) {
 }
 
 // count is the number of records marked.
-func (b verifiedBits) count() (n int) {
-	for i := range b {
-		n += bits.OnesCount64(b[i].Load())
+func (v verifiedRecords) count() (n int) {
+	for i := range v {
+		if v[i].Load() != 0 {
+			n++
+		}
 	}
 	return n
 }
@@ -523,5 +526,201 @@ func TestDecodeValueHandleAt(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// handleSegment builds a segment whose data region is recs, a gap of
+// value records as the test lays them out, followed by one raw data block
+// that holds the keys "a", "b", … in order, the value of the i-th being
+// the value handle hs[i]; values is the values property. Every checksum
+// in it but those of recs is valid. The handles may do what no writer
+// does (share an ordinal or an offset), as a hostile file's may.
+func handleSegment(recs []byte, hs []valueHandle, values uint64) []byte {
+	bw := &blockWriter{restartInterval: 16}
+	var last []byte
+	for i, h := range hs {
+		last = appendInternalKey(nil, []byte{byte('a' + i)}, base.MakeTrailer(uint64(len(hs)-i), kindValueHandle))
+		bw.addEntry(last, appendValueHandle(nil, h), true)
+	}
+	blk := bytes.Clone(bw.finish())
+	ib := &blockWriter{restartInterval: 1}
+	ib.add(last, appendHandle(nil, blockHandle{uint64(len(recs)), uint64(len(blk))}))
+	n := uint64(len(hs))
+	s := rawSegment{
+		data:   append(bytes.Clone(recs), storedBlock(blk, compressionNone)...),
+		blocks: 1,
+		props: Properties{Entries: n, DistinctKeys: n, MinSeq: 1, MaxSeq: n,
+			Smallest: []byte("a"), Largest: []byte{byte('a' + len(hs) - 1)}, Values: values},
+		index: bytes.Clone(ib.finish()),
+	}
+	return s.assemble()
+}
+
+// lookupValue is r's Lookup of key at the newest snapshot, its value
+// copied.
+func lookupValue(r *Reader, key string) ([]byte, error) {
+	k := []byte(key)
+	v, _, _, found, err := r.Lookup(k, bloom.Hash(k), base.MaxSeq)
+	if err == nil && !found {
+		return nil, fmt.Errorf("%q not found", key)
+	}
+	return bytes.Clone(v), err
+}
+
+// wantCorruptAt fails t unless err is corruption of file name at offset
+// off.
+func wantCorruptAt(t *testing.T, what string, err error, name string, off uint64) {
+	t.Helper()
+	var ce *base.CorruptError
+	if !errors.Is(err, base.ErrCorrupt) || !errors.As(err, &ce) || ce.File != name || ce.Offset != int64(off) {
+		t.Errorf("%s: %v; want corruption of %s at %d", what, err, name, off)
+	}
+}
+
+// sharedOrdinalSegment is a file whose handles give ordinal 0 to three
+// records: a's ("GOOD") and c's ("ALSO") sound, b's ("EVIL") with a bad
+// checksum. It returns the file and b's offset.
+func sharedOrdinalSegment() ([]byte, uint64) {
+	good := storedBlock([]byte("GOOD"), compressionNone)
+	bad := storedBlock([]byte("EVIL"), compressionNone)
+	bad[len(bad)-1] ^= 0xff
+	also := storedBlock([]byte("ALSO"), compressionNone)
+	recs := slices.Concat(good, bad, also)
+	hs := []valueHandle{
+		{blockHandle{0, 4}, 0},
+		{blockHandle{uint64(len(good)), 4}, 0},
+		{blockHandle{uint64(len(good) + len(bad)), 4}, 0},
+	}
+	return handleSegment(recs, hs, 1), hs[1].offset
+}
+
+// openWarmMapped opens file mapped (a copy of it), with the page cache
+// taken to hold all of it, so that point reads use the mapping and mark
+// the records they check.
+func openWarmMapped(t *testing.T, file []byte) *Reader {
+	t.Helper()
+	r := openSegment(t, file, ReaderOptions{Name: "v.seg", Mapped: bytes.Clone(file)})
+	r.inCache = func([]byte, uint64, uint64) bool { return true }
+	return r
+}
+
+// TestVerifiedMarkCoversOneRecord guards the mark that lets reads of a
+// mapped segment skip the checksum of a value record checked before: it
+// must cover that one record (its offset and length), not whatever record
+// another handle names under the same ordinal, which only Verify ties to
+// one record. In sharedOrdinalSegment's file, b's record fails its
+// checksum; once a's record was read and marked, b must still be reported
+// corrupt, at b's offset, by Lookup, by a scan (Iter.valueMapped, then
+// Reader.value) and by a scan that keeps records as stored
+// (Reader.valueRecord), while c's sound record still reads.
+func TestVerifiedMarkCoversOneRecord(t *testing.T) {
+	file, badOff := sharedOrdinalSegment()
+
+	r := openWarmMapped(t, file)
+	_, err := lookupValue(r, "b")
+	wantCorruptAt(t, "Lookup(b) first", err, "v.seg", badOff)
+	for _, k := range []string{"a", "b", "c"} {
+		v, err := lookupValue(r, k)
+		switch k {
+		case "b":
+			wantCorruptAt(t, "Lookup(b) after Lookup(a)", err, "v.seg", badOff)
+		default:
+			if want := map[string]string{"a": "GOOD", "c": "ALSO"}[k]; err != nil || string(v) != want {
+				t.Errorf("Lookup(%s) = %q, %v; want %q", k, v, err, want)
+			}
+		}
+	}
+
+	for _, raw := range []bool{false, true} {
+		r := openWarmMapped(t, file)
+		it := r.NewIter(false)
+		if raw {
+			it.KeepValueRecords(1)
+		}
+		var got []string
+		for ok := it.First(); ok; ok = it.Next() {
+			v := it.Value()
+			if raw {
+				rec, n, _ := it.RawValue()
+				v = rec[:n]
+			}
+			got = append(got, string(it.Key())+"="+string(v))
+		}
+		err := it.Close()
+		wantCorruptAt(t, fmt.Sprintf("scan (records kept as stored: %v) after %q", raw, got), err, "v.seg", badOff)
+		if len(got) != 1 || got[0] != "a=GOOD" {
+			t.Errorf("scan (records kept as stored: %v) yielded %q before stopping, want [a=GOOD]", raw, got)
+		}
+	}
+}
+
+// TestVerifiedMarkConcurrentReaders has readers race to mark the one
+// ordinal of sharedOrdinalSegment's three records, on a fresh Reader each
+// round: whichever sound record marks it first, the other is checked at
+// each read and read whole, and b is reported corrupt at every read.
+func TestVerifiedMarkConcurrentReaders(t *testing.T) {
+	file, badOff := sharedOrdinalSegment()
+	want := map[string]string{"a": "GOOD", "c": "ALSO"}
+	for range 100 {
+		r := openWarmMapped(t, file)
+		var wg sync.WaitGroup
+		for g := range 6 {
+			k := string(rune('a' + g%3))
+			wg.Go(func() {
+				for range 10 {
+					v, err := lookupValue(r, k)
+					if k == "b" {
+						var ce *base.CorruptError
+						if !errors.As(err, &ce) || ce.Offset != int64(badOff) {
+							t.Errorf("Lookup(b) = %q, %v; want corruption at %d", v, err, badOff)
+							return
+						}
+					} else if err != nil || string(v) != want[k] {
+						t.Errorf("Lookup(%s) = %q, %v; want %q", k, v, err, want[k])
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		if t.Failed() {
+			return
+		}
+	}
+}
+
+// TestRecordMarkExact checks the packing of a verified mark at its
+// bounds: distinct records get distinct marks, none of them 0 (unmarked)
+// or noMark, and a record the packing cannot hold exactly gets noMark,
+// which mark does not store.
+func TestRecordMarkExact(t *testing.T) {
+	const maxOff, maxLen = 1<<38 - 2, 1<<26 - 1
+	seen := map[uint64]blockHandle{}
+	for _, h := range []blockHandle{
+		{0, 0}, {0, 1}, {1, 0}, {0, maxLen}, {1, maxLen}, {maxOff, 0}, {maxOff, maxLen}, {maxOff - 1, maxLen},
+	} {
+		k := recordMark(h)
+		if k == 0 || k == noMark {
+			t.Fatalf("recordMark(%+v) = %#x", h, k)
+		}
+		if o, ok := seen[k]; ok {
+			t.Fatalf("recordMark(%+v) = recordMark(%+v) = %#x", h, o, k)
+		}
+		seen[k] = h
+	}
+	v := make(verifiedRecords, 1)
+	for _, h := range []blockHandle{{maxOff + 1, 0}, {0, maxLen + 1}, {1 << 40, 4}, {^uint64(0), ^uint64(0)}} {
+		if k := recordMark(h); k != noMark {
+			t.Fatalf("recordMark(%+v) = %#x, want noMark", h, k)
+		}
+		v.mark(0, h)
+		if v[0].Load() != 0 || v.has(0, h) {
+			t.Fatalf("record %+v, which cannot be packed, was marked", h)
+		}
+	}
+	v.mark(0, blockHandle{5, 7})
+	v.mark(0, blockHandle{5, 8}) // a second record under the ordinal: not marked
+	if !v.has(0, blockHandle{5, 7}) || v.has(0, blockHandle{5, 8}) || v.has(0, blockHandle{4, 7}) {
+		t.Fatal("the mark covers another record than the first one marked")
 	}
 }
