@@ -13,9 +13,21 @@ const (
 
 // Cache is a bounded LRU cache of decompressed blocks, shared by all the
 // segment readers of a store and keyed by (ReaderOptions.FileNum, block
-// offset). It is split into 16 independently locked shards so that
-// concurrent readers rarely contend; each shard holds 1/16 of the
-// capacity. A nil *Cache is valid and caches nothing.
+// handle): the block's offset and its stored length. It is split into 16
+// independently locked shards so that concurrent readers rarely contend;
+// each shard holds 1/16 of the capacity. A nil *Cache is valid and caches
+// nothing.
+//
+// The length is part of the key for value records: their handles come
+// from the entries of data blocks, and nothing short of Verify stops a
+// file from holding two handles at one offset with different lengths,
+// each a record with a valid checksum (the shorter one's bytes and
+// trailer the start of the longer one's). Keyed by offset alone, a read
+// of one would be answered with the other's cached value. Data blocks
+// could do with the offset: their handles tile the data region (checked
+// at Open), so one offset has one length, and a value record lies
+// strictly inside the gap before a data block, so it never starts where
+// a data block does.
 //
 // Cached blocks are immutable and never recycled: a reader that got a
 // block keeps a valid slice even if the block is evicted meanwhile, and
@@ -24,7 +36,7 @@ type Cache struct {
 	shards [cacheShards]cacheShard
 }
 
-type cacheKey struct{ fileNum, offset uint64 }
+type cacheKey struct{ fileNum, offset, length uint64 }
 
 type cacheEntry struct {
 	key        cacheKey
@@ -72,19 +84,19 @@ func (c *Cache) Size() int64 {
 }
 
 func (c *Cache) shard(k cacheKey) *cacheShard {
-	// Multiplicative hashing of both fields spreads the blocks of one file
-	// (and equal offsets of different files) over all shards.
+	// Multiplicative hashing of the file and offset spreads the blocks of
+	// one file (and equal offsets of different files) over all shards.
 	h := (k.fileNum*0x9e3779b97f4a7c15 ^ k.offset) * 0xbf58476d1ce4e5b9
 	return &c.shards[h>>60]
 }
 
-// get returns the cached block and marks it most recently used. It does
-// not allocate.
-func (c *Cache) get(fileNum, offset uint64) ([]byte, bool) {
+// get returns the cached block of file fileNum at h and marks it most
+// recently used. It does not allocate.
+func (c *Cache) get(fileNum uint64, h blockHandle) ([]byte, bool) {
 	if c == nil {
 		return nil, false
 	}
-	k := cacheKey{fileNum, offset}
+	k := cacheKey{fileNum, h.offset, h.length}
 	s := c.shard(k)
 	s.mu.Lock()
 	e, ok := s.entries[k]
@@ -102,11 +114,11 @@ func (c *Cache) get(fileNum, offset uint64) ([]byte, bool) {
 // insert adds block unless the key is already present (two readers may
 // load the same block concurrently) or the block alone exceeds the shard's
 // capacity, then evicts least recently used blocks down to the capacity.
-func (c *Cache) insert(fileNum, offset uint64, block []byte) {
+func (c *Cache) insert(fileNum uint64, h blockHandle, block []byte) {
 	if c == nil {
 		return
 	}
-	k := cacheKey{fileNum, offset}
+	k := cacheKey{fileNum, h.offset, h.length}
 	s := c.shard(k)
 	charge := int64(len(block)) + cacheEntryOverhead
 	if charge > s.capacity {

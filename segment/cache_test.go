@@ -13,10 +13,10 @@ import (
 // sameShardOffsets returns n block offsets of file 1 that fall into the
 // same shard, so a test can reason about one LRU list.
 func sameShardOffsets(c *Cache, n int) []uint64 {
-	want := c.shard(cacheKey{1, 0})
+	want := c.shard(cacheKey{fileNum: 1})
 	var offs []uint64
 	for off := uint64(0); len(offs) < n; off++ {
-		if c.shard(cacheKey{1, off}) == want {
+		if c.shard(cacheKey{fileNum: 1, offset: off}) == want {
 			offs = append(offs, off)
 		}
 	}
@@ -30,41 +30,41 @@ func TestCacheLRU(t *testing.T) {
 	offs := sameShardOffsets(c, 4)
 	block := func(i int) []byte { return bytes.Repeat([]byte{byte(i)}, blockLen) }
 	for i := range 3 {
-		c.insert(1, offs[i], block(i))
+		c.insert(1, blockHandle{offs[i], blockLen}, block(i))
 	}
 	if got := c.Size(); got != 3*charge {
 		t.Fatalf("Size = %d, want %d", got, 3*charge)
 	}
-	if b, ok := c.get(1, offs[0]); !ok || !bytes.Equal(b, block(0)) { // now most recent
+	if b, ok := c.get(1, blockHandle{offs[0], blockLen}); !ok || !bytes.Equal(b, block(0)) { // now most recent
 		t.Fatalf("get(block 0) = %v, %v", b, ok)
 	}
-	c.insert(1, offs[3], block(3)) // evicts block 1, the least recently used
+	c.insert(1, blockHandle{offs[3], blockLen}, block(3)) // evicts block 1, the least recently used
 	for i, want := range []bool{true, false, true, true} {
-		if _, ok := c.get(1, offs[i]); ok != want {
+		if _, ok := c.get(1, blockHandle{offs[i], blockLen}); ok != want {
 			t.Errorf("block %d cached = %v, want %v", i, ok, want)
 		}
 	}
 	if got := c.Size(); got != 3*charge {
 		t.Fatalf("Size after eviction = %d, want %d", got, 3*charge)
 	}
-	c.insert(1, offs[3], block(9)) // already present: kept as is
-	if b, _ := c.get(1, offs[3]); !bytes.Equal(b, block(3)) {
+	c.insert(1, blockHandle{offs[3], blockLen}, block(9)) // already present: kept as is
+	if b, _ := c.get(1, blockHandle{offs[3], blockLen}); !bytes.Equal(b, block(3)) {
 		t.Fatal("re-insert replaced the cached block")
 	}
-	if _, ok := c.get(2, offs[0]); ok {
+	if _, ok := c.get(2, blockHandle{offs[0], blockLen}); ok {
 		t.Fatal("another file's block with the same offset hit")
 	}
 }
 
 func TestCacheRejectsOversizedAndDisabled(t *testing.T) {
 	c := NewCache(cacheShards * 1000)
-	c.insert(1, 0, make([]byte, 2000))
-	if _, ok := c.get(1, 0); ok || c.Size() != 0 {
+	c.insert(1, blockHandle{0, 2000}, make([]byte, 2000))
+	if _, ok := c.get(1, blockHandle{0, 2000}); ok || c.Size() != 0 {
 		t.Fatal("a block larger than a shard was cached")
 	}
 	for _, c := range []*Cache{NewCache(0), NewCache(-5), nil} {
-		c.insert(1, 0, []byte("x"))
-		if _, ok := c.get(1, 0); ok || c.Size() != 0 {
+		c.insert(1, blockHandle{0, 1}, []byte("x"))
+		if _, ok := c.get(1, blockHandle{0, 1}); ok || c.Size() != 0 {
 			t.Fatalf("disabled cache %v stored a block", c)
 		}
 	}
@@ -75,7 +75,8 @@ func TestCacheStaysWithinCapacity(t *testing.T) {
 	const capacity = 64 << 10
 	c := NewCache(capacity)
 	for range 10000 {
-		c.insert(rng.Uint64N(4), rng.Uint64N(1000)*4096, make([]byte, rng.IntN(1000)))
+		n := rng.IntN(1000)
+		c.insert(rng.Uint64N(4), blockHandle{rng.Uint64N(1000) * 4096, uint64(n)}, make([]byte, n))
 		if s := c.Size(); s > capacity {
 			t.Fatalf("Size %d exceeds capacity %d", s, capacity)
 		}
@@ -93,14 +94,14 @@ func TestCacheConcurrent(t *testing.T) {
 			rng := rand.New(rand.NewPCG(uint64(g), 9))
 			for range 2000 {
 				off := rng.Uint64N(200)
-				if b, ok := c.get(1, off); ok {
+				if b, ok := c.get(1, blockHandle{off, 64}); ok {
 					if len(b) != 64 || b[0] != byte(off) {
 						t.Errorf("block %d holds %v", off, b[:1])
 						return
 					}
 					continue
 				}
-				c.insert(1, off, bytes.Repeat([]byte{byte(off)}, 64))
+				c.insert(1, blockHandle{off, 64}, bytes.Repeat([]byte{byte(off)}, 64))
 			}
 		})
 	}
@@ -112,8 +113,8 @@ func TestCacheConcurrent(t *testing.T) {
 
 func TestCacheGetDoesNotAllocate(t *testing.T) {
 	c := NewCache(1 << 20)
-	c.insert(3, 4096, make([]byte, 100))
-	if n := testing.AllocsPerRun(100, func() { c.get(3, 4096) }); n != 0 {
+	c.insert(3, blockHandle{4096, 100}, make([]byte, 100))
+	if n := testing.AllocsPerRun(100, func() { c.get(3, blockHandle{4096, 100}) }); n != 0 {
 		t.Fatalf("cache hit allocates %v times", n)
 	}
 }
@@ -233,6 +234,24 @@ func TestIterWithCounters(t *testing.T) {
 		}
 		if readerCtr.BlockReads.Load()+readerCtr.BlockCacheHits.Load() != 1 {
 			t.Fatalf("mapped=%v: a Get did not count into the Reader's counters", mapped)
+		}
+	}
+}
+
+// TestCacheKeyedByHandle checks that the cache tells apart two blocks of
+// one file at one offset with different stored lengths: a value record's
+// handle comes from an entry, and a hostile file may give two handles one
+// offset (TestValueRecordCacheKeyedByLength).
+func TestCacheKeyedByHandle(t *testing.T) {
+	c := NewCache(1 << 20)
+	c.insert(1, blockHandle{64, 4}, []byte("four"))
+	if b, ok := c.get(1, blockHandle{64, 13}); ok {
+		t.Fatalf("get(64, 13) = %q, the block cached at (64, 4)", b)
+	}
+	c.insert(1, blockHandle{64, 13}, []byte("thirteen"))
+	for h, want := range map[blockHandle]string{{64, 4}: "four", {64, 13}: "thirteen"} {
+		if b, ok := c.get(1, h); !ok || string(b) != want {
+			t.Errorf("get(%d, %d) = %q, %v; want %q", h.offset, h.length, b, ok, want)
 		}
 	}
 }

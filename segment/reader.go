@@ -615,7 +615,7 @@ func (r *Reader) dataBlock(i int, mode cacheMode, ra *readahead) ([]byte, error)
 		return r.coldRead(i, mode, c, false)
 	}
 	if mode != cacheBypass {
-		if b, ok := r.opts.Cache.get(r.opts.FileNum, h.offset); ok {
+		if b, ok := r.opts.Cache.get(r.opts.FileNum, h); ok {
 			if c != nil {
 				c.BlockCacheHits.Add(1)
 			}
@@ -666,9 +666,9 @@ func (r *Reader) dataBlock(i int, mode cacheMode, ra *readahead) ([]byte, error)
 	}
 	switch {
 	case mode == cacheFill && src == srcBorrowed:
-		r.opts.Cache.insert(r.opts.FileNum, h.offset, bytes.Clone(b))
+		r.opts.Cache.insert(r.opts.FileNum, h, bytes.Clone(b))
 	case mode == cacheFill:
-		r.opts.Cache.insert(r.opts.FileNum, h.offset, b)
+		r.opts.Cache.insert(r.opts.FileNum, h, b)
 	}
 	return b, nil
 }
@@ -781,7 +781,7 @@ func (r *Reader) coldRead(i int, mode cacheMode, c *Counters, count bool) ([]byt
 		r.index[i].verified.Store(true)
 	}
 	if mode == cacheFill {
-		r.opts.Cache.insert(r.opts.FileNum, h.offset, b)
+		r.opts.Cache.insert(r.opts.FileNum, h, b)
 	}
 	return b, nil
 }

@@ -220,7 +220,7 @@ func (r *Reader) value(i int, enc []byte, mode cacheMode, point bool) ([]byte, e
 		return m[h.offset : h.offset+h.length : h.offset+h.length], nil
 	}
 	if mode != cacheBypass {
-		if v, ok := r.opts.Cache.get(r.opts.FileNum, h.offset); ok {
+		if v, ok := r.opts.Cache.get(r.opts.FileNum, h.blockHandle); ok {
 			return v, nil
 		}
 	}
@@ -251,7 +251,7 @@ func (r *Reader) value(i int, enc []byte, mode cacheMode, point bool) ([]byte, e
 		}
 	}
 	if mode == cacheFill {
-		r.opts.Cache.insert(r.opts.FileNum, h.offset, v)
+		r.opts.Cache.insert(r.opts.FileNum, h.blockHandle, v)
 	}
 	return v, nil
 }

@@ -724,3 +724,55 @@ func TestRecordMarkExact(t *testing.T) {
 		t.Fatal("the mark covers another record than the first one marked")
 	}
 }
+
+// TestValueRecordCacheKeyedByLength guards the block cache's key for
+// value records: two handles at one offset with different lengths name
+// two records, each with a valid checksum here (a's record, its bytes and
+// trailer, is the start of b's), and a value cached for one must not
+// answer a read of the other. Without a mapping, and with one whose
+// segment is cold (point reads go through pread and the cache), Lookup
+// of b after Lookup of a filled the cache must return b's own value; so
+// must a scan that fills the cache, and a Lookup after it.
+func TestValueRecordCacheKeyedByLength(t *testing.T) {
+	a := storedBlock([]byte("GOOD"), compressionNone)
+	b := storedBlock(append(bytes.Clone(a), "XXXX"...), compressionNone)
+	ha := valueHandle{blockHandle{0, 4}, 0}
+	hb := valueHandle{blockHandle{0, uint64(len(a) + 4)}, 1}
+	file := handleSegment(b, []valueHandle{ha, hb}, 2)
+	want := map[string]string{"a": "GOOD", "b": string(b[:hb.length])}
+	for _, mapped := range []bool{false, true} {
+		open := func() *Reader {
+			ro := ReaderOptions{Name: "v.seg", Cache: NewCache(1 << 20), FileNum: 7}
+			if mapped {
+				ro.Mapped = bytes.Clone(file)
+			}
+			r := openSegment(t, file, ro)
+			r.inCache = func([]byte, uint64, uint64) bool { return false }
+			r.coldAnswers.Store(coldWindow)
+			return r
+		}
+		for _, order := range [][]string{{"a", "b"}, {"b", "a"}} {
+			r := open()
+			for _, k := range order {
+				if v, err := lookupValue(r, k); err != nil || string(v) != want[k] {
+					t.Errorf("mapped=%v: Lookup(%s) after %v = %q, %v; want %q", mapped, k, order, v, err, want[k])
+				}
+			}
+		}
+		r := open()
+		it := r.NewIter(true)
+		for ok := it.First(); ok; ok = it.Next() {
+			if k := string(it.Key()); string(it.Value()) != want[k] {
+				t.Errorf("mapped=%v: a scan filling the cache reads %s = %q; want %q", mapped, k, it.Value(), want[k])
+			}
+		}
+		if err := it.Close(); err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range []string{"b", "a"} {
+			if v, err := lookupValue(r, k); err != nil || string(v) != want[k] {
+				t.Errorf("mapped=%v: Lookup(%s) after a scan = %q, %v; want %q", mapped, k, v, err, want[k])
+			}
+		}
+	}
+}
