@@ -101,15 +101,53 @@ func zstdDecoder() (*zstd.Decoder, error) {
 }
 
 // zstdDecodedLen returns the content size a zstd block declares in its
-// frame header. The writer always records it; a frame without one is
-// corruption.
+// frame header, after checking that the block is that one frame and
+// nothing more (FORMAT.md, "Block trailer"): its blocks, walked by their
+// 3-byte headers, and its checksum if it has one, end where the stored
+// bytes do. The decoder alone would accept frames after it: DecodeAll
+// decodes concatenated frames, and an empty or a skippable frame adds
+// nothing to the output, so the check of the decoded length does not
+// see them. The walk reads a header per zstd block (at most 128 KiB
+// each), without decoding. The writer always records the content size;
+// a frame without one is corruption.
 func zstdDecodedLen(stored []byte) (uint64, error) {
 	var h zstd.Header
-	if err := h.Decode(stored); err != nil {
+	rest, err := h.DecodeAndStrip(stored)
+	if err != nil {
 		return 0, err
+	}
+	if h.Skippable {
+		return 0, fmt.Errorf("skippable frame")
 	}
 	if !h.HasFCS {
 		return 0, fmt.Errorf("frame declares no content size")
+	}
+	for last := false; !last; {
+		if len(rest) < 3 {
+			return 0, fmt.Errorf("frame ends inside a block header")
+		}
+		bh := uint32(rest[0]) | uint32(rest[1])<<8 | uint32(rest[2])<<16
+		last, rest = bh&1 != 0, rest[3:]
+		size := int(bh >> 3)
+		switch bh >> 1 & 3 {
+		case 1: // RLE: one byte, repeated size times
+			size = 1
+		case 3:
+			return 0, fmt.Errorf("block of the reserved type")
+		}
+		if len(rest) < size {
+			return 0, fmt.Errorf("frame ends inside a block of %d bytes", size)
+		}
+		rest = rest[size:]
+	}
+	if h.HasCheckSum {
+		if len(rest) < 4 {
+			return 0, fmt.Errorf("frame ends inside its checksum")
+		}
+		rest = rest[4:]
+	}
+	if len(rest) != 0 {
+		return 0, fmt.Errorf("%d bytes after the frame", len(rest))
 	}
 	return h.FrameContentSize, nil
 }

@@ -117,7 +117,9 @@ func TestZstdHeldToSnappyRatio(t *testing.T) {
 
 // TestReadStoredZstd drives the zstd decoder of readBlock with valid and
 // hostile blocks: every bad one is corruption naming the file and the
-// block's offset, and none may allocate for what it claims.
+// block's offset, and none may allocate for what it claims. A block is
+// one frame and nothing after it (FORMAT.md, "Block trailer"), not even
+// a frame that decodes to nothing.
 func TestReadStoredZstd(t *testing.T) {
 	enc, err := zstdEncoder()
 	if err != nil {
@@ -140,6 +142,27 @@ func TestReadStoredZstd(t *testing.T) {
 	for i := 7; i < len(garbage); i++ {
 		garbage[i] ^= 0x5a
 	}
+	// Frames that add nothing to the output: DecodeAll decodes them after
+	// the block's frame, and the decoded length alone does not tell.
+	emptyAfter := append(bytes.Clone(frame), enc.EncodeAll(nil, nil)...)
+	skippable := []byte{0x50, 0x2a, 0x4d, 0x18, 4, 0, 0, 0, 1, 2, 3, 4}
+	skippableAfter := append(bytes.Clone(frame), skippable...)
+	byteAfter := append(bytes.Clone(frame), 0)
+	// What the reader must still accept: a frame with its checksum (the
+	// format allows it; this writer omits it), a frame of several zstd
+	// blocks (raw and compressed), and one of an RLE block (made by hand:
+	// magic, a single-segment descriptor, content size 100, then the
+	// block's header, last and RLE of 100, and its byte).
+	withSum, _ := zstd.NewWriter(nil, zstd.WithEncoderCRC(true), zstd.WithSingleSegment(true))
+	summed := withSum.EncodeAll(text, nil)
+	big := make([]byte, 300<<10)
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range 200 << 10 {
+		big[i] = byte(rng.Uint32())
+	}
+	blocks := enc.EncodeAll(big, nil)
+	const rleHeader = 100<<3 | 1<<1 | 1 // size 100, type 1 (RLE), last
+	rle := []byte{0x28, 0xb5, 0x2f, 0xfd, 0x20, 100, rleHeader & 0xff, rleHeader >> 8, 0, 'x'}
 	tests := []struct {
 		name    string
 		stored  []byte
@@ -155,6 +178,16 @@ func TestReadStoredZstd(t *testing.T) {
 		{"two frames", storedBlock(twoFrames, compressionZstd), formatVersionZstd, nil},
 		{"size lie", storedBlock(lying, compressionZstd), formatVersionZstd, nil},
 		{"empty", storedBlock(nil, compressionZstd), formatVersionZstd, nil},
+		{"an empty frame after the frame", storedBlock(emptyAfter, compressionZstd), formatVersionZstd, nil},
+		{"a skippable frame after the frame", storedBlock(skippableAfter, compressionZstd), formatVersionZstd, nil},
+		{"a byte after the frame", storedBlock(byteAfter, compressionZstd), formatVersionZstd, nil},
+		{"a skippable frame", storedBlock(skippable, compressionZstd), formatVersionZstd, nil},
+		{"frame cut short", storedBlock(frame[:len(frame)-1], compressionZstd), formatVersionZstd, nil},
+		{"with its checksum", storedBlock(summed, compressionZstd), formatVersionZstd, text},
+		{"checksum cut short", storedBlock(summed[:len(summed)-1], compressionZstd), formatVersionZstd, nil},
+		{"several zstd blocks", storedBlock(blocks, compressionZstd), formatVersionZstd, big},
+		{"an RLE block", storedBlock(rle, compressionZstd), formatVersionZstd, bytes.Repeat([]byte("x"), 100)},
+		{"a byte after an RLE block", storedBlock(append(bytes.Clone(rle), 'x'), compressionZstd), formatVersionZstd, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -310,7 +310,7 @@ func (r *Reader) checkStored(h blockHandle, buf []byte, sum bool) (typ byte, dle
 			return typ, 0, r.corrupt(h.offset, "zstd block in a version-%d segment", r.footer.version)
 		}
 		if declared, err = zstdDecodedLen(stored); err != nil {
-			return typ, 0, r.corrupt(h.offset, "zstd frame header: %v", err)
+			return typ, 0, r.corrupt(h.offset, "zstd frame: %v", err)
 		}
 	default:
 		return typ, 0, r.corrupt(h.offset, "unknown compression type %d", typ)
