@@ -121,6 +121,9 @@ type commitQueue struct {
 	sealer     bool
 	sealWanted bool
 	failed     error // a WAL write or fsync failed: nothing more is published
+	// pubWaiters counts goroutines in awaitPublished: publishLocked
+	// wakes them (pidle) only when there are some.
+	pubWaiters int
 
 	// For takeSyncLocked: written counts the batches enqueued so far;
 	// until it reaches expect, or until deadline, writers that the last
@@ -462,6 +465,9 @@ func (q *commitQueue) enqueue(db *DB, g *commitGroup, err error) (mustSync bool)
 // q.pmu is held, and every group before g is published.
 func (q *commitQueue) publishLocked(db *DB, g *commitGroup) {
 	db.visibleSeq.Store(g.last)
+	if q.pubWaiters > 0 {
+		q.pidle.Broadcast()
+	}
 	// After the publication, which an open transaction's conflict check
 	// depends on (txnState.active); a no-op while none is open.
 	if g.ws != nil || db.txns.active.Load() != 0 {
@@ -726,10 +732,34 @@ func (q *commitQueue) failQueuedLocked(err error, done []*commitGroup) []*commit
 	done = append(done, q.queue[:n]...)
 	q.queue = append(q.queue[:0], q.queue[n:]...)
 	clear(q.queue[len(q.queue) : len(q.queue)+n])
-	if len(q.queue) == 0 {
-		q.pidle.Broadcast()
-	}
+	q.pidle.Broadcast() // awaitPublished waits for this too
 	return done
+}
+
+// awaitPublished waits until every write up to seq is published
+// (visibleSeq), and returns nil, or until the queue has failed, and
+// returns that error. A flush calls it before it writes a frozen
+// memtable: writes of a group waiting for its fsync are in the memtable
+// but not yet visible, and a flush keeps only the versions some reader
+// may see, judging the newest the latest reader's; it would keep the
+// unpublished version of a key and drop the one readers still see (or a
+// deletion hiding an older segment's version), for as long as the fsync
+// took, and for good if it failed.
+func (q *commitQueue) awaitPublished(db *DB, seq uint64) error {
+	if db.visibleSeq.Load() >= seq {
+		return nil
+	}
+	q.pmu.Lock()
+	defer q.pmu.Unlock()
+	q.pubWaiters++
+	defer func() { q.pubWaiters-- }()
+	for db.visibleSeq.Load() < seq && q.failed == nil {
+		q.pidle.Wait()
+	}
+	if db.visibleSeq.Load() >= seq {
+		return nil
+	}
+	return q.failed
 }
 
 // failQueued is failQueuedLocked for a caller without q.pmu, which

@@ -19,6 +19,7 @@ import (
 // of WAL files; the WALs can still be mapped (vfs.Mapper).
 type syncCountFS struct {
 	vfs.FS
+	osBootID
 	syncs atomic.Int64
 	// noop: a WAL's Sync returns at once, doing nothing (a test's
 	// instant fsync); sleep: it sleeps that long instead; while fail is

@@ -23,6 +23,7 @@ import (
 // group does meanwhile.
 type gateFS struct {
 	vfs.FS
+	osBootID
 	mapped  bool // WALs are mapped (vfs.Mapper), else written with write(2)
 	armed   atomic.Bool
 	entered chan struct{}

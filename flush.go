@@ -123,6 +123,12 @@ func closeOnce(c chan struct{}) {
 // FlushedSeq and LogNum; flushLoop removes f's WAL afterwards.
 func (db *DB) flushFrozen(f *frozen) (*segHandle, error) {
 	start := time.Now()
+	// Every write f holds is published first (awaitPublished): the
+	// versions the flush keeps are those the snapshots and the latest
+	// reader see.
+	if err := db.commit.awaitPublished(db, f.maxSeq); err != nil {
+		return nil, err
+	}
 	s, err := db.writeMemtable(f.mem, db.snapshotSeqs())
 	if err != nil {
 		return nil, err

@@ -26,6 +26,7 @@ import (
 // removed, recording whether it ended in a seal.
 type holdFS struct {
 	vfs.FS
+	osBootID
 	mu      sync.Mutex
 	segs    bool
 	held    string
@@ -391,6 +392,7 @@ func TestReplayEndsAtUnsealedWAL(t *testing.T) {
 // the Sync of the next WAL file created blocks until release is closed.
 type armFS struct {
 	vfs.FS
+	osBootID
 	mu      sync.Mutex
 	armed   bool
 	held    string        // base name of the WAL whose Sync is held
@@ -494,6 +496,7 @@ type noBootFS struct{ vfs.FS }
 // fails every write to the WAL named failW once that is set.
 type sealFailFS struct {
 	vfs.FS
+	osBootID
 	release chan struct{}
 	mu      sync.Mutex
 	failW   string
@@ -655,3 +658,11 @@ func closedChan() chan struct{} {
 	close(c)
 	return c
 }
+
+// osBootID gives a test's wrapper of the operating system's file system
+// the system's boot ID. vfs.BootID finds one only on a file system with
+// the method, and without it the store takes the path of a platform that
+// has none (rotate seals the old WAL before the new one takes writes).
+type osBootID struct{}
+
+func (osBootID) BootID() [16]byte { return vfs.BootID(vfs.Default) }

@@ -18,6 +18,7 @@ import (
 // size) blocks until release is closed.
 type holdMergeFS struct {
 	vfs.FS
+	osBootID
 	mu        sync.Mutex
 	flushSize int64
 	held      bool
@@ -171,6 +172,7 @@ func TestMergePausesForStalledWriters(t *testing.T) {
 // of every segment file blocks until release is closed: no flush ends.
 type holdFlushFS struct {
 	vfs.FS
+	osBootID
 	release chan struct{}
 }
 
