@@ -37,8 +37,12 @@ var (
 // traversed (from where it was positioned to where it stopped, or to its
 // bound if it ran off the end). Otherwise Commit writes nothing and
 // returns an error matching ErrConflict. So every committed transaction
-// behaves as if it ran alone at the moment of its commit: write skew, lost
-// updates and phantoms are refused.
+// that writes behaves as if it ran alone at the moment of its commit:
+// write skew, lost updates and phantoms are refused. One that writes
+// nothing (or only empty range deletions) commits without a check: it is
+// serializable at its snapshot, not at its commit. To learn at commit
+// that what it read still holds, a transaction writes something, such as
+// a key it read, back.
 //
 // Not conflicts: writes to keys the transaction only wrote (blind writes:
 // the later commit wins), reads of its own writes, and reads in a range it
