@@ -883,7 +883,12 @@ func (q *commitQueue) drain(db *DB) {
 func (db *DB) commitGroup(g *commitGroup) error {
 	size, rangeDels, txn := 0, false, false
 	for _, r := range g.reqs {
-		size += r.b.Size()
+		// What the memtable will charge (makeRoom compares it with the
+		// memtable's size): the encoded batch counts a few bytes per
+		// operation, the memtable a node, so a batch of tiny operations
+		// admitted by its encoded size took up to 16 times the room
+		// left.
+		size += r.b.Size() + int(r.b.count)*memtable.EntryOverhead
 		rangeDels = rangeDels || r.b.rangeDels > 0
 		txn = txn || r.check != nil
 	}

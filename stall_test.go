@@ -3,6 +3,7 @@ package bloomkv
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -273,5 +274,33 @@ func TestFrozenLimit(t *testing.T) {
 		if got := frozenLimit(c.size); got != c.want {
 			t.Errorf("frozenLimit(%d) = %d, want %d", c.size, got, c.want)
 		}
+	}
+}
+
+// TestMemtableAdmitsWhatFits checks that a group goes into a memtable
+// that holds writes only if what the memtable will charge for it fits: a
+// batch of tiny operations whose encoded bytes fit in the room left, but
+// whose entries (a node each) do not, rotates the memtable first. Admitted
+// by its encoded size, a batch of 10,000 three-byte keys took a 64 KiB
+// memtable holding one write to 16 times its size.
+func TestMemtableAdmitsWhatFits(t *testing.T) {
+	o := smallOptions()
+	o.MemtableSize = 64 << 10
+	db := mustOpen(t, t.TempDir(), o)
+	defer db.Close()
+	mustDo(t, db.Put([]byte("first"), []byte("v")))
+	b := NewBatch()
+	for i := range 10_000 {
+		mustDo(t, b.Put(fmt.Appendf(nil, "%03x", i%4096), nil))
+	}
+	if b.Size() >= o.MemtableSize {
+		t.Fatalf("batch of %d encoded bytes: the test needs it below MemtableSize", b.Size())
+	}
+	db.mu.Lock()
+	first := db.mem
+	db.mu.Unlock()
+	mustDo(t, db.Write(b))
+	if size := first.ApproximateSize(); size > o.MemtableSize {
+		t.Fatalf("the memtable that held one write now holds %d bytes, %.1f times MemtableSize", size, float64(size)/float64(o.MemtableSize))
 	}
 }

@@ -89,6 +89,13 @@ func (n *node) kind() base.Kind {
 	return kind
 }
 
+// EntryOverhead is what the memtable charges for an entry (ApproximateSize)
+// besides its key and value bytes; an entry with a tower taller than the
+// levels a node holds inline costs more. For a writer that estimates
+// what a batch will take before it inserts it: a batch's encoded size
+// counts a few bytes per operation, where the memtable charges a node.
+const EntryOverhead = int(unsafe.Sizeof(node{}))
+
 // nodeOverhead is what a node costs besides its key and value bytes.
 func nodeOverhead(height int) int {
 	if height > inlineLevels {
