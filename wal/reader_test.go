@@ -489,3 +489,26 @@ func TestLengthPastEOFBeforeValidRecords(t *testing.T) {
 		}
 	}
 }
+
+// TestTornLargeRandomRecord: a crash in the middle of writing a large
+// record of random bytes (a batch of compressed or encrypted values) is a
+// torn tail. Its bytes are searched for a valid record (findRecord), and
+// that search gave up on 8 MiB of random bytes as if it had found one,
+// reporting the torn write as corruption: a store that would not open
+// after a crash.
+func TestTornLargeRandomRecord(t *testing.T) {
+	rng := rand.New(rand.NewPCG(23, 24))
+	big := make([]byte, 12<<20)
+	for i := 0; i+8 <= len(big); i += 8 {
+		binary.LittleEndian.PutUint64(big[i:], rng.Uint64())
+	}
+	payloads := [][]byte{[]byte("first"), []byte("second"), big}
+	data, offsets := encodeLog(t, rng, payloads)
+	for _, cut := range []int{9 << 20, len(data) - 1} {
+		r := NewReader(bytes.NewReader(data[:cut]), "000042.wal")
+		got, err := readAll(r)
+		if !errors.Is(err, ErrTornTail) || len(got) != 2 || r.Offset() != offsets[2] {
+			t.Fatalf("cut at %d: %d records, %v; want 2 records and a torn tail at %d", cut, len(got), err, offsets[2])
+		}
+	}
+}
