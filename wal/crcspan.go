@@ -17,8 +17,8 @@ const spanCost = 3 * spanChunk
 // (a torn batch of compressed values, say) about len(b)/2^40 of the
 // positions carry a known type and a length that fits: checksummed one by
 // one, their spans cost O(len(b)³/2^40) in all, which for 8 MiB of random
-// bytes already ran past findRecord's budget, and a torn tail was then
-// reported as corruption. With prefix checksums every spanChunk bytes, the
+// bytes already ran past findRecord's budget, and the search then stopped
+// checking batches. With prefix checksums every spanChunk bytes, the
 // checksum of b[lo:hi] is that of b[:hi] with that of b[:lo] shifted out
 // (crc32_combine in reverse), each prefix at most spanChunk bytes from a
 // stored one.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/bloomkv/bloomkv/internal/base"
@@ -317,5 +318,70 @@ func TestRecoverReportsSealAndBoot(t *testing.T) {
 	v2 = v2[:len(withMark)]
 	if n, res, err := recoverWith(t, v2, RecoverOptions{}); err != nil || n != 2 || res.Sealed {
 		t.Fatalf("version-2 log without a seal: %d records, %+v, %v", n, res, err)
+	}
+}
+
+// boolArray returns n random bytes of 0 and 1: a batch of such values has
+// a plausible record header (type 1, a short length) at about one position
+// in eight.
+func boolArray(rng *rand.Rand, n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(rng.IntN(2))
+	}
+	return b
+}
+
+// TestDenseHeadersPastFindRecordBudget: the search for a valid record in
+// the bytes a record claims (findRecord) caps its work, and bytes with a
+// plausible header at most positions reach the cap. Past it the search
+// answered as if it had found a record, so a crash in the middle of
+// writing a 1 MiB batch of byte-sized booleans was reported as corruption,
+// not a torn tail: a store that would not open. It now looks on for marks
+// only, so the torn write is a torn tail, and damage followed by a mark
+// that claims the damaged record synced is still found and is corruption.
+func TestDenseHeadersPastFindRecordBudget(t *testing.T) {
+	rng := rand.New(rand.NewPCG(41, 42))
+	f := &fakeFile{}
+	w, err := NewMarkedWriter(f, "000042.wal", Mark{BootID: bootA})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.WriteRecords([]byte("first")); err != nil {
+		t.Fatal(err)
+	}
+	bools := w.Size()
+	if _, err := w.WriteRecords(boolArray(rng, 1<<20)); err != nil {
+		t.Fatal(err)
+	}
+	whole := bytes.Clone(f.Bytes())
+	if err := w.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.WriteRecords([]byte("after the sync")); err != nil { // a mark claiming the booleans synced, then the record
+		t.Fatal(err)
+	}
+	synced := bytes.Clone(f.Bytes())
+	modes := []RecoverOptions{{}, {UnsyncedMayBeLost: true, BootID: bootA}, {UnsyncedMayBeLost: true, BootID: bootB}}
+
+	// Torn: the write of the booleans cut short.
+	for _, cut := range []int64{bools + 1<<19, int64(len(whole)) - 1} {
+		for _, opts := range modes {
+			n, res, err := recoverWith(t, whole[:cut], opts)
+			if err != nil || !res.TornTail || n != 1 || res.ValidSize != bools {
+				t.Fatalf("cut at %d, %+v: %d records, %+v, %v; want 1 and a torn tail at %d", cut, opts, n, res, err, bools)
+			}
+		}
+	}
+	// Damaged: the booleans' length runs past the end of the file, over
+	// the mark and the record after them.
+	bad := bytes.Clone(synced)
+	bad[bools+7] ^= 0x08 // length + 128 MiB
+	for _, opts := range modes {
+		n, res, err := recoverWith(t, bad, opts)
+		var ce *base.CorruptError
+		if !errors.As(err, &ce) || ce.Offset != bools || n != 1 {
+			t.Fatalf("%+v: %d records, %+v, %v; want corruption at %d", opts, n, res, err, bools)
+		}
 	}
 }

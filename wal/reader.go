@@ -191,13 +191,22 @@ func (r *Reader) readRecord() ([]byte, error) {
 // probability about 2^-40, so a torn tail is not mistaken for corruption.
 //
 // Checksumming every candidate could cost O(len(b)²) on a hostile file, so
-// the work is capped; past the cap the search gives up and answers as if
-// it had found one: reporting corruption is the safe side. A candidate's
-// checksum costs at most spanCost however long it is (crcSpans), so random
-// bytes, which pass the type and length checks at about len(b)/2^40 of
-// their positions, stay well below the cap (256 MiB of them use about 40%
-// of it); only bytes with a plausible record header at most positions
-// reach it.
+// the work is capped. A candidate's checksum costs at most spanCost however
+// long it is (crcSpans), so random bytes, which pass the type and length
+// checks at about len(b)/2^40 of their positions, stay well below the cap
+// (256 MiB of them use about 40% of it). Bytes with a plausible record
+// header at most positions reach it, and those are not only hostile: an
+// array of byte-sized booleans or of small integers has a known type and
+// a short length at one position in eight or so. So past the cap the
+// search does not answer as if it had found a record, which made the torn
+// last write of such a batch corruption and the store unopenable after a
+// crash; it goes on looking for marks only (findMark), which costs little
+// at any position, and answers with the first valid one. A log fsynced
+// after the damaged record, or sealed, has a mark after it, and only a
+// mark that claims the damaged bytes synced makes the damage corruption
+// after a power cut. What is given up: a damaged length whose bytes hold
+// so many plausible headers before the first valid record, and no mark,
+// reads as a torn tail where the damage was under the same boot.
 func findRecord(b []byte) int {
 	spans := crcSpans{b: b}
 	budget := 8*len(b) + 1<<20
@@ -210,7 +219,30 @@ func findRecord(b []byte) int {
 		if n > MaxRecordSize || end > len(b) || end < 0 {
 			continue
 		}
-		if budget -= min(n, spanCost); budget < 0 || spans.sum(i+4, end) == binary.LittleEndian.Uint32(b[i:]) {
+		if budget -= min(n, spanCost); budget < 0 {
+			if at := findMark(b[i:]); at >= 0 {
+				return i + at
+			}
+			return -1
+		}
+		if spans.sum(i+4, end) == binary.LittleEndian.Uint32(b[i:]) {
+			return i
+		}
+	}
+	return -1
+}
+
+// findMark returns the offset in b of the first complete mark record with
+// a matching checksum, or -1. It needs no cap on its work: a candidate has
+// the one length markLen, so its checksum covers 30 bytes, and candidates
+// are at least 5 bytes apart (a length field 19 00 00 00 followed by the
+// type 02 cannot overlap another within 4 bytes).
+func findMark(b []byte) int {
+	for i := 0; i+recordHeaderSize+markLen <= len(b); i++ {
+		if b[i+8] != recordMark || binary.LittleEndian.Uint32(b[i+4:]) != markLen {
+			continue
+		}
+		if crc32.Checksum(b[i+4:i+recordHeaderSize+markLen], crcTable) == binary.LittleEndian.Uint32(b[i:]) {
 			return i
 		}
 	}
