@@ -3,6 +3,7 @@ package bloomkv
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -648,6 +649,76 @@ func TestProcessCrashWithoutBootID(t *testing.T) {
 				t.Fatalf("after a process crash, %d of %d acknowledged writes are missing (first %d, last %d)",
 					len(missing), n, missing[0], missing[len(missing)-1])
 			}
+		})
+	}
+}
+
+// TestDamagedLengthInPreallocatedWAL: on Linux a WAL is written through a
+// mapping of a preallocated file and trimmed to its records only when it
+// is closed, and a WAL a rotation replaced stays open until its memtable's
+// flush commits. A bit flipped in the length of its first batch, in the
+// image a kill of the process leaves, makes the record claim every record
+// after it and run into the zero tail: recovery read that as a torn tail,
+// dropped the rest of the WAL and replayed the newer one, and the store
+// opened with the later writes present and the earlier ones missing,
+// under the same boot, where the page cache held every byte. Open must
+// report ErrCorrupt naming the WAL and the damaged record, and leave the
+// file alone. Without a boot ID the rotation sealed the WAL, and the seal
+// inside the claimed bytes claims them synced.
+func TestDamagedLengthInPreallocatedWAL(t *testing.T) {
+	for _, boot := range []bool{true, false} {
+		t.Run(fmt.Sprintf("bootID=%v", boot), func(t *testing.T) {
+			dir := t.TempDir()
+			fsys := &holdSegmentsFS{FS: vfs.Default, boot: boot, release: make(chan struct{})}
+			db := mustOpen(t, dir, &Options{FS: fsys, MemtableSize: 64 << 10})
+			var once sync.Once
+			release := func() { once.Do(func() { close(fsys.release) }) }
+			defer func() { release(); db.Close() }()
+			replaced := func() uint64 {
+				db.mu.Lock()
+				defer db.mu.Unlock()
+				if len(db.imm) == 0 {
+					return 0
+				}
+				return db.imm[0].logNum
+			}
+			val := make([]byte, 1000)
+			n := 0
+			for ; replaced() == 0; n++ {
+				mustDo(t, db.Put(fmt.Appendf(nil, "key-%05d", n), val))
+			}
+			for range 20 { // in the new WAL
+				mustDo(t, db.Put(fmt.Appendf(nil, "key-%05d", n), val))
+				n++
+			}
+			name := base.WALFileName(replaced())
+			crashed := copyStoreFiles(t, dir)
+			release()
+
+			path := filepath.Join(crashed, name)
+			data, err := os.ReadFile(path)
+			mustDo(t, err)
+			starts, end := walRecordStarts(t, data)
+			victim := starts[0]
+			claimed := victim + walRecordHeaderLen + int(binary.LittleEndian.Uint32(data[victim+4:])|1<<16)
+			if claimed <= end {
+				t.Fatalf("the damaged length claims %d bytes, within the WAL's records (%d): not the case under test", claimed, end)
+			}
+			if len(data) < claimed {
+				// Written with write(2) (no mapping on this platform):
+				// the zero tail a preallocated file has.
+				data = append(data, make([]byte, claimed+4096-len(data))...)
+			}
+			data[victim+6] ^= 1 // length bit 16: 64 KiB more
+			mustDo(t, os.WriteFile(path, data, 0o644))
+
+			db2, err := Open(crashed, &Options{FS: &holdSegmentsFS{FS: vfs.Default, boot: boot, release: closedChan()}, MemtableSize: 64 << 10})
+			if err == nil {
+				db2.Close()
+				t.Fatalf("Open of a store whose replaced WAL has a damaged length (%s at %d) succeeded", name, victim)
+			}
+			wantCorrupt(t, err, name, victim, victim, "Open")
+			wantUnchanged(t, crashed, name, data)
 		})
 	}
 }

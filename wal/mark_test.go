@@ -385,3 +385,59 @@ func TestDenseHeadersPastFindRecordBudget(t *testing.T) {
 		}
 	}
 }
+
+// TestDamagedLengthIntoPreallocatedZeros: a log the store writes through
+// a mapping lies in a preallocated file, so zero bytes follow its last
+// record. A damaged length field then makes a record claim the records
+// after it and run into those zeros rather than past the end of the file:
+// the record fails its checksum and only zeros follow the bytes it
+// claims, which read as a torn tail and dropped every later record, even
+// under the same boot and where later marks claim the damaged bytes
+// synced. The valid records inside the claimed bytes make it damage
+// followed by data, judged as damage to a record of a trimmed log is.
+func TestDamagedLengthIntoPreallocatedZeros(t *testing.T) {
+	const groups = 10
+	always := func(int) bool { return true }
+	never := func(int) bool { return false }
+	rebooted := RecoverOptions{UnsyncedMayBeLost: true, BootID: bootB}
+	tests := []struct {
+		name    string
+		sync    func(int) bool
+		damage  int // group whose first record is damaged
+		opts    RecoverOptions
+		outcome string // "corrupt", "unsynced"
+	}{
+		{"strict reader", always, 2, RecoverOptions{}, "corrupt"},
+		{"synced every group, same boot", always, 2, RecoverOptions{UnsyncedMayBeLost: true, BootID: bootA}, "corrupt"},
+		{"synced every group, rebooted", always, 2, rebooted, "corrupt"},
+		{"synced every group, boot unknown", always, 2, RecoverOptions{UnsyncedMayBeLost: true}, "corrupt"},
+		{"never synced, same boot", never, 2, RecoverOptions{UnsyncedMayBeLost: true, BootID: bootA}, "corrupt"},
+		{"never synced, rebooted", never, 2, rebooted, "unsynced"},
+		{"synced up to group 6, damage in 2", func(g int) bool { return g == 6 }, 2, rebooted, "corrupt"},
+		{"synced up to group 1, damage in 2", func(g int) bool { return g == 1 }, 2, rebooted, "unsynced"},
+		{"synced every group, damage in the last", always, groups - 1, rebooted, "unsynced"},
+	}
+	for _, tt := range tests {
+		for _, pad := range []int{0, 1 << 20} { // a trimmed log, a preallocated one
+			t.Run(fmt.Sprintf("%s/%d zeros after", tt.name, pad), func(t *testing.T) {
+				data, offs := markedLog(t, groups, tt.sync)
+				at := offs[2*tt.damage]
+				data = append(data, make([]byte, pad)...)
+				l := binary.LittleEndian.Uint32(data[at+4:])
+				binary.LittleEndian.PutUint32(data[at+4:], l|1<<16) // one bit: 64 KiB more
+				n, res, err := recoverWith(t, data, tt.opts)
+				var ce *base.CorruptError
+				switch tt.outcome {
+				case "corrupt":
+					if !errors.As(err, &ce) || ce.Offset != at || ce.File != "000042.wal" || n != 2*tt.damage {
+						t.Fatalf("Recover = %d records, %+v, %v; want corruption at %d", n, res, err, at)
+					}
+				case "unsynced":
+					if err != nil || !res.Unsynced || res.ValidSize != at || n != 2*tt.damage {
+						t.Fatalf("Recover = %d records, %+v, %v; want the %d records before offset %d", n, res, err, 2*tt.damage, at)
+					}
+				}
+			})
+		}
+	}
+}

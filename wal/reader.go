@@ -23,8 +23,9 @@ const readChunk = 64 << 10
 //     than the file header, or consisting only of zero bytes, is an empty
 //     log and also ends with io.EOF);
 //   - an error matching ErrTornTail: the log ends in an incomplete final
-//     record, a final record whose checksum fails, or zero bytes. Offset
-//     tells where to truncate;
+//     record, a final record whose checksum fails, or zero bytes, with no
+//     valid record in the bytes the final record claims. Offset tells
+//     where to truncate;
 //   - an error matching ErrUnsyncedTail (only after AllowUnsyncedLoss):
 //     damage followed by more data, where the log's marks show that a
 //     power cut may have lost the damaged bytes (see Mark);
@@ -171,7 +172,7 @@ func (r *Reader) readRecord() ([]byte, error) {
 	}
 	crc := crc32.Update(crc32.Checksum(r.hdr[4:], crcTable), crcTable, r.buf)
 	if crc != binary.LittleEndian.Uint32(r.hdr[0:4]) {
-		return nil, r.badRecord("record checksum mismatch")
+		return nil, r.badRecord(length)
 	}
 	switch typ := r.hdr[8]; {
 	case typ == recordMark && r.version >= markFormatVersion:
@@ -185,10 +186,11 @@ func (r *Reader) readRecord() ([]byte, error) {
 
 // findRecord returns the offset in b of the first complete record with a
 // matching checksum and a known type, or -1. It runs only on the error path
-// of a record that claims more bytes than the file holds, to tell a torn
-// final write (nothing valid after it) from a damaged length field (valid
-// records after it). A random 9-byte window passes for a record with
-// probability about 2^-40, so a torn tail is not mistaken for corruption.
+// of a record that claims more bytes than the file holds or fails its
+// checksum, over the bytes it claims, to tell a torn final write (nothing
+// valid after it) from a damaged length field (valid records after it). A
+// random 9-byte window passes for a record with probability about 2^-40,
+// so a torn tail is not mistaken for corruption.
 //
 // Checksumming every candidate could cost O(len(b)²) on a hostile file, so
 // the work is capped. A candidate's checksum costs at most spanCost however
@@ -306,19 +308,46 @@ func (r *Reader) readPayload(n int) error {
 	return nil
 }
 
-// badRecord classifies a complete record that failed its checksum: if only
-// zero bytes (or nothing) follow it, it is the torn end of the last write;
-// otherwise acknowledged data after it would be lost, which is corruption.
-func (r *Reader) badRecord(reason string) error {
+// badRecord classifies a complete record that failed its checksum, whose
+// bytes, as many as its length field claims, are in r.buf. If it holds no
+// valid record and only zero bytes (or nothing) follow it, it is the torn
+// end of the last write; otherwise data written after it would be lost,
+// which is damage followed by data (damaged).
+//
+// The bytes it claims are searched for a valid record as those of a record
+// that runs past the end of the file are, because a damaged length field
+// need not run past the end: a log the store writes through a mapping lies
+// in a preallocated file (walmap_linux.go), whose zero bytes after the last
+// record a damaged length runs into instead, taking every later record
+// with it, and the zeros after the claimed bytes would make it read as a
+// torn tail. A crash does not leave a valid record there: copyRecords
+// stores a record's checksum only after its length and payload, and the
+// next record only after that, so the record a crash interrupts claims its
+// own bytes or zeros (a half-stored length is smaller), with nothing but
+// zeros after it; and after a power cut a length field is whole or, torn
+// at a sector boundary, smaller, so the records written after it lie past
+// the bytes it claims. (The exception is a payload that itself holds the
+// bytes of a valid record, such as a value holding a copy of a log: torn,
+// it reads as damage followed by data.)
+func (r *Reader) badRecord(length uint32) error {
+	reason := "record checksum mismatch"
+	at := findRecord(r.buf)
+	if at >= 0 {
+		reason = fmt.Sprintf("record checksum mismatch, and a valid record starts %d bytes into the %d bytes it claims",
+			recordHeaderSize+at, recordHeaderSize+int64(length))
+	}
 	if r.unsyncedMayBeLost {
 		rest, err := io.ReadAll(r.br)
 		switch {
 		case err != nil:
 			return r.ioError(err)
-		case allZero(rest):
+		case at < 0 && allZero(rest):
 			return r.torn("%s", reason)
 		}
 		return r.damaged(append(r.buf, rest...), "%s", reason)
+	}
+	if at >= 0 {
+		return r.corrupt("%s", reason)
 	}
 	zero, err := r.restIsZero()
 	if err != nil {

@@ -56,8 +56,9 @@ type RecoverOptions struct {
 //
 // Recover only reads: the file is never modified. A torn tail (an
 // incomplete final record, a final record whose checksum fails followed by
-// nothing but zero bytes, or trailing zero bytes) is not an error: it was
-// never acknowledged, and TornTail reports it. The DB never appends to a
+// nothing but zero bytes, or trailing zero bytes, with no valid record in
+// the bytes the final record claims) is not an error: it was never
+// acknowledged, and TornTail reports it. The DB never appends to a
 // recovered log (it starts a new one and deletes the old once its records
 // are in a segment), so the tail needs no cutting, and a recovery that
 // fails later leaves the log exactly as the crash did. Damage before the
