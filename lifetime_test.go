@@ -216,11 +216,19 @@ func TestGetFuncKeptValueFaults(t *testing.T) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestGetFuncKeptValueFaults$")
-	cmd.Env = append(os.Environ(), "BLOOMKV_GETFUNC_CHILD="+dir)
+	childMustFault(t, "TestGetFuncKeptValueFaults", "BLOOMKV_GETFUNC_CHILD", dir, "read a value kept past GetFunc")
+}
+
+// childMustFault runs test again in a child process, with the environment
+// variable env set to val, and fails t unless the child dies of a memory
+// fault; what says what the child did, for the message if it does not.
+func childMustFault(t *testing.T, test, env, val, what string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$")
+	cmd.Env = append(os.Environ(), env+"="+val)
 	out, err := cmd.CombinedOutput()
 	if err == nil {
-		t.Fatalf("child read a value kept past GetFunc and exited normally:\n%s", out)
+		t.Fatalf("child %s and exited normally:\n%s", what, out)
 	}
 	if !strings.Contains(string(out), "unexpected fault address") && !strings.Contains(string(out), "SIGSEGV") {
 		t.Fatalf("child failed, but not with a memory fault: %v\n%s", err, out)
@@ -265,13 +273,5 @@ func TestKeyAfterRefusedMoveFaults(t *testing.T) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestKeyAfterRefusedMoveFaults$")
-	cmd.Env = append(os.Environ(), "BLOOMKV_REFUSED_CHILD="+dir)
-	out, err := cmd.CombinedOutput()
-	if err == nil {
-		t.Fatalf("child read a key after a refused move and exited normally:\n%s", out)
-	}
-	if !strings.Contains(string(out), "unexpected fault address") && !strings.Contains(string(out), "SIGSEGV") {
-		t.Fatalf("child failed, but not with a memory fault: %v\n%s", err, out)
-	}
+	childMustFault(t, "TestKeyAfterRefusedMoveFaults", "BLOOMKV_REFUSED_CHILD", dir, "read a key after a refused move")
 }

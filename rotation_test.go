@@ -616,12 +616,7 @@ func (f *holdSegmentsFS) Create(name string) (vfs.File, error) {
 func TestProcessCrashWithoutBootID(t *testing.T) {
 	for _, boot := range []bool{true, false} {
 		t.Run(fmt.Sprintf("bootID=%v", boot), func(t *testing.T) {
-			dir := t.TempDir()
-			fsys := &holdSegmentsFS{FS: vfs.Default, boot: boot, release: make(chan struct{})}
-			db := mustOpen(t, dir, &Options{FS: fsys, MemtableSize: 64 << 10})
-			var once sync.Once
-			release := func() { once.Do(func() { close(fsys.release) }) }
-			defer func() { release(); db.Close() }()
+			db, dir, release := openHoldingSegments(t, boot)
 			rotated := func() bool { db.mu.Lock(); defer db.mu.Unlock(); return len(db.imm) > 0 }
 			val := make([]byte, 1000)
 			n := 0
@@ -668,12 +663,7 @@ func TestProcessCrashWithoutBootID(t *testing.T) {
 func TestDamagedLengthInPreallocatedWAL(t *testing.T) {
 	for _, boot := range []bool{true, false} {
 		t.Run(fmt.Sprintf("bootID=%v", boot), func(t *testing.T) {
-			dir := t.TempDir()
-			fsys := &holdSegmentsFS{FS: vfs.Default, boot: boot, release: make(chan struct{})}
-			db := mustOpen(t, dir, &Options{FS: fsys, MemtableSize: 64 << 10})
-			var once sync.Once
-			release := func() { once.Do(func() { close(fsys.release) }) }
-			defer func() { release(); db.Close() }()
+			db, dir, release := openHoldingSegments(t, boot)
 			replaced := func() uint64 {
 				db.mu.Lock()
 				defer db.mu.Unlock()
@@ -721,6 +711,21 @@ func TestDamagedLengthInPreallocatedWAL(t *testing.T) {
 			wantUnchanged(t, crashed, name, data)
 		})
 	}
+}
+
+// openHoldingSegments opens a store in a new directory on a
+// holdSegmentsFS, with or without the boot ID, and 64 KiB memtables.
+// release lets its segment creations go (once is enough); the store is
+// closed, after a release, when the test ends.
+func openHoldingSegments(t *testing.T, boot bool) (db *DB, dir string, release func()) {
+	t.Helper()
+	dir = t.TempDir()
+	fsys := &holdSegmentsFS{FS: vfs.Default, boot: boot, release: make(chan struct{})}
+	db = mustOpen(t, dir, &Options{FS: fsys, MemtableSize: 64 << 10})
+	var once sync.Once
+	release = func() { once.Do(func() { close(fsys.release) }) }
+	t.Cleanup(func() { release(); db.Close() })
+	return db, dir, release
 }
 
 // closedChan returns a closed channel: a holdSegmentsFS that holds nothing.
