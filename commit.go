@@ -1159,6 +1159,10 @@ func (db *DB) rotate() (*frozen, error) {
 		// WAL is sealed here, before the new one takes a write: an fsync
 		// per rotation in the writers' path, where the boot is unknown.
 		if err := db.sealNow(old); err != nil {
+			// The DB is read-only now, and the old WAL stays the active
+			// one, as when the new WAL cannot be made; the new one,
+			// never written, is closed rather than left open.
+			logw.Close()
 			return nil, err
 		}
 		job.sealed = true
