@@ -501,6 +501,15 @@ type sealFailFS struct {
 	release chan struct{}
 	mu      sync.Mutex
 	failW   string
+	// failSeals fails every write of a seal mark, to any WAL.
+	failSeals bool
+}
+
+// isSealMark reports whether b is one WAL mark record with the seal flag
+// (wal/FORMAT.md: a 9-byte header of type 2, a 25-byte payload whose last
+// byte holds the flags, bit 1 the seal), as the writer writes it alone.
+func isSealMark(b []byte) bool {
+	return len(b) == 9+25 && b[8] == 2 && b[len(b)-1]&2 != 0
 }
 
 func (s *sealFailFS) Create(name string) (vfs.File, error) {
@@ -525,7 +534,7 @@ type sealFailFile struct {
 
 func (f *sealFailFile) Write(b []byte) (int, error) {
 	f.fs.mu.Lock()
-	fail := f.fs.failW == f.name
+	fail := f.fs.failW == f.name || f.fs.failSeals && isSealMark(b)
 	f.fs.mu.Unlock()
 	if fail {
 		return 0, errors.New("injected write failure")
@@ -742,3 +751,39 @@ func closedChan() chan struct{} {
 type osBootID struct{}
 
 func (osBootID) BootID() [16]byte { return vfs.BootID(vfs.Default) }
+
+// TestSealFailureAtRotationWithoutBootID: where the boot is unknown a
+// rotation seals the old WAL before the new one takes writes (sealNow).
+// If that seal fails, the write that rotated fails with ErrReadOnly, the
+// store closes, and a reopen finds every write acknowledged before.
+func TestSealFailureAtRotationWithoutBootID(t *testing.T) {
+	s := &sealFailFS{FS: vfs.Default, release: closedChan()}
+	o := smallOptions()
+	o.FS, o.DisableMmap = noBootFS{s}, true
+	dir := t.TempDir()
+	db := mustOpen(t, dir, o)
+	s.mu.Lock()
+	s.failSeals = true // the old WAL's seal mark will not be written
+	s.mu.Unlock()
+	var acked int
+	var err error
+	for acked = 0; acked < 100_000; acked++ {
+		if err = db.Put(faultKey(acked), faultValue(acked)); err != nil {
+			break
+		}
+	}
+	if !errors.Is(err, ErrReadOnly) {
+		t.Fatalf("after %d Puts: %v, want ErrReadOnly once the rotation's seal failed", acked, err)
+	}
+	db.Close() // its own seal of the WAL fails too
+	s.mu.Lock()
+	s.failSeals = false
+	s.mu.Unlock()
+	db2 := mustOpen(t, dir, smallOptions())
+	defer db2.Close()
+	for i := range acked {
+		if v, err := db2.Get(faultKey(i)); err != nil || !bytes.Equal(v, faultValue(i)) {
+			t.Fatalf("acknowledged Put %d of %d: Get = %q, %v", i, acked, v, err)
+		}
+	}
+}
