@@ -466,10 +466,20 @@ type blockIter struct {
 	// blockIter caches entries for Prev): a backward scan decodes each
 	// entry once. A key stored whole in the block (a restart point's, and
 	// every key of a block whose entries each start an interval, as
-	// entries of 64 bytes and more do) is left there; the others are
-	// copied into prevKeys. Values are offsets into data.
+	// entries of 64 bytes and more do) is left there; the others are not
+	// copied at all: prev rebuilds each from the key after it, which
+	// shares its first bytes, and the key deltas in the block
+	// (rebuildKey). Values are offsets into data.
 	prevCache []prevEntry
-	prevKeys  []byte
+	// checkpoints are entries of one interval (prevCheckpointAt, the
+	// offset of its restart point), one every maxPrevEntries entries,
+	// their keys copied whole into prevKeys: a fill starts at the last
+	// one before its target rather than at the restart point, so that an
+	// interval longer than the cache holds is still decoded about twice
+	// in all, not once per cacheful.
+	checkpoints      []prevEntry
+	prevKeys         []byte
+	prevCheckpointAt int
 	// prevRestart is the restart point prev last decoded from: the
 	// next fill, at that point's offset, is of the interval before it,
 	// and the next step within that interval stays in it, which saves the
@@ -483,10 +493,10 @@ type blockIter struct {
 	// its first header twice to learn the same in a block of small
 	// entries.
 	multi bool
-	// own is the key buffer of the blockIter's own: prev points key into
-	// prevKeys or data instead of copying, and fillPrev, which rewrites
-	// prevKeys, and init go back to own. keyInData says key aliases data,
-	// which is read-only: next goes back to own before it writes a key.
+	// own is the key buffer of the blockIter's own: next and prev build
+	// keys there, or point key into data instead of copying, and init
+	// goes back to it. keyInData says key aliases data, which is
+	// read-only: next goes back to own before it writes a key.
 	own       []byte
 	keyInData bool
 	curBuf    []byte // fillPrev's copy of the current user key, if it may rewrite it
@@ -527,7 +537,10 @@ func (it *blockIter) reset(data []byte, internal bool, file string, fileOff int6
 		key = make([]byte, 0, 64) // room for next's word copies
 	}
 	*it = blockIter{key: key, own: key, data: data, internal: internal, file: file, fileOff: fileOff,
-		prevCache: it.prevCache[:0], prevKeys: it.prevKeys[:0], curBuf: it.curBuf[:0]}
+		prevCache: it.prevCache[:0], checkpoints: it.checkpoints[:0], prevKeys: it.prevKeys[:0], curBuf: it.curBuf[:0]}
+	if cap(it.prevKeys) > maxKeptPrevKeys {
+		it.prevKeys = nil // a long interval's checkpoints: not kept for the next block
+	}
 	it.maxKey = maxPropertyNameLen
 	if internal {
 		it.maxKey = maxInternalKeyLen
@@ -697,10 +710,14 @@ func (it *blockIter) keepOwn() {
 	}
 }
 
+// seekToRestart makes the blockIter decode from restart point i next.
+// It empties the prev cache, whose next key prev would otherwise rebuild
+// from a key the decoding overwrites (rebuildKey).
 func (it *blockIter) seekToRestart(i int) {
 	it.key = it.key[:0]
 	it.nextOffset = it.restart(i)
 	it.valid = false
+	it.prevCache = it.prevCache[:0]
 }
 
 func (it *blockIter) first() bool {
@@ -853,24 +870,40 @@ func touchLines(p []byte) byte {
 	return x
 }
 
-// maxPrevKeys bounds the key bytes the prev cache holds (a restart
-// interval's worth of keys of the largest size, and more).
-const maxPrevKeys = 1 << 20
+// maxPrevEntries bounds the entries the prev cache holds: 1 MiB of
+// prevEntry. Writers restart every 16 entries, or every 64 bytes of
+// entries, but a damaged block may not, and an entry takes only 3 bytes.
+// A longer interval is decoded from checkpoints, one every maxPrevEntries
+// entries, each of which keeps a key of at most maxKey bytes: at most a
+// key of 64 KiB for every 96 KiB of the block.
+const maxPrevEntries = 1 << 15
+
+// maxKeptPrevKeys is the most checkpoint key bytes a blockIter keeps
+// allocated from one block to the next.
+const maxKeptPrevKeys = 1 << 20
 
 // prevEntry is one entry of the prev cache: where it lies in the block,
 // where its key is (keyIn), and whether the entry after it has the same
 // user key. Its value ends at nextOffset.
+//
+// Its key is keyLen bytes long. The first shared of them are the key
+// before it's (0: the key is stored whole, in data or prevKeys, from
+// keyStart); the rest, its delta, lie in data at keyStart. parent is the
+// nearest entry before it in the cache whose shared is smaller: the bytes
+// of its key from parent's shared up to its own are parent's delta's,
+// since every entry between them kept them (rebuildKey).
 type prevEntry struct {
 	offset, nextOffset int32 // a block is smaller than 2 GiB (maxBlockLen)
-	keyStart, keyEnd   int32
+	keyStart, keyLen   int32
 	valStart           int32
 	shared             int32
+	parent             int32
 	sameAsNext         bool
 	keyIn              uint8
 }
 
-// Where a prevEntry's key is: [keyStart, keyEnd) of prevKeys or of data
-// (a key stored whole).
+// Where a prevEntry's key or key delta is: from keyStart in prevKeys (a
+// checkpoint's key, whole) or in data.
 const (
 	inPrevKeys = iota
 	inData
@@ -920,22 +953,85 @@ func (it *blockIter) prev() bool {
 		n = len(it.prevCache)
 	}
 	e := &it.prevCache[n-1]
-	// The key is not copied: key aliases the block or its copy in
-	// prevKeys. A next or seek from here rebuilds keys over the last, and
-	// over the keys after it, which belong to entries already popped; the
-	// entries still cached keep theirs, below it. The block it never
-	// writes (keyInData).
-	switch e.keyIn {
-	case inData:
-		it.key, it.keyInData = it.data[e.keyStart:e.keyEnd:e.keyEnd], true
-	default:
-		it.key, it.keyInData = it.prevKeys[e.keyStart:e.keyEnd], false
+	switch sh := int(e.shared); {
+	case sh == 0 && e.keyIn == inData:
+		// A key stored whole is not copied: key aliases the block, which
+		// it never writes (keyInData).
+		it.key, it.keyInData = it.data[e.keyStart:e.keyStart+e.keyLen:e.keyStart+e.keyLen], true
+	case sh <= it.shared && !it.keyInData && e.keyIn == inData:
+		// The usual case, as next's: the key before shares all that this
+		// one's entry says it shares, and its own delta is the rest.
+		unshared := int(e.keyLen) - sh
+		if src := it.data[e.keyStart:]; unshared <= 32 && len(src) >= 32 && cap(it.key)-sh >= 32 {
+			dst := it.key[sh : sh+32 : sh+32]
+			binary.LittleEndian.PutUint64(dst, binary.LittleEndian.Uint64(src))
+			binary.LittleEndian.PutUint64(dst[8:], binary.LittleEndian.Uint64(src[8:]))
+			binary.LittleEndian.PutUint64(dst[16:], binary.LittleEndian.Uint64(src[16:]))
+			binary.LittleEndian.PutUint64(dst[24:], binary.LittleEndian.Uint64(src[24:]))
+			it.key = it.key[:e.keyLen]
+		} else {
+			it.key = append(it.key[:sh], src[:unshared]...)
+		}
+	case !it.rebuildKey(n - 1):
+		return false
 	}
 	it.val = it.data[e.valStart:e.nextOffset:e.nextOffset]
 	it.offset, it.nextOffset, it.shared = int(e.offset), int(e.nextOffset), int(e.shared)
 	it.sameUser = e.sameAsNext
 	it.valid = true
 	it.prevCache = it.prevCache[:n-1]
+	return true
+}
+
+// rebuildKey builds the key of cached entry j in own, from the current
+// key (the key of the entry after it), which shares its first it.shared
+// bytes, and the deltas of j and of its parents. Each step back so writes
+// only the bytes of the key it moves to past those it shares with the key
+// it leaves: over a scan of an interval, no more than the entries store
+// (the sums telescope), however long the keys they describe. Copying each
+// key whole, a block of tiny entries that repeat a 64 KiB prefix cost 64
+// KiB a step, and a bounded cache of such keys decoded the interval again
+// at every cacheful: the square of its length.
+func (it *blockIter) rebuildKey(j int) bool {
+	cache := it.prevCache
+	e := &cache[j]
+	n := int(e.keyLen)
+	s := min(it.shared, len(it.key), n)
+	key := it.own
+	if s > 0 && !sameStart(it.key, key) {
+		// A key that shares bytes with the one before is built in own
+		// (by next, or here), so this is for safety's sake: the shared
+		// bytes are copied there.
+		key = append(key[:0], it.key[:s]...)
+	}
+	if cap(key) < n {
+		key = append(key[:s], make([]byte, n-s)...)
+	}
+	if !sameStart(key, it.own) {
+		it.own = key[:0] // grown
+	}
+	key = key[:n]
+	for k, hi := j, n; hi > s; {
+		c := &cache[k]
+		sh, lo := int(c.shared), max(int(c.shared), s)
+		src := it.data
+		if c.keyIn == inPrevKeys {
+			src = it.prevKeys
+		}
+		// hi is at most c's key length: next checked that each shared
+		// length is at most the key before's.
+		if hi > int(c.keyLen) {
+			return it.corrupt(int(c.offset), "shared prefix longer than previous key")
+		}
+		copy(key[lo:hi], src[int(c.keyStart)+lo-sh:int(c.keyStart)+hi-sh])
+		if sh <= s {
+			break
+		}
+		if k, hi = int(c.parent), sh; k < 0 {
+			return it.corrupt(int(c.offset), "shared prefix longer than previous key")
+		}
+	}
+	it.key, it.keyInData = key, false
 	return true
 }
 
@@ -1034,23 +1130,43 @@ func (it *blockIter) prevWhole(off, target int, cur []byte) bool {
 	return true
 }
 
-// fillPrev decodes, from restart point lo, the entries up to the one that
-// ends at target. Whether that one shares its user key with the entry at
-// target is cur's to say when known: fillPrev then stops there, the
-// blockIter at it (at), with the entries before it in the prev cache.
-// Only otherwise is the entry at target decoded again to learn it, and
-// all of them are left in the cache, for prev to pop the last. ok is
-// false on damage, which it reports.
+// sameStart reports whether a and b start at the same byte of memory.
+func sameStart(a, b []byte) bool {
+	return cap(a) > 0 && cap(b) > 0 && &a[:1][0] == &b[:1][0]
+}
+
+// fillPrev decodes, from restart point lo (or the last checkpoint of its
+// interval before target), the entries up to the one that ends at target.
+// Whether that one shares its user key with the entry at target is cur's
+// to say when known: fillPrev then stops there, the blockIter at it (at),
+// with the entries before it in the prev cache. Only otherwise is the
+// entry at target decoded again to learn it, and all of them are left in
+// the cache, for prev to pop the last. ok is false on damage, which it
+// reports.
 func (it *blockIter) fillPrev(lo, target int, cur []byte, known bool) (at, ok bool) {
 	// Built in locals and stored once: a store of a slice into the heap
 	// costs a write barrier while the GC runs.
-	cache, keys, held := it.prevCache[:0], it.prevKeys[:0], 0
+	cache := it.prevCache[:0]
 	it.seekToRestart(lo)
-	it.key, it.keyInData = it.own[:0], false // not into prevKeys, which this rewrites
-	if start := it.nextOffset; start < target && target <= len(it.data) {
-		it.touched = touch(it.data[start:target])
+	it.key, it.keyInData = it.own[:0], false
+	// i numbers the entries from the restart point's, 0; checkpoint m-1
+	// is entry m*maxPrevEntries, and the cache holds the entries from the
+	// last one of those before it.
+	i := 0
+	if len(it.checkpoints) > 0 {
+		if it.prevCheckpointAt != it.nextOffset { // another interval's
+			it.checkpoints, it.prevKeys = it.checkpoints[:0], it.prevKeys[:0]
+		} else if m := it.checkpointBefore(target); m > 0 {
+			c := it.checkpoints[m-1]
+			cache = append(cache, c)
+			it.key = append(it.key, it.prevKeys[c.keyStart:c.keyStart+c.keyLen]...)
+			it.nextOffset, i = int(c.nextOffset), m*maxPrevEntries+1
+		}
 	}
-	for it.next() {
+	if from := it.nextOffset; from < target && target <= len(it.data) {
+		it.touched = touch(it.data[from:target])
+	}
+	for ; it.next(); i++ {
 		if n := len(cache); n > 0 {
 			cache[n-1].sameAsNext = it.sameUser
 		}
@@ -1058,18 +1174,18 @@ func (it *blockIter) fillPrev(lo, target int, cur []byte, known bool) (at, ok bo
 			if len(cache) == 0 { // a restart point at target itself
 				break
 			}
-			it.prevCache, it.prevKeys = cache, keys
+			it.prevCache = cache
 			it.keepOwn()
 			return false, true
 		}
 		if it.nextOffset > target {
-			it.prevCache, it.prevKeys = cache[:0], keys
+			it.prevCache = cache[:0]
 			return false, it.corrupt(it.offset, "entry overlaps the next one")
 		}
 		if it.nextOffset == target && known {
 			// The entry prev moves to: it stays where next decoded it,
 			// neither cached nor popped.
-			it.prevCache, it.prevKeys = cache, keys
+			it.prevCache = cache
 			it.keepOwn()
 			it.sameUser = false
 			if cur != nil && !it.distinct {
@@ -1078,11 +1194,17 @@ func (it *blockIter) fillPrev(lo, target int, cur []byte, known bool) (at, ok bo
 			it.multi = len(cache) > 0
 			return true, true
 		}
-		if held += len(it.key); held > maxPrevKeys {
-			// Keep only the interval's tail: writers restart every 16
-			// entries, but a damaged block may not, and its keys are not
-			// to be held all at once (nor entries without end).
-			cache, keys, held = cache[:0], keys[:0], len(it.key)
+		if i > 0 && i%maxPrevEntries == 0 {
+			// Keep only the interval's tail, from a checkpoint: the
+			// entries before it are decoded again from the checkpoint
+			// before, if prev comes to them.
+			if m := i / maxPrevEntries; m > len(it.checkpoints) {
+				// Checkpoints are made in order: a fill starts at the
+				// last before its target, or at the restart point.
+				it.addCheckpoint(lo)
+			}
+			cache = append(cache[:0], it.checkpoints[i/maxPrevEntries-1])
+			continue
 		}
 		// The entry is written field by field where it goes: built on the
 		// stack and copied, it was stored in small pieces and loaded back
@@ -1097,20 +1219,53 @@ func (it *blockIter) fillPrev(lo, target int, cur []byte, known bool) (at, ok bo
 		valStart := it.nextOffset - len(it.val)
 		e.offset, e.nextOffset = int32(it.offset), int32(it.nextOffset)
 		e.valStart, e.shared, e.sameAsNext = int32(valStart), int32(it.shared), false
-		if it.shared == 0 { // stored whole, just before the value
-			e.keyStart, e.keyEnd, e.keyIn = int32(valStart-len(it.key)), int32(valStart), inData
-		} else {
-			e.keyStart, e.keyIn = int32(len(keys)), inPrevKeys
-			keys = append(keys, it.key...)
-			e.keyEnd = int32(len(keys))
+		e.keyStart, e.keyLen, e.keyIn = int32(valStart-len(it.key)+it.shared), int32(len(it.key)), inData
+		// parent: the nearest entry before with a smaller shared length,
+		// found along the parents of the entries before (each link
+		// passed over is passed over once: linear in all).
+		p := int32(-1)
+		if it.shared > 0 {
+			for p = int32(len(cache) - 2); p >= 0 && cache[p].shared >= e.shared; p = cache[p].parent {
+			}
 		}
+		e.parent = p
 	}
-	it.prevCache, it.prevKeys = cache[:0], keys
+	it.prevCache = cache[:0]
 	if it.err != nil {
 		it.valid = false
 		return false, false
 	}
 	return false, it.corrupt(target, "entry not reachable from its restart point")
+}
+
+// checkpointBefore returns m > 0 if checkpoint m-1 is the last one that
+// ends before target, else 0.
+func (it *blockIter) checkpointBefore(target int) int {
+	lo, hi := 0, len(it.checkpoints)
+	for lo < hi {
+		mid := int(uint(lo+hi) >> 1)
+		if int(it.checkpoints[mid].nextOffset) < target {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	return lo
+}
+
+// addCheckpoint records the current entry, decoded by fillPrev from
+// restart point lo, as the next checkpoint of its interval, its key
+// copied whole into prevKeys.
+func (it *blockIter) addCheckpoint(lo int) {
+	if len(it.checkpoints) == 0 {
+		it.prevCheckpointAt = it.restart(lo)
+	}
+	valStart := it.nextOffset - len(it.val)
+	it.checkpoints = append(it.checkpoints, prevEntry{
+		offset: int32(it.offset), nextOffset: int32(it.nextOffset), valStart: int32(valStart),
+		keyStart: int32(len(it.prevKeys)), keyLen: int32(len(it.key)), parent: -1, keyIn: inPrevKeys,
+	})
+	it.prevKeys = append(it.prevKeys, it.key...)
 }
 
 // compareAfterShared compares encoded internal keys a and b in

@@ -454,3 +454,61 @@ func TestMaxKeySizeRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// cpuTime runs f and returns the CPU time the process used meanwhile, or
+// the wall time where the platform does not report it: on a machine
+// shared with other work the wall time varies with the load.
+func cpuTime(f func()) time.Duration {
+	start, cpu := time.Now(), cpuSeconds()
+	f()
+	if used := cpuSeconds() - cpu; cpu > 0 {
+		return time.Duration(used * float64(time.Second))
+	}
+	return time.Since(start)
+}
+
+// TestBackwardScanLongPrefixInterval scans backward a valid segment whose
+// one data block is one restart interval of 4,000 entries that each
+// repeat a 64 KiB prefix (a writer told to restart rarely, with large
+// blocks and no hash index, writes such a block): its work must follow
+// the 68 KB the block stores, as a forward scan's does, not the 256 MB
+// of keys it describes. A prev cache that copied keys whole held 16 of
+// these at a time and decoded the interval again for every 16: seconds
+// here, and the square of the entries.
+func TestBackwardScanLongPrefixInterval(t *testing.T) {
+	const n = 4000
+	file := longPrefixSegment(n, MaxKeySize-4, false)
+	r := openSegment(t, file, ReaderOptions{Name: corruptName})
+	scan := func(reverse bool) (steps int) {
+		it := r.NewIter(false)
+		first, step := it.First, it.Next
+		if reverse {
+			first, step = it.Last, it.Prev
+		}
+		for ok := first(); ok; ok = step() {
+			want := steps
+			if reverse {
+				want = n - 1 - steps
+			}
+			if k := it.Key(); len(k) != MaxKeySize || binary.BigEndian.Uint32(k[len(k)-4:]) != uint32(want) {
+				t.Fatalf("reverse %v: entry %d has a %d-byte key ending %x", reverse, want, len(k), k[max(len(k)-4, 0):])
+			}
+			steps++
+		}
+		if err := it.Close(); err != nil || steps != n {
+			t.Fatalf("reverse %v: %d of %d entries, err %v", reverse, steps, n, err)
+		}
+		return steps
+	}
+	scan(false) // reads the block
+	fwd := cpuTime(func() { scan(false) })
+	bwd := cpuTime(func() { scan(true) })
+	t.Logf("%d-byte file: forward %v, backward %v", len(file), fwd, bwd)
+	limit := 10*fwd + 100*time.Millisecond
+	if raceEnabled {
+		limit *= 10
+	}
+	if bwd > limit {
+		t.Errorf("backward scan took %v, forward %v", bwd, fwd)
+	}
+}

@@ -119,36 +119,83 @@ func walk(t *testing.T, rng *rand.Rand, it *Iter, es []entry) {
 	}
 }
 
-// TestPrevCacheBoundsDamagedBlock decodes backward a block with one
-// restart point and thousands of entries, each repeating a long key: the
-// prev cache keeps at most maxPrevKeys key bytes, yet every entry is
-// still reached.
-func TestPrevCacheBoundsDamagedBlock(t *testing.T) {
+// TestPrevCacheBoundsLongInterval walks a block of one restart interval
+// and more entries than the prev cache holds (maxPrevEntries), each
+// repeating a long prefix, as a damaged or hostile block may: backward
+// from its end, from a seek into its middle, and at random (steps either
+// way, seeks), every entry must be reached in order, while the cache
+// holds at most maxPrevEntries entries and one whole key per
+// checkpoint.
+func TestPrevCacheBoundsLongInterval(t *testing.T) {
 	w := blockWriter{restartInterval: 1 << 30}
-	key := bytes.Repeat([]byte("k"), 60<<10)
-	n := 4 * maxPrevKeys / len(key)
-	for i := range n {
-		k := append(bytes.Clone(key), fmt.Sprintf("%08d", i)...)
-		w.add(k, nil)
+	prefix := bytes.Repeat([]byte("k"), 100)
+	n := 5*maxPrevEntries/2 + 7
+	keys := make([][]byte, n)
+	for i := range keys {
+		keys[i] = fmt.Appendf(bytes.Clone(prefix), "%08d\x00\x00\x00\x00\x00\x00\x00\x01", i)
+		w.add(keys[i], nil)
 	}
-	data := w.finish()
+	key := func(i int) []byte { return keys[i] }
 	var it blockIter
-	if err := it.init(data, true, "test", 0); err != nil {
+	if err := it.init(w.finish(), true, "test", 0); err != nil {
 		t.Fatal(err)
 	}
-	got, most := 0, 0
-	for ok := it.last(); ok; ok = it.prev() {
-		if want := fmt.Sprintf("%08d", n-1-got); string(it.key[len(key):]) != want {
-			t.Fatalf("entry %d: key ends %q, want %q", got, it.key[len(key):], want)
+	check := func(what string, i int) {
+		t.Helper()
+		if !it.valid || !bytes.Equal(it.key, key(i)) {
+			t.Fatalf("%s: at %q (valid %v, err %v), want entry %d", what, it.key[min(len(it.key), len(prefix)):], it.valid, it.err, i)
 		}
-		got++
-		most = max(most, cap(it.prevKeys))
+		if c, k := cap(it.prevCache), cap(it.prevKeys); c > 2*maxPrevEntries || k > 2*(n/maxPrevEntries)*len(key(0)) {
+			t.Fatalf("%s: prev cache of %d entries and %d key bytes", what, c, k)
+		}
 	}
-	if it.err != nil || got != n {
-		t.Fatalf("%d of %d entries backward, err %v", got, n, it.err)
+	i := n - 1
+	for ok := it.last(); ok; ok = it.prev() {
+		check("backward from the end", i)
+		i--
 	}
-	if most > 2*maxPrevKeys {
-		t.Fatalf("prev cache grew to %d key bytes, bound %d", most, maxPrevKeys)
+	if it.err != nil || i != -1 {
+		t.Fatalf("backward from the end: stopped before entry %d: %v", i, it.err)
+	}
+	i = n/2 + 3
+	for ok := it.seekGE(key(i)[:len(key(i))-base.TrailerLen], maxTrailer); ok; ok = it.prev() {
+		check("backward from a seek", i)
+		i--
+	}
+	if it.err != nil || i != -1 {
+		t.Fatalf("backward from a seek: stopped before entry %d: %v", i, it.err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	i = -1
+	steps := 2000
+	if raceEnabled || testing.Short() {
+		steps = 300
+	}
+	for step := range steps {
+		var ok bool
+		switch op := rng.IntN(20); {
+		case op == 0:
+			ok, i = it.last(), n-1
+		case op == 1:
+			ok, i = it.first(), 0
+		case op == 2:
+			i = rng.IntN(n)
+			ok = it.seekGE(key(i)[:len(key(i))-base.TrailerLen], maxTrailer)
+		case i < 0:
+			continue
+		case op < 11:
+			ok, i = it.prev(), i-1
+		default:
+			ok, i = it.next(), i+1
+		}
+		if i < 0 || i >= n {
+			if ok || it.err != nil {
+				t.Fatalf("step %d: past either end, valid %v, err %v", step, ok, it.err)
+			}
+			i = -1
+			continue
+		}
+		check(fmt.Sprintf("step %d", step), i)
 	}
 }
 

@@ -9,15 +9,20 @@ import (
 )
 
 // scanBenchCases are the segments the scan benchmarks walk: small and
-// 100-byte values inline, 4 KiB values stored apart.
+// 100-byte values inline, 4 KiB values stored apart, and small values in
+// blocks without a hash index, whose restart intervals hold 16 entries
+// (as in segments of format versions before 4): there the prev cache
+// holds 15 entries at a time, where elsewhere it holds one or none.
 var scanBenchCases = []struct {
 	name     string
 	valueLen int
 	apart    int
+	noHash   bool
 }{
-	{"value=10", 10, 0},
-	{"value=100", 100, 0},
-	{"value=4096/apart", 4096, 1024},
+	{"value=10", 10, 0, false},
+	{"value=100", 100, 0, false},
+	{"value=4096/apart", 4096, 1024, false},
+	{"value=10/nohash", 10, 0, true},
 }
 
 // scanAll walks every entry of r, forward (First, Next) or backward
@@ -54,7 +59,7 @@ func BenchmarkScanMapped(b *testing.B) {
 				name = c.name + "/reverse"
 			}
 			b.Run(name, func(b *testing.B) {
-				r := openMappedBench(b, c.valueLen, WriterOptions{BitsPerKey: 10, SeparateValues: c.apart})
+				r := openMappedBench(b, c.valueLen, WriterOptions{BitsPerKey: 10, SeparateValues: c.apart, NoHashIndex: c.noHash})
 				scan := func() int { return scanAll(b, r, reverse) }
 				want := scan()
 				b.ReportAllocs()
@@ -104,7 +109,7 @@ func openMappedBench(b *testing.B, valueLen int, opts WriterOptions) *Reader {
 func BenchmarkScanMappedBothWays(b *testing.B) {
 	for _, c := range scanBenchCases {
 		b.Run(c.name, func(b *testing.B) {
-			r := openMappedBench(b, c.valueLen, WriterOptions{BitsPerKey: 10, SeparateValues: c.apart})
+			r := openMappedBench(b, c.valueLen, WriterOptions{BitsPerKey: 10, SeparateValues: c.apart, NoHashIndex: c.noHash})
 			scan := func(reverse bool) int { return scanAll(b, r, reverse) }
 			want := scan(false)
 			var fwd, rev float64
