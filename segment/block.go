@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"encoding/binary"
 	"fmt"
+	"math/bits"
 
 	"github.com/bloomkv/bloomkv/bloom"
 	"github.com/bloomkv/bloomkv/internal/base"
@@ -754,12 +755,59 @@ func (it *blockIter) seekGE(ukey []byte, trailer uint64) bool {
 		}
 	}
 	it.seekToRestart(lo)
+	return it.scanGE(ukey, trailer)
+}
+
+// scanGE decodes forward from a restart point (seekToRestart) to the
+// first entry >= (ukey, trailer). It compares a key with ukey only past
+// the bytes it shares with the key before, when that one agreed with ukey
+// on at least as many: so it compares no more bytes in all than the
+// entries store past their shared prefixes, where comparing each key
+// whole cost, in an interval of tiny entries that repeat a 64 KiB prefix
+// (a writer restarts as rarely as it is told), 64 KiB an entry.
+func (it *blockIter) scanGE(ukey []byte, trailer uint64) bool {
+	// m is how many bytes the last key's user key, of length last, shares
+	// with ukey; the last key is below the target.
+	m, last := 0, 0
 	for it.next() {
-		if compareInternal(it.key, ukey, trailer) >= 0 {
+		k := it.key
+		n := len(k) - base.TrailerLen
+		s := min(it.shared, n, last) // bytes of k's user key that are the last one's
+		last = n
+		if s > m {
+			// The last user key is below ukey at byte m (were ukey
+			// shorter, the last key would be above it), and k's is the
+			// same there.
+			continue
+		}
+		d := s + mismatch(k[s:n], ukey[s:])
+		switch {
+		case d < n && d < len(ukey):
+			if k[d] > ukey[d] {
+				return true
+			}
+		case n > len(ukey): // ukey is a prefix of k's user key
+			return true
+		case n == len(ukey) && binary.LittleEndian.Uint64(k[n:]) <= trailer: // trailers order descending
 			return true
 		}
+		m = d
 	}
 	return false
+}
+
+// mismatch returns the length of the longest common prefix of a and b.
+func mismatch(a, b []byte) int {
+	n := min(len(a), len(b))
+	i := 0
+	for ; i+8 <= n; i += 8 {
+		if x := binary.LittleEndian.Uint64(a[i:]) ^ binary.LittleEndian.Uint64(b[i:]); x != 0 {
+			return i + bits.TrailingZeros64(x)/8
+		}
+	}
+	for ; i < n && a[i] == b[i]; i++ {
+	}
+	return i
 }
 
 // seekUser is seekGE(ukey, maxTrailer), for a seek to a user key: to its
@@ -808,12 +856,7 @@ func (it *blockIter) seekHash(ukey []byte, h, trailer uint64) (ok, used bool) {
 		return it.corrupt(it.bucketsOff, "hash bucket names no restart point"), true
 	}
 	it.seekToRestart(int(b))
-	for it.next() {
-		if compareInternal(it.key, ukey, trailer) >= 0 {
-			return true, true
-		}
-	}
-	return false, true
+	return it.scanGE(ukey, trailer), true
 }
 
 // touchRestartKeys loads the first cache line of every restart point's

@@ -512,3 +512,61 @@ func TestBackwardScanLongPrefixInterval(t *testing.T) {
 		t.Errorf("backward scan took %v, forward %v", bwd, fwd)
 	}
 }
+
+// TestSeekLongPrefixInterval seeks to the last keys of a block like
+// TestBackwardScanLongPrefixInterval's, of 20,000 entries: each Lookup,
+// SeekGE and SeekLT decodes the interval from its restart point, and must
+// compare each entry with the key sought only past the bytes it shares
+// with the entry before (as Verify does), not whole: 1.3 GB of keys to
+// compare per seek otherwise.
+func TestSeekLongPrefixInterval(t *testing.T) {
+	const n = 20000
+	prefix := bytes.Repeat([]byte("k"), MaxKeySize-4)
+	userKey := func(j int) []byte { return binary.BigEndian.AppendUint32(bytes.Clone(prefix), uint32(j)) }
+	file := longPrefixSegment(n, len(prefix), false)
+	r := openSegment(t, file, ReaderOptions{Name: corruptName})
+	it := r.NewIter(false)
+	defer it.Close()
+	scan := func() {
+		for ok := it.First(); ok; ok = it.Next() {
+		}
+	}
+	scan() // reads the block
+	fwd := cpuTime(scan)
+	limit := 6*fwd + 10*time.Millisecond // SeekLT decodes the interval twice
+	if raceEnabled {
+		limit += 45 * time.Millisecond
+	}
+	var slowest time.Duration
+	defer func() { t.Logf("%d-byte file: slowest seek %v, forward scan %v", len(file), slowest, fwd) }()
+	for j := n - 3; j < n; j++ {
+		k := userKey(j)
+		for _, op := range []struct {
+			name string
+			seek func() (ok bool, got []byte, err error)
+		}{
+			{"Lookup", func() (bool, []byte, error) {
+				_, _, _, found, err := r.Lookup(k, bloom.Hash(k), base.MaxSeq)
+				return found, k, err
+			}},
+			{"SeekGE", func() (bool, []byte, error) { return it.SeekGE(k), it.Key(), it.Error() }},
+			{"SeekLT", func() (bool, []byte, error) { return it.SeekLT(k), it.Key(), it.Error() }},
+		} {
+			var ok bool
+			var got []byte
+			var err error
+			took := cpuTime(func() { ok, got, err = op.seek() })
+			slowest = max(slowest, took)
+			want := k
+			if op.name == "SeekLT" {
+				want = userKey(j - 1)
+			}
+			if !ok || err != nil || !bytes.Equal(got, want) {
+				t.Fatalf("%s(key %d) = %v, %v, key ending %x", op.name, j, ok, err, got[max(len(got)-4, 0):])
+			}
+			if took > limit {
+				t.Errorf("%s(key %d) took %v; a forward scan of the block %v", op.name, j, took, fwd)
+			}
+		}
+	}
+}

@@ -383,3 +383,67 @@ func TestRestartApartLayout(t *testing.T) {
 		}
 	}
 }
+
+// TestScanGEMatchesCompare checks the block seek's scan, which compares
+// keys only past the prefix each shares with the one before, against a
+// whole comparison of every key: over blocks of keys with long common
+// prefixes, keys that are prefixes of others, several versions of a key,
+// any restart layout, and targets in the block or between its keys.
+func TestScanGEMatchesCompare(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for round := range 200 {
+		// User keys over a two-letter alphabet, so that they share long
+		// prefixes and are prefixes of each other.
+		seen := map[string]bool{}
+		var ukeys []string
+		for range 1 + rng.IntN(60) {
+			k := make([]byte, rng.IntN(20))
+			for i := range k {
+				k[i] = 'a' + byte(rng.IntN(2))
+			}
+			if !seen[string(k)] {
+				seen[string(k)] = true
+				ukeys = append(ukeys, string(k))
+			}
+		}
+		slices.Sort(ukeys)
+		var ikeys [][]byte
+		for _, k := range ukeys {
+			for v := rng.IntN(3) + 1; v > 0; v-- { // newest first
+				ikeys = append(ikeys, appendInternalKey(nil, []byte(k), base.MakeTrailer(uint64(10*v+rng.IntN(5)), base.KindPut)))
+			}
+		}
+		w := blockWriter{restartInterval: 1 + rng.IntN(20)}
+		for _, k := range ikeys {
+			w.add(k, []byte("v"))
+		}
+		var it blockIter
+		if err := it.init(bytes.Clone(w.finish()), true, "test", 0); err != nil {
+			t.Fatal(err)
+		}
+		for range 50 {
+			var target []byte
+			if rng.IntN(2) == 0 {
+				target = []byte(ukeys[rng.IntN(len(ukeys))])
+			}
+			for range rng.IntN(20) {
+				target = append(target, 'a'+byte(rng.IntN(3)))
+			}
+			trailer := base.MakeTrailer(uint64(rng.IntN(40)), base.KindPut)
+			if rng.IntN(4) == 0 {
+				trailer = maxTrailer
+			}
+			want := len(ikeys)
+			for i, k := range ikeys {
+				if compareInternal(k, target, trailer) >= 0 {
+					want = i
+					break
+				}
+			}
+			ok := it.seekGE(target, trailer)
+			if it.err != nil || ok != (want < len(ikeys)) || ok && !bytes.Equal(it.key, ikeys[want]) {
+				t.Fatalf("round %d: seekGE(%q, %x) = %v at %q, err %v; want entry %d of %q", round, target, trailer, ok, it.key, it.err, want, ikeys)
+			}
+		}
+	}
+}
