@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"hash/crc32"
 	"os"
 	"runtime"
@@ -566,6 +567,72 @@ func TestSeekLongPrefixInterval(t *testing.T) {
 			}
 			if took > limit {
 				t.Errorf("%s(key %d) took %v; a forward scan of the block %v", op.name, j, took, fwd)
+			}
+		}
+	}
+}
+
+// oneBlockSegment is a segment of one data block holding ikeys (internal
+// keys, in order) with values vals, restartInterval entries to a restart
+// point, and properties props, which are not checked against the
+// entries: a file whose properties may lie.
+func oneBlockSegment(ikeys, vals [][]byte, restartInterval int, props Properties) []byte {
+	bw := &blockWriter{restartInterval: restartInterval}
+	for i, k := range ikeys {
+		bw.add(k, vals[i])
+	}
+	blk := bytes.Clone(bw.finish())
+	ib := &blockWriter{restartInterval: 1}
+	ib.add(ikeys[len(ikeys)-1], appendHandle(nil, blockHandle{0, uint64(len(blk))}))
+	return rawSegment{data: storedBlock(blk, compressionNone), blocks: 1, props: props, index: bytes.Clone(ib.finish())}.assemble()
+}
+
+// requireCorruptNaming fails unless err is a corruption error that names
+// corruptName.
+func requireCorruptNaming(t *testing.T, what string, err error) {
+	t.Helper()
+	var ce *base.CorruptError
+	if !errors.As(err, &ce) || !errors.Is(err, base.ErrCorrupt) || ce.File != corruptName {
+		t.Errorf("%s: %v, want a corruption error naming %s", what, err, corruptName)
+	}
+}
+
+// TestIterRejectsUnknownKind plants an entry of a kind no writer writes in
+// a data block (a range tombstone's, which belongs in the range-deletion
+// block, one past every kind, and a value handle's in a file without
+// value records): Lookup reports it as corruption, and so must every
+// move of an Iter that reaches it, forward, backward, by a seek, and with
+// value records left unread (SkipValueRecords); none may show it as an
+// entry.
+func TestIterRejectsUnknownKind(t *testing.T) {
+	for _, kind := range []base.Kind{base.KindRangeDelete, kindValueHandle, 4, 0xff} {
+		a := appendInternalKey(nil, []byte("a"), base.MakeTrailer(2, base.KindPut))
+		k := appendInternalKey(nil, []byte("k"), base.MakeTrailer(1, kind))
+		file := oneBlockSegment([][]byte{a, k}, [][]byte{[]byte("va"), []byte("v")}, 16,
+			Properties{Entries: 2, DistinctKeys: 2, MinSeq: 1, MaxSeq: 2, Smallest: []byte("a"), Largest: []byte("k")})
+		r := openSegment(t, file, ReaderOptions{Name: corruptName})
+		name := fmt.Sprintf("kind %d", kind)
+		_, _, _, _, err := r.Lookup([]byte("k"), bloom.Hash([]byte("k")), base.MaxSeq)
+		requireCorruptNaming(t, name+": Lookup", err)
+		for _, keysOnly := range []bool{false, true} {
+			for _, move := range []struct {
+				name string
+				do   func(it *Iter) bool
+			}{
+				{"First, Next", func(it *Iter) bool { return it.First() && it.Next() }},
+				{"First, NextVisible", func(it *Iter) bool { return it.First() && it.NextVisible(base.MaxSeq, nil) }},
+				{"Last", (*Iter).Last},
+				{"SeekGE", func(it *Iter) bool { return it.SeekGE([]byte("b")) }},
+			} {
+				it := r.NewIter(false)
+				if keysOnly {
+					it.SkipValueRecords()
+				}
+				what := fmt.Sprintf("%s, keys only %v: %s", name, keysOnly, move.name)
+				if move.do(it) {
+					t.Errorf("%s: at %q (kind %d) = %q", what, it.Key(), it.Kind(), it.Value())
+				}
+				requireCorruptNaming(t, what, it.Close())
 			}
 		}
 	}

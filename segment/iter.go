@@ -3,6 +3,7 @@ package segment
 import (
 	"bytes"
 	"errors"
+	"fmt"
 
 	"github.com/bloomkv/bloomkv/internal/base"
 )
@@ -414,12 +415,27 @@ func (it *Iter) Value() []byte {
 
 // settle finishes a positioning call that reports ok: at an entry whose
 // value is a value record, it reads the record (checking it), so that
-// Value cannot fail. A damaged record stops the Iter with its error.
-// Written to inline (the kind byte read in place, as isValueHandle
-// does): every step of a scan ends here.
+// Value cannot fail. A damaged record stops the Iter with its error, and
+// so does an entry of a kind Lookup rejects. Written to inline (the kind
+// byte read in place, as isValueHandle does): every step of a scan ends
+// here.
 func (it *Iter) settle(ok bool) bool {
 	it.inApart = false
-	return ok && (base.Kind(it.blk.key[len(it.blk.key)-base.TrailerLen]) != kindValueHandle || it.settleApart())
+	return ok && (base.Kind(it.blk.key[len(it.blk.key)-base.TrailerLen]) <= base.KindPut || it.settleKind())
+}
+
+// settleKind is settle at an entry that is neither a put nor a tombstone:
+// a put whose value is a value record, in a file that has them, or
+// corruption, as Lookup finds it. Apart from settle, which every step
+// calls, so that settle inlines.
+func (it *Iter) settleKind() bool {
+	kind := base.Kind(it.blk.key[len(it.blk.key)-base.TrailerLen])
+	if kind == kindValueHandle && it.r.props.Values > 0 {
+		return it.settleApart()
+	}
+	it.blk.corrupt(it.blk.offset, fmt.Sprintf("entry of unknown kind %d", kind))
+	it.err = it.blk.err
+	return false
 }
 
 // settleApart is settle at an entry whose value is a value record; apart
