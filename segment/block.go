@@ -454,12 +454,33 @@ type blockIter struct {
 	sameUser bool
 	// distinct says the block's segment holds one entry per user key
 	// (Properties: Entries == DistinctKeys), as a compacted store's
-	// segments do: sameUser is then always false, and the steps do not
-	// compare keys to learn it (a sixth of a scan's step with small
-	// entries). Set after init, by the caller that knows the segment.
+	// segments do, and the block was found to agree (checking): the
+	// steps do not compare keys to learn sameUser, which is always false
+	// (a sixth of a scan's step with small entries). Set after init, by
+	// the caller that knows the segment.
 	distinct bool
-	maxKey   int // longer keys are corruption (FORMAT.md, "Limits a reader enforces")
-	err      error
+	// checking says the segment's properties claim one entry per user
+	// key, which Open does not check against the entries, and this block
+	// was not yet found to agree: a step that lands on the user key of
+	// the entry it left reports corruption (trusted, the claim would have
+	// a scan show a key's older version as a key of its own), and so does
+	// an entry that contradicts the other properties a store may trust
+	// then (Iter.AllVisible): a sequence number above maxSeq, a tombstone
+	// where they count none (noTombstones). A walk of the block that
+	// finds no such entry, and decodes every entry that any step into the
+	// block can, sets walked, and the Iter marks the block checked
+	// (indexEntry.scanChecked). Every way into a block starts at a
+	// restart point: a walk by next from first to the block's end does
+	// if it passes every restart point (walk, the next one's index while
+	// it does; 0 or -1 once not), and so does one by prev from last to
+	// the block's start, which decodes each restart interval from its
+	// restart point to the next one, without a seek between (backWalk).
+	checking, noTombstones, walked, backWalk bool
+	walk                                     int
+	maxSeq                                   uint64
+
+	maxKey int // longer keys are corruption (FORMAT.md, "Limits a reader enforces")
+	err    error
 
 	// prevCache holds the entries of one restart interval, decoded forward
 	// once by fillPrev, so that prev pops one instead of decoding the
@@ -598,6 +619,7 @@ func (it *blockIter) next() bool {
 	it.offset = it.nextOffset
 	if it.offset >= it.restartsOff || it.err != nil {
 		it.valid = false
+		it.walked = it.checking && it.walk == it.numRestarts && it.offset == it.restartsOff && it.err == nil
 		return false
 	}
 	p := it.data[it.offset:it.restartsOff]
@@ -626,14 +648,28 @@ func (it *blockIter) next() bool {
 		it.sameUser = false
 	} else if it.internal {
 		// The user key stays the same if the new key is as long as the
-		// old one and agrees with it up to its trailer. A writer shares
-		// the longest common prefix, so the bytes are compared only when
-		// a block shares less than it could (the first byte then
-		// differs for distinct keys); decided before the key is rebuilt
-		// over the old one.
-		ulen := uint64(len(it.key)) - base.TrailerLen
-		it.sameUser = len(it.key) >= base.TrailerLen && shared+unshared == uint64(len(it.key)) &&
-			(shared >= ulen || (p[h] == it.key[shared] && bytes.Equal(p[h:h+int(ulen-shared)], it.key[shared:ulen])))
+		// old one and agrees with it up to its trailer; decided before
+		// the key is rebuilt over the old one. A writer shares the
+		// longest common prefix, so distinct keys differ in the word
+		// past the shared bytes, but where a block shares less than it
+		// could: at a restart point, keys that agree on 8 bytes more.
+		it.sameUser = false
+		if n := len(it.key); n >= base.TrailerLen && shared+unshared == uint64(n) {
+			if ulen, d := n-base.TrailerLen, int(shared); d >= ulen {
+				it.sameUser = true
+			} else {
+				// Both keys hold a trailer past the user key: the words
+				// loaded lie within them.
+				x := binary.LittleEndian.Uint64(p[h:]) ^ binary.LittleEndian.Uint64(it.key[d:])
+				if ulen-d < 8 {
+					x &= 1<<(8*(ulen-d)) - 1
+				}
+				it.sameUser = x == 0 && bytes.Equal(p[h:h+ulen-d], it.key[d:ulen])
+			}
+		}
+		if it.sameUser && it.checking {
+			return it.corrupt(it.offset, repeatedKey)
+		}
 	}
 	if shared == 0 {
 		// A key stored whole (a restart point's; every key of a block of
@@ -665,6 +701,9 @@ func (it *blockIter) next() bool {
 	it.shared = int(shared)
 	if it.internal && len(it.key) < base.TrailerLen {
 		return it.corrupt(it.offset, "internal key shorter than its trailer")
+	}
+	if it.checking && !it.check(p, keyEnd, unshared) {
+		return false
 	}
 	it.val = p[keyEnd : keyEnd+int(vlen) : keyEnd+int(vlen)]
 	it.nextOffset = it.offset + keyEnd + int(vlen)
@@ -719,10 +758,12 @@ func (it *blockIter) seekToRestart(i int) {
 	it.nextOffset = it.restart(i)
 	it.valid = false
 	it.prevCache = it.prevCache[:0]
+	it.walk = -1
 }
 
 func (it *blockIter) first() bool {
 	it.seekToRestart(0)
+	it.walk, it.backWalk = 1, false // restart point 0 is the first entry's
 	return it.next()
 }
 
@@ -733,7 +774,7 @@ func (it *blockIter) last() bool {
 		it.valid = false
 		return false
 	}
-	it.offset = it.restartsOff
+	it.offset, it.backWalk = it.restartsOff, true
 	return it.prev()
 }
 
@@ -741,6 +782,7 @@ func (it *blockIter) last() bool {
 // trailer): a binary search over the restart points for the last one
 // below the target, then a linear scan of at most one restart interval.
 func (it *blockIter) seekGE(ukey []byte, trailer uint64) bool {
+	it.backWalk = false
 	lo, hi := 0, it.numRestarts-1
 	for lo < hi {
 		mid := int(uint(lo+hi+1) >> 1)
@@ -846,6 +888,7 @@ func (it *blockIter) seekHash(ukey []byte, h, trailer uint64) (ok, used bool) {
 	if it.numBuckets == 0 {
 		return false, false
 	}
+	it.backWalk = false
 	b := it.data[it.bucketsOff+bucketOf(h, it.numBuckets)]
 	switch {
 	case b == bucketEmpty:
@@ -968,6 +1011,7 @@ func (it *blockIter) prev() bool {
 	target := it.offset
 	if target == 0 || it.err != nil {
 		it.valid = false
+		it.walked = target == 0 && it.checking && it.backWalk && it.err == nil
 		return false
 	}
 	n := len(it.prevCache)
@@ -988,7 +1032,7 @@ func (it *blockIter) prev() bool {
 		// whole interval's one entry, or, within an interval, the first
 		// of few.
 		if known && (!whole || !it.multi) && it.prevWhole(it.loOff, target, cur) {
-			return true
+			return it.valid // false where it found corruption (checking)
 		}
 		if at, ok := it.fillPrev(lo, target, cur, known); at || !ok {
 			return ok
@@ -1114,11 +1158,12 @@ func (it *blockIter) intervalBefore(target int) (lo int, whole bool) {
 // curUserKey returns the user key of the entry at target, which prev
 // moves back from, if it is known without decoding that entry again:
 // the current key when the blockIter is at it. A key in data stays put;
-// one in own or prevKeys, which fillPrev rewrites, is copied (after a
-// seek or a next; not in a backward scan, whose key at an interval's
-// start is in data). known is also true when no entry follows (target
-// is the block's end), the block's keys have no user key to compare, or
-// the segment has one entry per user key (distinct: sameUser is false).
+// one in own, which fillPrev rewrites, is copied (after a seek or a
+// next; not in a backward scan, whose key at an interval's start is in
+// data). known is also true when no entry follows (target is the
+// block's end), the block's keys have no user key to compare, or the
+// segment has one entry per user key (distinct: sameUser is false). A
+// block that is checking that claim compares.
 func (it *blockIter) curUserKey(target int) (cur []byte, known bool) {
 	if target >= it.restartsOff || !it.internal || it.distinct {
 		return nil, true // nothing to compare with, or no need to
@@ -1137,7 +1182,10 @@ func (it *blockIter) curUserKey(target int) (cur []byte, known bool) {
 // prevWhole moves to the entry at off, a restart point, if it is the only
 // one of its interval, ending at target: its key is stored whole, and is
 // aliased where it lies. It returns false, having changed nothing, if the
-// entry is not that (more entries, or damage, which fillPrev reports).
+// entry is not that (more entries, or damage, which fillPrev reports). In
+// a block that is checking, it reports a user key equal to cur, or an
+// entry the properties rule out, as corruption, and returns true with the
+// blockIter not valid.
 func (it *blockIter) prevWhole(off, target int, cur []byte) bool {
 	if off >= target || target > it.restartsOff {
 		return false
@@ -1164,13 +1212,61 @@ func (it *blockIter) prevWhole(off, target int, cur []byte) bool {
 	}
 	keyStart, keyEnd := off+h, off+h+int(unshared)
 	// cur is nil where there is nothing to compare (curUserKey).
-	it.sameUser = cur != nil && bytes.Equal(it.data[keyStart:keyEnd-base.TrailerLen], cur)
+	it.sameUser = cur != nil && equalKeys(it.data[keyStart:keyEnd-base.TrailerLen], cur)
 	it.key, it.keyInData = it.data[keyStart:keyEnd:keyEnd], true
 	it.val = it.data[keyEnd:target:target]
 	it.offset, it.nextOffset, it.shared = off, target, 0
 	it.valid = true
 	it.prevCache = it.prevCache[:0]
+	it.walk = -1
+	if it.checking {
+		if it.sameUser {
+			it.corrupt(off, repeatedKey)
+		} else {
+			it.check(it.data[off:], h+int(unshared), unshared)
+		}
+	}
 	return true
+}
+
+// repeatedKey is the reason a step reports in a block that is checking:
+// it found the user key of the entry it left.
+const repeatedKey = "user key repeated, in a segment whose properties say it holds one entry per user key"
+
+// check is what next does at an entry of a block that is checking, just
+// decoded from p, whose key ends at keyEnd in p after an unshared-byte
+// delta: it reports the entry as corruption if its properties rule it
+// out, and follows the walk over the restart points.
+func (it *blockIter) check(p []byte, keyEnd int, unshared uint64) bool {
+	// The trailer is read from the block where the delta holds it, not
+	// from own, just written in words at other offsets, whose load waits
+	// for the stores.
+	var t uint64
+	if unshared >= base.TrailerLen {
+		t = binary.LittleEndian.Uint64(p[keyEnd-base.TrailerLen:])
+	} else {
+		t = binary.LittleEndian.Uint64(it.key[len(it.key)-base.TrailerLen:])
+	}
+	switch {
+	case t>>8 > it.maxSeq:
+		return it.corrupt(it.offset, fmt.Sprintf("sequence number %d above the segment's max-seq %d", t>>8, it.maxSeq))
+	case base.Kind(t) == base.KindDelete && it.noTombstones:
+		return it.corrupt(it.offset, "tombstone in a segment whose properties count none")
+	}
+	if it.walk > 0 && it.walk < it.numRestarts {
+		if r := it.restart(it.walk); r == it.offset {
+			it.walk++
+		} else if r < it.offset {
+			it.walk = -1 // a restart point inside an entry: not a walk of every way in
+		}
+	}
+	return true
+}
+
+// equalKeys is bytes.Equal for user keys: keys that differ mostly do in
+// their first 8 bytes, compared as one word without a call.
+func equalKeys(a, b []byte) bool {
+	return len(a) == len(b) && (len(a) < 8 || binary.LittleEndian.Uint64(a) == binary.LittleEndian.Uint64(b)) && bytes.Equal(a, b)
 }
 
 // sameStart reports whether a and b start at the same byte of memory.
@@ -1230,11 +1326,11 @@ func (it *blockIter) fillPrev(lo, target int, cur []byte, known bool) (at, ok bo
 			// neither cached nor popped.
 			it.prevCache = cache
 			it.keepOwn()
-			it.sameUser = false
-			if cur != nil && !it.distinct {
-				it.sameUser = bytes.Equal(it.key[:len(it.key)-base.TrailerLen], cur)
-			}
+			it.sameUser = cur != nil && equalKeys(it.key[:len(it.key)-base.TrailerLen], cur)
 			it.multi = len(cache) > 0
+			if it.sameUser && it.checking {
+				return false, it.corrupt(it.offset, repeatedKey)
+			}
 			return true, true
 		}
 		if i > 0 && i%maxPrevEntries == 0 {

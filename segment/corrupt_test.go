@@ -362,13 +362,17 @@ func TestCorruptEntryBackward(t *testing.T) {
 		}
 		for _, tg := range targets[:min(len(targets), 6)] {
 			for _, damage := range []struct {
-				name   string
-				pos    int  // header byte: 0 shared, 1 unshared
-				b      byte // its new value
-				reason string
+				name    string
+				pos     int      // header byte: 0 shared, 1 unshared
+				b       byte     // its new value
+				reasons []string // one of them
 			}{
-				{"shared prefix at a restart point", 0, 1, "shared prefix longer than previous key"},
-				{"key past its entry", 1, 0x7f, "entry overlaps the next one"},
+				{"shared prefix at a restart point", 0, 1, []string{"shared prefix longer than previous key"}},
+				// The segment holds one entry per user key, so each entry of a
+				// block not yet walked is checked against its properties as it
+				// is decoded: the bytes past the entry, read as its trailer,
+				// may fail that first.
+				{"key past its entry", 1, 0x7f, []string{"entry overlaps the next one", "above the segment's max-seq"}},
 			} {
 				d := bytes.Clone(data)
 				d[int(h.offset)+tg.off+damage.pos] = damage.b
@@ -387,8 +391,11 @@ func TestCorruptEntryBackward(t *testing.T) {
 						i--
 					}
 					var ce *base.CorruptError
-					if err := it.Close(); !errors.As(err, &ce) || !errors.Is(err, base.ErrCorrupt) || ce.File != corruptName ||
-						ce.Offset != int64(h.offset) || !strings.Contains(ce.Reason, fmt.Sprintf("%s (entry at block offset %d)", damage.reason, tg.off)) {
+					err := it.Close()
+					reasonOK := errors.As(err, &ce) && slices.ContainsFunc(damage.reasons, func(reason string) bool {
+						return strings.Contains(ce.Reason, reason) && strings.HasSuffix(ce.Reason, fmt.Sprintf("(entry at block offset %d)", tg.off))
+					})
+					if !reasonOK || !errors.Is(err, base.ErrCorrupt) || ce.File != corruptName || ce.Offset != int64(h.offset) {
 						t.Fatalf("%s: backward scan ended with %v after %d entries, want a corruption error of %s at offset %d", what, err, len(es)-1-i, corruptName, h.offset)
 					}
 					if len(es)-1-i != tg.after {

@@ -9,6 +9,7 @@ import (
 	"hash/crc32"
 	"os"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -636,4 +637,198 @@ func TestIterRejectsUnknownKind(t *testing.T) {
 			}
 		}
 	}
+}
+
+// blocksSegment is oneBlockSegment over several data blocks: blocks[i]
+// are the indexes into ikeys of block i's entries.
+func blocksSegment(ikeys, vals [][]byte, blocks [][]int, restartInterval int, props Properties) []byte {
+	var data []byte
+	ib := &blockWriter{restartInterval: 1}
+	for _, b := range blocks {
+		bw := &blockWriter{restartInterval: restartInterval}
+		for _, i := range b {
+			bw.add(ikeys[i], vals[i])
+		}
+		blk := bw.finish()
+		ib.add(ikeys[b[len(b)-1]], appendHandle(nil, blockHandle{uint64(len(data)), uint64(len(blk))}))
+		data = append(data, storedBlock(blk, compressionNone)...)
+	}
+	return rawSegment{data: data, blocks: len(blocks), props: props, index: bytes.Clone(ib.finish())}.assemble()
+}
+
+// TestIterChecksTrustedProperties plants entries that contradict the
+// properties an Iter trusts: distinct-keys equal to entries (a segment
+// of one entry per user key, whose steps need not learn whether they
+// land on another version of the key they leave), and, where AllVisible
+// lets a store show every entry as it is, tombstones 0 with a tombstone
+// and max-seq below an entry's. A store's step over the segment
+// (NextVisible) must never show a deleted key's older put, a key's older
+// version after its newer one, or a version newer than it reads; and a
+// walk that trusts the properties, forward or backward (Next, Prev, after
+// AllVisible where it holds), must end in corruption naming the file: in
+// one restart interval, in intervals of one entry, and across data
+// blocks. (Backward, an entry's predecessor is decoded only at the step
+// to it: a step that lands on a key's older version reports its newer
+// one at the next step.)
+func TestIterChecksTrustedProperties(t *testing.T) {
+	ik := func(k string, seq uint64, kind base.Kind) []byte {
+		return appendInternalKey(nil, []byte(k), base.MakeTrailer(seq, kind))
+	}
+	props := func(entries, tombstones, distinct, maxSeq uint64, smallest, largest string) Properties {
+		return Properties{Entries: entries, Tombstones: tombstones, DistinctKeys: distinct, MinSeq: 1, MaxSeq: maxSeq,
+			Smallest: []byte(smallest), Largest: []byte(largest)}
+	}
+	for _, c := range []struct {
+		name       string
+		ikeys      [][]byte
+		vals       [][]byte
+		props      Properties
+		seq        uint64 // the store reads at seq
+		allVisible bool   // AllVisible(seq)
+	}{
+		// k was deleted; its older put must not reappear.
+		{"distinct-keys", [][]byte{ik("k", 2, base.KindDelete), ik("k", 1, base.KindPut)}, [][]byte{nil, []byte("old")},
+			props(2, 1, 2, 2, "k", "k"), base.MaxSeq, false},
+		{"distinct-keys, newer put", [][]byte{ik("k", 2, base.KindPut), ik("k", 1, base.KindPut)}, [][]byte{[]byte("new"), []byte("old")},
+			props(2, 0, 2, 2, "k", "k"), 2, true},
+		{"tombstones", [][]byte{ik("a", 1, base.KindPut), ik("b", 2, base.KindDelete)}, [][]byte{[]byte("va"), nil},
+			props(2, 0, 2, 2, "a", "b"), 2, true},
+		{"max-seq", [][]byte{ik("a", 1, base.KindPut), ik("b", 5, base.KindPut)}, [][]byte{[]byte("va"), []byte("vb")},
+			props(2, 0, 2, 1, "a", "b"), 1, true},
+	} {
+		for _, layout := range []struct {
+			name            string
+			blocks          [][]int
+			restartInterval int
+		}{
+			{"one interval", [][]int{{0, 1}}, 16},
+			{"an interval each", [][]int{{0, 1}}, 1},
+			{"a block each", [][]int{{0}, {1}}, 16},
+		} {
+			name := c.name + ", " + layout.name
+			file := blocksSegment(c.ikeys, c.vals, layout.blocks, layout.restartInterval, c.props)
+			r := openSegment(t, file, ReaderOptions{Name: corruptName})
+			// A store's steps over the segment where it checks versions,
+			// kinds and sequence numbers itself.
+			it := r.NewIter(false)
+			for ok := it.First() && it.SkipToVisible(c.seq, nil); ok; ok = it.NextVisible(c.seq, nil) {
+				if k, seq := string(it.Key()), it.Seq(); k == "k" && seq == 1 || it.Kind() != base.KindPut || seq > c.seq {
+					t.Errorf("%s: NextVisible(%d) shows %q@%d (%v) = %q", name, c.seq, k, seq, it.Kind(), it.Value())
+				}
+			}
+			if err := it.Close(); err != nil {
+				requireCorruptNaming(t, name+": NextVisible", err)
+			}
+			// Walks that trust the properties, as a store's steps over a
+			// segment of AllVisible do.
+			for _, reverse := range []bool{false, true} {
+				it := r.NewIter(false)
+				if all := it.AllVisible(c.seq); all != c.allVisible {
+					t.Fatalf("%s: AllVisible(%d) = %v", name, c.seq, all)
+				}
+				first, step := it.First, it.Next
+				if reverse {
+					first, step = it.Last, it.Prev
+				}
+				for ok := first(); ok; ok = step() {
+				}
+				requireCorruptNaming(t, fmt.Sprintf("%s: reverse %v", name, reverse), it.Close())
+			}
+		}
+	}
+}
+
+// TestScanCheckedBlocks checks when a block of a segment whose
+// properties say it holds one entry per user key is trusted to: once a
+// walk of it found every entry to agree and decoded every entry a step
+// can, forward from its first entry to its end passing every restart
+// point, or backward from its last entry to its first. Every block of a
+// valid segment is after a scan either way. A block whose second restart
+// point lies inside the first entry's value, where entries that repeat a
+// user key start, is not after a forward scan, which never decodes them;
+// a backward scan does (from that restart point), and must report them
+// rather than show the key's older version.
+func TestScanCheckedBlocks(t *testing.T) {
+	var es []entry
+	for i := range 300 {
+		es = append(es, entry{key: fmt.Appendf(nil, "key%05d", i), seq: uint64(i + 1), kind: base.KindPut, value: []byte("value")})
+	}
+	data, _ := writeSegment(t, es, WriterOptions{BlockSize: 512})
+	r := openSegment(t, data, ReaderOptions{Name: corruptName})
+	it := r.NewIter(false)
+	n := 0
+	for ok := it.Last(); ok; ok = it.Prev() {
+		n++
+	}
+	if err := it.Close(); err != nil || n != len(es) {
+		t.Fatalf("backward scan: %d of %d entries, err %v", n, len(es), err)
+	}
+	for i := range r.index {
+		if !r.index[i].scanChecked.Load() {
+			t.Fatalf("block %d of %d not checked after a backward scan", i, len(r.index))
+		}
+	}
+	r = openSegment(t, data, ReaderOptions{Name: corruptName})
+	checked := func() (n int) {
+		for i := range r.index {
+			if r.index[i].scanChecked.Load() {
+				n++
+			}
+		}
+		return n
+	}
+	if n := checked(); n != 0 || len(r.index) < 3 {
+		t.Fatalf("%d of %d blocks checked before any scan", n, len(r.index))
+	}
+	it = r.NewIter(false)
+	for ok := it.First(); ok; ok = it.Next() {
+	}
+	if err := it.Close(); err != nil || checked() != len(r.index) {
+		t.Fatalf("after a forward scan (err %v), %d of %d blocks checked", err, checked(), len(r.index))
+	}
+	n = 0
+	it = r.NewIter(false)
+	for ok := it.Last(); ok; ok = it.Prev() {
+		n++
+	}
+	if err := it.Close(); err != nil || n != len(es) {
+		t.Fatalf("backward scan of checked blocks: %d of %d entries, err %v", n, len(es), err)
+	}
+
+	// The hidden entries: k@2 = "new", then k@1 = "old", the value of
+	// a@1; then z@3, after them as after a@1.
+	ik := func(k string, seq uint64) []byte {
+		return appendInternalKey(nil, []byte(k), base.MakeTrailer(seq, base.KindPut))
+	}
+	hidden := appendRawEntry(nil, 0, ik("k", 2), []byte("new"))
+	hidden = appendRawEntry(hidden, 1, ik("k", 1)[1:], []byte("old"))
+	blk := appendRawEntry(nil, 0, ik("a", 1), hidden)
+	at := len(blk) - len(hidden)
+	blk = appendRawEntry(blk, 0, ik("z", 3), []byte("vz"))
+	blk = binary.LittleEndian.AppendUint32(blk, 0)
+	blk = binary.LittleEndian.AppendUint32(blk, uint32(at))
+	blk = binary.LittleEndian.AppendUint32(blk, 2)
+	if reason := checkBlock(blk); reason != "" {
+		t.Fatal(reason)
+	}
+	ib := &blockWriter{restartInterval: 1}
+	ib.add(ik("z", 3), appendHandle(nil, blockHandle{0, uint64(len(blk))}))
+	file := rawSegment{data: storedBlock(blk, compressionNone), blocks: 1, index: bytes.Clone(ib.finish()),
+		props: Properties{Entries: 2, DistinctKeys: 2, MinSeq: 1, MaxSeq: 3, Smallest: []byte("a"), Largest: []byte("z")}}.assemble()
+	r = openSegment(t, file, ReaderOptions{Name: corruptName})
+	var keys []string
+	it = r.NewIter(false)
+	for ok := it.First(); ok; ok = it.Next() {
+		keys = append(keys, string(it.Key()))
+	}
+	if err := it.Close(); err != nil || strings.Join(keys, ",") != "a,z" || r.index[0].scanChecked.Load() {
+		t.Fatalf("forward scan: %q, err %v; block checked %v", keys, err, r.index[0].scanChecked.Load())
+	}
+	it = r.NewIter(false)
+	for ok := it.Last(); ok; ok = it.Prev() {
+		if string(it.Key()) == "k" && it.Seq() == 1 {
+			t.Errorf("backward scan shows k@1 = %q, an older version", it.Value())
+		}
+	}
+	requireCorruptNaming(t, "backward scan", it.Close())
 }

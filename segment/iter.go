@@ -28,7 +28,8 @@ type Iter struct {
 	left     []byte // the user key a step leaves a block with, for sameUser
 	keysOnly bool   // SkipValueRecords: settle does not read value records
 	// distinct: the segment holds one entry per user key, so no step
-	// lands on another version of the key it left (blockIter.distinct).
+	// lands on another version of the key it left (blockIter.distinct),
+	// where its properties say so truly (blockIter.checking).
 	distinct bool
 	// gapLo and gapHi bound the value records of the loaded block's
 	// entries (the gap between the block before it and it), for
@@ -141,7 +142,11 @@ func (it *Iter) load(i int) bool {
 		it.err = err
 		return false
 	}
-	it.blk.distinct = it.distinct
+	if it.distinct {
+		b, p := &it.blk, &it.r.props
+		b.distinct = it.r.index[i].scanChecked.Load()
+		b.checking, b.noTombstones, b.maxSeq = !b.distinct, p.Tombstones == 0, p.MaxSeq
+	}
 	it.gapLo, it.gapHi = 0, it.r.index[i].h.offset
 	if i > 0 {
 		it.gapLo = it.r.index[i-1].h.end()
@@ -150,12 +155,17 @@ func (it *Iter) load(i int) bool {
 }
 
 // forward moves on to the first entry of the following blocks while the
-// current block is exhausted (ok false).
+// current block is exhausted (ok false). A block that a walk found to
+// agree with the properties (blockIter.walked) is marked so, for the
+// steps into it after.
 func (it *Iter) forward(ok bool) bool {
 	for !ok {
 		if it.blk.err != nil {
 			it.err = it.blk.err
 			return false
+		}
+		if it.blk.walked {
+			it.r.index[it.idx].scanChecked.Store(true)
 		}
 		if !it.load(it.idx + 1) {
 			return false
@@ -193,6 +203,9 @@ func (it *Iter) backward(ok bool) bool {
 		if it.blk.err != nil {
 			it.err = it.blk.err
 			return false
+		}
+		if it.blk.walked {
+			it.r.index[it.idx].scanChecked.Store(true)
 		}
 		if !it.load(it.idx - 1) {
 			return false
@@ -233,9 +246,6 @@ func (it *Iter) Prev() bool {
 // comparing with the user key it left, which the new block's decoding
 // overwrites: blocks may split a key's versions.
 func (it *Iter) cross(move func(bool) bool) bool {
-	if it.distinct {
-		return move(false) // sameUser stays false
-	}
 	if it.blk.err == nil {
 		k, _ := splitInternalKey(it.blk.key)
 		it.left = append(it.left[:0], k...)
@@ -245,6 +255,13 @@ func (it *Iter) cross(move func(bool) bool) bool {
 	}
 	k, _ := splitInternalKey(it.blk.key)
 	it.blk.sameUser = bytes.Equal(k, it.left)
+	if it.blk.sameUser && it.distinct {
+		// The properties say the segment holds one entry per user key
+		// (blockIter.distinct), and the blocks disagree.
+		it.blk.corrupt(it.blk.offset, "user key repeated across blocks, in a segment whose properties say it holds one entry per user key")
+		it.err = it.blk.err
+		return false
+	}
 	return true
 }
 
@@ -310,7 +327,11 @@ func (it *Iter) visible(seq uint64, upper []byte, step bool) bool {
 // AllVisible reports whether every entry of the segment is a put, the
 // only version of its user key, with a sequence number at or below seq
 // (as in a compacted store, read at a later seq): a step to the next
-// visible entry is then Next, without NextVisible's checks.
+// visible entry is then Next, without NextVisible's checks. It says so
+// from the properties, which Open does not check against the entries:
+// until a walk of a block found it agrees (blockIter.checking), a step
+// into it reports an entry that contradicts them (a user key that
+// repeats, a tombstone, a sequence number above max-seq) as corruption.
 func (it *Iter) AllVisible(seq uint64) bool {
 	p := &it.r.props
 	return it.distinct && p.Tombstones == 0 && p.MaxSeq <= seq

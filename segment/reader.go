@@ -109,6 +109,12 @@ type indexEntry struct {
 	// checksum and structure were checked once, for the same reason: an
 	// iterator's later reads only decode it (dataBlock).
 	decodedChecked atomic.Bool
+	// scanChecked marks a data block of a segment whose properties say it
+	// holds one entry per user key, once a walk of the block found that
+	// they agree with its entries (blockIter.checking): later steps
+	// trust them, as a scan's steps had before they were checked, and do
+	// not compare keys.
+	scanChecked atomic.Bool
 	// layout is the block's restart and hash index geometry (packLayout),
 	// set once the block was read and checked if it is stored
 	// uncompressed, 0 until then. A point lookup then finds its hash
