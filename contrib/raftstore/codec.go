@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/bloomkv/bloomkv"
 	"github.com/hashicorp/raft"
 )
 
@@ -15,6 +16,19 @@ var errCorrupt = errors.New("raftstore: corrupt value")
 
 // logVersion is the first byte of every encoded log entry.
 const logVersion = 1
+
+// maxLogOverhead bounds what encodeLog adds to an entry's Data and
+// Extensions: version and type, the term, the two lengths (each below
+// bloomkv.MaxValueSize) and AppendedAt.
+const maxLogOverhead = 1 + 1 + binary.MaxVarintLen64 + 2*binary.MaxVarintLen32 + 1 + binary.MaxVarintLen64 + binary.MaxVarintLen32
+
+// MaxLogData is the most bytes of Data and Extensions together that one
+// entry may hold. An entry is one bloomkv value, at most
+// bloomkv.MaxValueSize bytes with its encoding, and StoreLogs refuses a
+// larger one: raft then fails the Apply that carried it, with an error
+// that leaves its outcome unknown, and a leader steps down. An application
+// should refuse such a command before it calls raft.Apply.
+const MaxLogData = bloomkv.MaxValueSize - maxLogOverhead
 
 // encodeLog appends the encoding of l (all but its Index, which is the
 // key) to buf:

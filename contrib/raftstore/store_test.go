@@ -297,6 +297,30 @@ func TestLogRoundTrip(t *testing.T) {
 	}
 }
 
+// TestMaxLogData: an entry of MaxLogData bytes of Data and Extensions, with
+// the longest term and AppendedAt encodings, is stored and read back;
+// bloomkv's value limit refuses a larger encoding.
+func TestMaxLogData(t *testing.T) {
+	s := testStore(t)
+	l := &raft.Log{Index: 1, Term: math.MaxUint64, Type: raft.LogCommand,
+		Data: bytes.Repeat([]byte{'d'}, MaxLogData-1), Extensions: []byte{'e'},
+		AppendedAt: time.Unix(1<<62, 999_999_999)}
+	if n := len(encodeLog(nil, l)); n > bloomkv.MaxValueSize {
+		t.Fatalf("%d bytes of data and extensions encode in %d bytes, over bloomkv.MaxValueSize", MaxLogData, n)
+	}
+	if err := s.StoreLog(l); err != nil {
+		t.Fatal(err)
+	}
+	var got raft.Log
+	if err := s.GetLog(1, &got); err != nil || len(got.Data) != MaxLogData-1 || !bytes.Equal(got.Extensions, l.Extensions) || !got.AppendedAt.Equal(l.AppendedAt) {
+		t.Fatalf("GetLog: %v, %d bytes of data", err, len(got.Data))
+	}
+	big := &raft.Log{Index: 2, Data: make([]byte, bloomkv.MaxValueSize)}
+	if err := s.StoreLog(big); !errors.Is(err, bloomkv.ErrValueTooLarge) {
+		t.Fatalf("StoreLog of %d bytes: %v, want bloomkv.ErrValueTooLarge", len(big.Data), err)
+	}
+}
+
 func TestDecodeLogRejects(t *testing.T) {
 	good := encodeLog(nil, &raft.Log{Term: 3, Data: []byte("abc"), Extensions: []byte("e"), AppendedAt: time.Now()})
 	var l raft.Log

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/bloomkv/bloomkv"
+	"github.com/bloomkv/bloomkv/contrib/raftstore"
 	"github.com/hashicorp/raft"
 )
 
@@ -156,7 +157,14 @@ func (n *node) put(w http.ResponseWriter, r *http.Request) {
 	if id != nil {
 		op = opPutID
 	}
-	n.apply(w, encodeCommand(op, id, []byte(key), value))
+	cmd := encodeCommand(op, id, []byte(key), value)
+	if len(cmd) > raftstore.MaxLogData {
+		// raft would hand it to the leader's log store, which refuses it:
+		// the leader steps down and the write's outcome looks unknown.
+		http.Error(w, "value too large for a raft log entry", http.StatusRequestEntityTooLarge)
+		return
+	}
+	n.apply(w, cmd)
 }
 
 func (n *node) del(w http.ResponseWriter, r *http.Request) {
