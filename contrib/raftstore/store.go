@@ -28,8 +28,10 @@
 // cast, once the call returned. So StoreLog, StoreLogs, DeleteRange, Set and
 // SetUint64 write with bloomkv's DB.WriteSync: the write is fsynced before
 // the call returns (concurrent calls share one fsync through bloomkv's group
-// commit). StoreLogs is one atomic batch: after a crash all of its entries
-// are there or none.
+// commit). StoreLogs is one atomic batch when its entries fit in one
+// (bloomkv.MaxBatchSize, 256 MiB): after a crash all of them are there or
+// none; a larger call is split into batches in index order, and a crash
+// leaves a prefix of its entries.
 //
 // DeleteRange is one range deletion in bloomkv (a range tombstone): one
 // record however many entries it covers, atomic, and fsynced like the
@@ -230,8 +232,14 @@ func (s *Store) GetLog(idx uint64, log *raft.Log) error {
 // StoreLog stores one entry.
 func (s *Store) StoreLog(log *raft.Log) error { return s.StoreLogs([]*raft.Log{log}) }
 
-// StoreLogs stores the entries in one atomic batch, durable (unless NoSync)
-// when it returns.
+// StoreLogs stores the entries, durable (unless NoSync) when it returns, in
+// one atomic batch when they fit in one (bloomkv.MaxBatchSize). raft hands
+// it up to MaxAppendEntries entries of up to MaxLogData bytes each, which
+// can add up to more: those are written as consecutive batches in the
+// order given, each durable before the next is written, so a crash leaves
+// a prefix of them. raft counts none of a call's entries as stored before
+// it returns, and raft's calls append, so a prefix is a log it can go on
+// from.
 func (s *Store) StoreLogs(logs []*raft.Log) error {
 	if len(logs) == 0 {
 		return nil
@@ -240,13 +248,24 @@ func (s *Store) StoreLogs(logs []*raft.Log) error {
 	var buf []byte
 	for _, l := range logs {
 		buf = encodeLog(buf[:0], l)
-		b.Put(logKey(l.Index), buf)
+		key := logKey(l.Index)
+		if b.Len() > 0 && b.Size()+batchOpOverhead+len(key)+len(buf) > bloomkv.MaxBatchSize {
+			if err := s.write(b); err != nil {
+				return fmt.Errorf("raftstore: store logs %d-%d: %w", logs[0].Index, logs[len(logs)-1].Index, err)
+			}
+			b = bloomkv.NewBatch()
+		}
+		b.Put(key, buf)
 	}
 	if err := s.write(b); err != nil {
 		return fmt.Errorf("raftstore: store logs %d-%d: %w", logs[0].Index, logs[len(logs)-1].Index, err)
 	}
 	return nil
 }
+
+// batchOpOverhead bounds what a put adds to a batch besides its key and
+// value: a kind byte and two uvarint lengths (bloomkv's batch encoding).
+const batchOpOverhead = 1 + 2*binary.MaxVarintLen32
 
 // DeleteRange deletes the entries with indexes in [lo, hi], in one atomic
 // write (a bloomkv range deletion), durable unless NoSync when it returns.

@@ -321,6 +321,32 @@ func TestMaxLogData(t *testing.T) {
 	}
 }
 
+// TestStoreLogsPastMaxBatchSize: raft hands StoreLogs up to
+// MaxAppendEntries (64) entries at once, a leader's batch of Applies or a
+// follower's append, and entries of up to MaxLogData each can add up to
+// more than one bloomkv batch holds. Such a call stores them all: refused,
+// a leader would step down on every retry and a follower never catch up.
+func TestStoreLogsPastMaxBatchSize(t *testing.T) {
+	s := testStore(t)
+	data := bytes.Repeat([]byte{'x'}, MaxLogData)
+	var logs []*raft.Log
+	for i := uint64(1); len(logs)*len(data) <= bloomkv.MaxBatchSize; i++ {
+		logs = append(logs, &raft.Log{Index: i, Term: 1, Data: data})
+	}
+	if err := s.StoreLogs(logs); err != nil {
+		t.Fatalf("StoreLogs of %d entries of %d bytes: %v", len(logs), len(data), err)
+	}
+	if last, err := s.LastIndex(); err != nil || last != uint64(len(logs)) {
+		t.Fatalf("LastIndex = %d, %v; want %d", last, err, len(logs))
+	}
+	for _, l := range logs {
+		var got raft.Log
+		if err := s.GetLog(l.Index, &got); err != nil || len(got.Data) != len(data) {
+			t.Fatalf("log %d: %v, %d bytes", l.Index, err, len(got.Data))
+		}
+	}
+}
+
 func TestDecodeLogRejects(t *testing.T) {
 	good := encodeLog(nil, &raft.Log{Term: 3, Data: []byte("abc"), Extensions: []byte("e"), AppendedAt: time.Now()})
 	var l raft.Log
