@@ -193,9 +193,16 @@ func (cp *checkpoint) write(db *DB, dir string) error {
 	if err != nil {
 		return err
 	}
-	next, logNum := maxNum+1, cp.logs[0].num
-	err = m.Apply(manifest.Edit{Add: adds, FlushedSeq: &cp.flushed, LogNum: &logNum, NextFileNum: &next,
-		PrefixExtractor: db.manifest.State().PrefixExtractor})
+	next := maxNum + 1
+	e := manifest.Edit{Add: adds, FlushedSeq: &cp.flushed, NextFileNum: &next,
+		PrefixExtractor: db.manifest.State().PrefixExtractor}
+	// A store opened read-only may have no WAL at all (one whose creation
+	// a crash cut short before its first WAL was committed): its copy
+	// then keeps log number 0, which names no WAL, as the source's does.
+	if len(cp.logs) > 0 {
+		e.LogNum = &cp.logs[0].num
+	}
+	err = m.Apply(e)
 	return errors.Join(err, m.Close(), db.fs.SyncDir(dir))
 }
 

@@ -11,6 +11,10 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/bloomkv/bloomkv/internal/base"
+	"github.com/bloomkv/bloomkv/manifest"
+	"github.com/bloomkv/bloomkv/vfs"
 )
 
 // TestCheckpointUnderLoad takes checkpoints while writers, flushes and
@@ -200,5 +204,26 @@ func startWriters(t *testing.T, wg *sync.WaitGroup, stop <-chan struct{}, n int,
 				}
 			}
 		})
+	}
+}
+
+// TestCheckpointReadOnlyNoWAL checkpoints, read-only, a store that holds
+// only its manifest — what a crash leaves between the manifest's creation
+// and the commit naming the first WAL — which has no WAL to copy. The
+// checkpoint must be a store that opens (empty), not a panic.
+func TestCheckpointReadOnlyNoWAL(t *testing.T) {
+	src := t.TempDir()
+	m, err := manifest.Create(vfs.Default, filepath.Join(src, base.ManifestName))
+	mustDo(t, err)
+	mustDo(t, m.Close())
+	ro, err := Open(src, readOnly(nil))
+	mustDo(t, err)
+	defer ro.Close()
+	dst := filepath.Join(t.TempDir(), "cp")
+	mustDo(t, ro.Checkpoint(dst))
+	cp := mustOpen(t, dst, smallOptions())
+	defer cp.Close()
+	if _, err := cp.Get([]byte("a")); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Get in the checkpoint of an empty store: %v", err)
 	}
 }
