@@ -79,9 +79,9 @@ type Txn struct {
 	// keep the sorted list it was made with.
 	pending map[string]*pendingWrite
 	sorted  []*pendingWrite // pending by key; nil when a write changed it
-	// dels is the union of the transaction's range deletions, sorted and
-	// disjoint; replaced, never changed, as sorted.
-	dels []keySpan
+	// dels is the union of the transaction's range deletions; replaced,
+	// never changed, as sorted.
+	dels txnDels
 
 	// reads is the read set of Gets and closed iterators; iters the open
 	// iterators, whose spans Commit adds to it.
@@ -170,7 +170,7 @@ func (t *Txn) get(key []byte) ([]byte, error) {
 			}
 			return w.value, nil
 		}
-		if spanCovering(t.dels, key) != nil {
+		if t.dels.covering(key) != nil {
 			return nil, ErrNotFound // deleted by this transaction, whatever others wrote
 		}
 		t.reads = append(t.reads, pointSpan(key))
@@ -248,8 +248,8 @@ func (t *Txn) DeleteRange(start, end []byte) error {
 			t.sorted = nil
 		}
 	}
-	// A new slice: iterators keep the one they were made with.
-	t.dels = mergeSpans(append(slices.Clone(t.dels), r))
+	// A new value: iterators keep the one they were made with.
+	t.dels = t.dels.add(r)
 	return nil
 }
 
@@ -282,14 +282,14 @@ func (t *Txn) commit(sync bool) error {
 		return err
 	}
 	defer t.Discard()
-	if !t.update || len(t.pending) == 0 && len(t.dels) == 0 {
+	if !t.update || len(t.pending) == 0 && t.dels.empty() {
 		return nil
 	}
 	b := NewBatch()
 	// The range deletions first: every pending write postdates the
 	// deletions covering its key (DeleteRange drops the writes before
 	// it), so it must survive them.
-	for _, r := range t.dels {
+	for _, r := range t.dels.merged() {
 		b.DeleteRange(r.start, r.end)
 	}
 	for _, w := range t.sortedPending() {
@@ -330,7 +330,7 @@ func (t *Txn) Discard() {
 		ts.trimLocked()
 		ts.mu.Unlock()
 	}
-	t.pending, t.sorted, t.dels, t.reads, t.iters = nil, nil, nil, nil, nil
+	t.pending, t.sorted, t.dels, t.reads, t.iters = nil, nil, txnDels{}, nil, nil
 }
 
 // View runs fn in a read-only transaction: every read in it sees one

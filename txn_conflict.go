@@ -254,6 +254,43 @@ func (ts *txnState) trimLocked() {
 	ts.dropLocked(n)
 }
 
+// txnDels is the union of a transaction's range deletions, as a few
+// lists of sorted, disjoint spans, each under twice the length of the one
+// after it (a memtable keeps its range tombstones so too). A DeleteRange
+// then merges O(log n) spans, amortized, instead of copying and sorting
+// all n before it, which made n of them in one transaction O(n²): 10^4
+// took 8 s. Neither the lists nor a txnDels change once made (add returns
+// a new one), so an iterator keeps the deletions of its moment.
+type txnDels struct{ levels [][]keySpan }
+
+func (d txnDels) empty() bool { return len(d.levels) == 0 }
+
+// add returns d with r added.
+func (d txnDels) add(r keySpan) txnDels {
+	levels := make([][]keySpan, len(d.levels), len(d.levels)+1)
+	copy(levels, d.levels)
+	levels = append(levels, []keySpan{r})
+	for n := len(levels); n >= 2 && 2*len(levels[n-1]) >= len(levels[n-2]); n-- {
+		levels = append(levels[:n-2], mergeSpans(slices.Concat(levels[n-2], levels[n-1])))
+	}
+	return txnDels{levels: levels}
+}
+
+// covering returns a span of d that holds key, or nil. Spans of different
+// lists may overlap or touch: a caller that skips past the span returned
+// must ask again where it lands.
+func (d txnDels) covering(key []byte) *keySpan {
+	for _, l := range d.levels {
+		if r := spanCovering(l, key); r != nil {
+			return r
+		}
+	}
+	return nil
+}
+
+// merged returns the union as one list of sorted, disjoint spans.
+func (d txnDels) merged() []keySpan { return mergeSpans(slices.Concat(d.levels...)) }
+
 // mergeSpans sorts spans and merges those that overlap or touch, in
 // place.
 func mergeSpans(spans []keySpan) []keySpan {

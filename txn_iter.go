@@ -23,7 +23,7 @@ type TxnIterator struct {
 	base *Iterator
 	all  []*pendingWrite // the pending writes when the iterator was made, by key
 	pend []*pendingWrite // those within bounds
-	dels []keySpan       // the transaction's range deletions
+	dels txnDels         // the transaction's range deletions
 
 	lower, upper []byte
 	// pi is, forward, the index of the first pending write at or after
@@ -231,7 +231,7 @@ func (it *TxnIterator) findNext() bool {
 	it.reverse = false
 	for {
 		for it.base.Valid() {
-			r := spanCovering(it.dels, it.base.Key())
+			r := it.dels.covering(it.base.Key())
 			if r == nil {
 				break
 			}
@@ -266,7 +266,7 @@ func (it *TxnIterator) findPrev() bool {
 	it.reverse = true
 	for {
 		for it.base.Valid() {
-			r := spanCovering(it.dels, it.base.Key())
+			r := it.dels.covering(it.base.Key())
 			if r == nil {
 				break
 			}
