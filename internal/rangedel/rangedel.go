@@ -209,10 +209,24 @@ func (l *List) Covering(key []byte, readSeq uint64) uint64 {
 // Visible returns the newest of the fragment's sequence numbers that is
 // <= readSeq, or 0.
 func (f *Fragment) Visible(readSeq uint64) uint64 {
-	for _, s := range f.Seqs { // descending: the first one visible is the newest
-		if s <= readSeq {
-			return s
+	s := f.Seqs // descending: the first one visible is the newest
+	if len(s) > 0 && s[0] <= readSeq {
+		return s[0] // a reader of the latest state
+	}
+	// A binary search, not a scan: a memtable's fragment holds every
+	// tombstone that covers it (a range deleted n times over is n), and a
+	// snapshot older than them asks at every key it reads there.
+	lo, hi := 0, len(s)
+	for lo < hi {
+		mid := int(uint(lo+hi) >> 1)
+		if s[mid] > readSeq {
+			lo = mid + 1
+		} else {
+			hi = mid
 		}
+	}
+	if lo < len(s) {
+		return s[lo]
 	}
 	return 0
 }

@@ -300,3 +300,24 @@ func TestLargeBatchesStayLinear(t *testing.T) {
 		t.Fatalf("union holds %d pieces, want %d", u.Len(), 2*(2*n-1))
 	}
 }
+
+// BenchmarkVisibleOldReader asks a fragment covered by n tombstones what
+// a reader older than all but the oldest sees (a snapshot taken before a
+// range was deleted n times over). The cost must not grow with n: a scan
+// of the sequence numbers made a snapshot's scan of k keys there O(k·n).
+func BenchmarkVisibleOldReader(b *testing.B) {
+	for _, n := range []int{16, 1024, 65536} {
+		b.Run(fmt.Sprint("seqs=", n), func(b *testing.B) {
+			ts := make([]Tombstone, n)
+			for i := range ts {
+				ts[i] = Tombstone{Start: []byte("a"), End: []byte("z"), Seq: uint64(10 * (i + 1))}
+			}
+			f := &Build(ts).Fragments()[0]
+			for b.Loop() {
+				if f.Visible(15) != 10 {
+					b.Fatal("wrong tombstone")
+				}
+			}
+		})
+	}
+}
