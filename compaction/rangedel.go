@@ -57,10 +57,20 @@ func coveredInStripe(f *rangedel.Fragment, snaps []uint64, seq uint64, stripe in
 		return false
 	}
 	// Seqs are descending: the oldest tombstone newer than seq is the
-	// last one above it, and the only one that can share seq's stripe.
-	i := len(f.Seqs) - 1
-	for i >= 0 && f.Seqs[i] < seq {
-		i--
+	// last one above it, and the only one that can share seq's stripe. It
+	// is found by a binary search: a memtable's fragment holds every
+	// tombstone that covers it (a range deleted n times over is n), and
+	// a scan from the oldest made a flush of v versions newer than them
+	// O(v·n).
+	s := f.Seqs
+	lo, hi := 0, len(s) // lo ends at the first tombstone older than seq
+	for lo < hi {
+		mid := int(uint(lo+hi) >> 1)
+		if s[mid] >= seq {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
 	}
-	return i >= 0 && stripeOf(snaps, f.Seqs[i]) == stripe
+	return lo > 0 && stripeOf(snaps, s[lo-1]) == stripe
 }

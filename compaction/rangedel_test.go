@@ -1,9 +1,11 @@
 package compaction
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 
+	"github.com/bloomkv/bloomkv/internal/base"
 	"github.com/bloomkv/bloomkv/internal/rangedel"
 )
 
@@ -37,5 +39,37 @@ func TestKeepRangeDels(t *testing.T) {
 		if !slices.Equal(seqs, tc.want) {
 			t.Errorf("snapshots %v drop %v: kept %v, want %v", tc.snapshots, tc.drop, seqs, tc.want)
 		}
+	}
+}
+
+// BenchmarkDedupNewerThanTombstones runs Dedup over 1,000 versions newer
+// than the n tombstones of the one fragment that covers them (a range
+// deleted n times, then written again, in one memtable). The cost per
+// version must not grow with n: a scan of the fragment's sequence numbers
+// for the oldest tombstone newer than each version made a flush O(v·n).
+func BenchmarkDedupNewerThanTombstones(b *testing.B) {
+	for _, n := range []int{16, 1024, 65536} {
+		b.Run(fmt.Sprint("seqs=", n), func(b *testing.B) {
+			ts := make([]rangedel.Tombstone, n)
+			for i := range ts {
+				ts[i] = rangedel.Tombstone{Start: []byte("a"), End: []byte("z"), Seq: uint64(i + 1)}
+			}
+			l := rangedel.Build(ts)
+			var vs []version
+			for i := range 1000 {
+				vs = append(vs, version{fmt.Sprintf("k%04d", i), uint64(n + 1 + i), base.KindPut})
+			}
+			for b.Loop() {
+				d := NewDedup(&versions{vs: vs}, nil, false)
+				d.SetRangeDels(l)
+				kept := 0
+				for ok := d.First(); ok; ok = d.Next() {
+					kept++
+				}
+				if kept != len(vs) {
+					b.Fatalf("kept %d of %d versions, none of them covered", kept, len(vs))
+				}
+			}
+		})
 	}
 }
