@@ -2,6 +2,7 @@ package compaction
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"testing"
 
@@ -71,5 +72,63 @@ func BenchmarkDedupNewerThanTombstones(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestDedupWithRangeDelsKeepsWhatReadersSee: for random versions, range
+// tombstones and snapshots, every snapshot and the latest reader see the
+// same through Dedup's versions and KeepRangeDels' tombstones as through
+// the input — with dropOldestStripe too, as the input is then all there
+// is. (Dedup's own model test has no range tombstones.)
+func TestDedupWithRangeDelsKeepsWhatReadersSee(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	// sees reports whether a reader at seq sees a value of key.
+	sees := func(vs []version, l *rangedel.List, key string, at uint64) bool {
+		for _, v := range vs { // newest first within a key
+			if v.key == key && v.seq <= at {
+				return v.kind == base.KindPut && l.Covering([]byte(key), at) < v.seq
+			}
+		}
+		return false
+	}
+	for trial := range 2000 {
+		var vs []version
+		var ts []rangedel.Tombstone
+		n := 1 + rng.IntN(60)
+		for seq := 1; seq <= n; seq++ {
+			if rng.IntN(4) == 0 {
+				a, b := rng.IntN(8), rng.IntN(9)
+				ts = append(ts, rangedel.Tombstone{Start: fmt.Appendf(nil, "k%d", a), End: fmt.Appendf(nil, "k%d", b), Seq: uint64(seq)})
+				continue
+			}
+			vs = append(vs, version{fmt.Sprintf("k%d", rng.IntN(8)), uint64(seq), base.Kind(rng.IntN(2))})
+		}
+		slices.SortFunc(vs, func(a, b version) int {
+			return base.Compare([]byte(a.key), base.MakeTrailer(a.seq, a.kind), []byte(b.key), base.MakeTrailer(b.seq, b.kind))
+		})
+		var snaps []uint64
+		for range rng.IntN(4) {
+			snaps = append(snaps, uint64(rng.IntN(n+1)))
+		}
+		drop := rng.IntN(2) == 0
+		l := rangedel.Build(ts)
+		d := NewDedup(&versions{vs: vs}, snaps, drop)
+		d.SetRangeDels(l)
+		var out []version
+		for ok := d.First(); ok; ok = d.Next() {
+			k, trailer := d.InternalKey()
+			seq, kind := base.SplitTrailer(trailer)
+			out = append(out, version{string(k), seq, kind})
+		}
+		kept := KeepRangeDels(l, snaps, drop)
+		for k := range 8 {
+			key := fmt.Sprintf("k%d", k)
+			for _, at := range append(slices.Clone(snaps), uint64(n)) {
+				if sees(vs, l, key, at) != sees(out, kept, key, at) {
+					t.Fatalf("trial %d: reader at %d sees %s differently (snaps %v, drop %v)\nin  %v %v\nout %v %v",
+						trial, at, key, snaps, drop, vs, l.Tombstones(), out, kept.Tombstones())
+				}
+			}
+		}
 	}
 }
