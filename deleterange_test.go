@@ -281,6 +281,43 @@ func TestDeleteRangeDropsDeletedSegments(t *testing.T) {
 	}
 }
 
+// TestDeleteRangeKeepsSegmentAtExclusiveEnd: a segment whose largest key
+// is the end of a newer range tombstone is not deleted entirely — the end
+// is exclusive — so no delete-only compaction drops it, and its last key
+// stays readable; one tombstone further would drop it.
+func TestDeleteRangeKeepsSegmentAtExclusiveEnd(t *testing.T) {
+	o := smallOptions()
+	o.CompactionFanIn = 64 // the policy merges nothing here
+	db := mustOpen(t, t.TempDir(), o)
+	defer db.Close()
+	for i := range 100 {
+		mustDo(t, db.Put(fmt.Appendf(nil, "k%04d", i), []byte("v")))
+	}
+	mustDo(t, db.Flush())
+	mustDo(t, db.DeleteRange([]byte("k0000"), []byte("k0099")))
+	mustDo(t, db.Put([]byte("z"), []byte("v"))) // the tombstone's segment holds a key: no point of it is covered
+	mustDo(t, db.Flush())
+	mustDo(t, db.WaitForCompactions(context.Background()))
+	if n := db.Stats().Segments; n != 2 {
+		t.Fatalf("%d segments, want 2: the one holding k0099, the end of the deleted range, stays", n)
+	}
+	if v, err := db.Get([]byte("k0099")); err != nil || string(v) != "v" {
+		t.Fatalf("Get(k0099), the tombstone's exclusive end: %q, %v", v, err)
+	}
+	if got := keysOf(t, db.NewIterator); len(got) != 2 || got[0] != "k0099" {
+		t.Fatalf("keys %v, want k0099 and z", got)
+	}
+	mustDo(t, db.DeleteRange([]byte("k0099"), []byte("k0100")))
+	mustDo(t, db.Flush())
+	mustDo(t, db.WaitForCompactions(context.Background()))
+	if got := keysOf(t, db.NewIterator); len(got) != 1 || got[0] != "z" {
+		t.Fatalf("keys %v after the last key was deleted too, want z", got)
+	}
+	if last := db.Stats().RecentCompactions; len(last) == 0 || !last[len(last)-1].DeleteOnly {
+		t.Fatalf("compactions %+v: want the fully deleted segment dropped without a merge", last)
+	}
+}
+
 // raftKey is a raft log store's key: the index, big-endian.
 func raftKey(i uint64) []byte { return binary.BigEndian.AppendUint64([]byte("l"), i) }
 
