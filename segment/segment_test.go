@@ -106,12 +106,19 @@ func openDataBlock(t testing.TB, r *Reader, i int) ([]byte, *blockIter) {
 }
 
 // modelGet is the specification of Reader.Get: the newest version of key
-// with seq <= maxSeq.
+// with seq <= maxSeq. es is in the order a Writer takes (by key), so the
+// versions of key are found by a binary search: a scan of every entry per
+// lookup made tests that check thousands of keys quadratic (a minute
+// under the race detector).
 func modelGet(es []entry, key []byte, maxSeq uint64) (entry, bool) {
 	var best entry
 	found := false
-	for _, e := range es {
-		if bytes.Equal(e.key, key) && e.seq <= maxSeq && (!found || e.seq > best.seq) {
+	i, _ := slices.BinarySearchFunc(es, key, func(e entry, k []byte) int { return bytes.Compare(e.key, k) })
+	for _, e := range es[i:] {
+		if !bytes.Equal(e.key, key) {
+			break
+		}
+		if e.seq <= maxSeq && (!found || e.seq > best.seq) {
 			best, found = e, true
 		}
 	}
