@@ -118,6 +118,10 @@ type fsm struct {
 	mu  sync.RWMutex // held for reading by readers of db; for writing by the swap
 	db  *bloomkv.DB
 	gen uint64
+	// lastGen is the newest generation directory made; a Restore makes
+	// the one after it, never one that a failed switch may have left
+	// CURRENT naming.
+	lastGen uint64
 
 	applied atomic.Uint64 // the DB's applied index
 	snapSeq atomic.Uint64 // names checkpoint directories
@@ -157,7 +161,8 @@ func openFSM(dir string, window uint64, fatal func(error)) (*fsm, error) {
 	if f.db, err = bloomkv.Open(filepath.Join(dir, f.genName(f.gen)), f.opts); err != nil {
 		return nil, fmt.Errorf("open state machine: %w", err)
 	}
-	if err := f.writeCurrent(); err != nil {
+	f.lastGen = f.gen
+	if _, err := f.writeCurrent(f.gen); err != nil {
 		f.db.Close()
 		return nil, err
 	}
@@ -172,16 +177,18 @@ func openFSM(dir string, window uint64, fatal func(error)) (*fsm, error) {
 
 func (f *fsm) genName(g uint64) string { return fmt.Sprintf("g%06d", g) }
 
-// writeCurrent makes f.gen the current generation, atomically and durably.
-func (f *fsm) writeCurrent() error {
+// writeCurrent makes gen the current generation, atomically and durably.
+// renamed says whether CURRENT may name gen (on disk or in the page
+// cache) after a failure: the rename happened, its sync failed.
+func (f *fsm) writeCurrent(gen uint64) (renamed bool, err error) {
 	tmp := filepath.Join(f.dir, "CURRENT.tmp")
-	if err := writeFileSync(tmp, []byte(strconv.FormatUint(f.gen, 10)+"\n")); err != nil {
-		return err
+	if err := writeFileSync(tmp, []byte(strconv.FormatUint(gen, 10)+"\n")); err != nil {
+		return false, err
 	}
 	if err := os.Rename(tmp, filepath.Join(f.dir, "CURRENT")); err != nil {
-		return err
+		return false, err
 	}
-	return syncDir(f.dir)
+	return true, syncDir(f.dir)
 }
 
 // Close closes the DB.
@@ -335,7 +342,7 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 // made current. A failed Restore leaves the state as it was.
 func (f *fsm) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
-	gen := f.gen + 1
+	gen := f.lastGen + 1
 	dir := filepath.Join(f.dir, f.genName(gen))
 	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("fsm restore: %w", err)
@@ -355,17 +362,26 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 		os.RemoveAll(dir)
 		return fmt.Errorf("fsm restore: %w", err)
 	}
+	// CURRENT is switched before the DB: a failed switch then leaves the
+	// old generation serving, as every failed Restore does. Both
+	// generations are whole states raft knows how to go on from (the one
+	// applied so far, and the snapshot's), so if the rename happened but
+	// its sync failed, a restart may open either, and removes the other.
+	if renamed, err := f.writeCurrent(gen); err != nil {
+		db.Close()
+		if renamed {
+			f.lastGen = gen
+		} else {
+			os.RemoveAll(dir)
+		}
+		return fmt.Errorf("fsm restore: %w", err)
+	}
+	f.lastGen = gen
 	f.mu.Lock()
 	old, oldGen := f.db, f.gen
 	f.db, f.gen = db, gen
 	f.applied.Store(idx)
 	f.mu.Unlock()
-	if err := f.writeCurrent(); err != nil {
-		// The old generation stays on disk and current: a restart opens it
-		// and raft's snapshot brings it forward again.
-		old.Close()
-		return fmt.Errorf("fsm restore: %w", err)
-	}
 	old.Close()
 	os.RemoveAll(filepath.Join(f.dir, f.genName(oldGen)))
 	return nil

@@ -308,3 +308,57 @@ func TestRestoreSwapIsAtomic(t *testing.T) {
 		t.Fatalf("after the last restore k0001 = %q", v)
 	}
 }
+
+// TestRestoreFailingCurrentKeepsState: a Restore whose switch of CURRENT
+// fails leaves the state machine serving the state it had, at its applied
+// index, as any failed Restore does; the next Restore builds a generation
+// of a name CURRENT never held, and a reopened state machine serves what
+// CURRENT names.
+func TestRestoreFailingCurrentKeepsState(t *testing.T) {
+	src := testFSM(t, t.TempDir(), 1000)
+	applyAt(src, 1, opPut, "", "snap", "s")
+	snap, err := src.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s sink
+	if err := snap.Persist(&s); err != nil {
+		t.Fatal(err)
+	}
+	snap.Release()
+
+	dir := t.TempDir()
+	dst := testFSM(t, dir, 1000)
+	applyAt(dst, 1, opPut, "", "old", "o")
+	applyAt(dst, 2, opPut, "", "old2", "o")
+	// A directory where CURRENT.tmp is written: writing CURRENT fails.
+	block := filepath.Join(dir, "CURRENT.tmp")
+	if err := os.MkdirAll(filepath.Join(block, "x"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := dst.Restore(io.NopCloser(bytes.NewReader(s.Bytes()))); err == nil {
+		t.Fatal("Restore succeeded with CURRENT unwritable")
+	}
+	if got := dump(t, dst); len(got) != 2 || got["old"] != "o" || dst.applied.Load() != 2 {
+		t.Fatalf("after a failed Restore: %v at index %d, want the old state at 2", got, dst.applied.Load())
+	}
+	applyAt(dst, 3, opPut, "", "old3", "o")
+	if got := dump(t, dst); got["old3"] != "o" {
+		t.Fatalf("a write after a failed Restore is not served: %v", got)
+	}
+
+	if err := os.RemoveAll(block); err != nil {
+		t.Fatal(err)
+	}
+	if err := dst.Restore(io.NopCloser(bytes.NewReader(s.Bytes()))); err != nil {
+		t.Fatal(err)
+	}
+	if got := dump(t, dst); len(got) != 1 || got["snap"] != "s" || dst.applied.Load() != 1 {
+		t.Fatalf("restored: %v at index %d", got, dst.applied.Load())
+	}
+	dst.Close()
+	re := testFSM(t, dir, 1000)
+	if got := dump(t, re); len(got) != 1 || got["snap"] != "s" {
+		t.Fatalf("reopened: %v", got)
+	}
+}
