@@ -54,15 +54,28 @@ func (n *node) get(w http.ResponseWriter, r *http.Request) {
 	w.Write(v)
 }
 
-// readable decides where a read is served. With ?stale it is served here,
-// from whatever this node has applied. Otherwise it must be linearizable:
+// readable decides where a read is served. With ?stale (or ?stale=true,
+// as strconv.ParseBool reads it) it is served here, from whatever this
+// node has applied; another value than a boolean is refused (400), since
+// a guess either way gives the client what it did not ask for. Otherwise
+// (?stale=false too) it must be linearizable:
 // a follower redirects it to the leader (307), and the leader serves it
 // only after a read barrier (readBarrier) that started after the request
 // arrived has completed, so the state read includes every write
 // acknowledged before the request was sent.
 func (n *node) readable(w http.ResponseWriter, r *http.Request) bool {
-	if _, ok := r.URL.Query()["stale"]; ok {
-		return true
+	if v, ok := r.URL.Query()["stale"]; ok {
+		stale := true
+		if v[0] != "" {
+			var err error
+			if stale, err = strconv.ParseBool(v[0]); err != nil {
+				http.Error(w, fmt.Sprintf("stale=%q: want true or false", v[0]), http.StatusBadRequest)
+				return false
+			}
+		}
+		if stale {
+			return true
+		}
 	}
 	if !n.leaderOrRedirect(w, r) {
 		return false

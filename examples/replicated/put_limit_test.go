@@ -86,3 +86,35 @@ func TestPutTooLargeForTheLog(t *testing.T) {
 		t.Fatalf("GET: %d, %d bytes", w.Code, w.Body.Len())
 	}
 }
+
+// TestStaleParameter: ?stale and ?stale=true read this node's state with
+// no round trip; ?stale=false is a linearizable read (it commits a read
+// barrier, one raft log entry), not a stale one; any other value is
+// refused with 400 rather than guessed.
+func TestStaleParameter(t *testing.T) {
+	n := testNode(t)
+	h := n.routes()
+	for _, tc := range []struct {
+		query   string
+		code    int
+		barrier bool
+	}{
+		{"", http.StatusNotFound, true},
+		{"?stale", http.StatusNotFound, false},
+		{"?stale=true", http.StatusNotFound, false},
+		{"?stale=1", http.StatusNotFound, false},
+		{"?stale=false", http.StatusNotFound, true},
+		{"?stale=0", http.StatusNotFound, true},
+		{"?stale=maybe", http.StatusBadRequest, false},
+	} {
+		before := n.raft.LastIndex()
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/keys/absent"+tc.query, nil))
+		if w.Code != tc.code {
+			t.Errorf("GET %s: %d %s, want %d", tc.query, w.Code, w.Body, tc.code)
+		}
+		if barrier := n.raft.LastIndex() > before; barrier != tc.barrier {
+			t.Errorf("GET %s: read barrier %v, want %v", tc.query, barrier, tc.barrier)
+		}
+	}
+}
