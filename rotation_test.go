@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,12 +29,16 @@ import (
 type holdFS struct {
 	vfs.FS
 	osBootID
-	mu      sync.Mutex
-	segs    bool
-	held    string
-	entered chan struct{} // closed when the held WAL's Sync starts
-	release chan struct{}
-	sealed  map[string]bool // WAL name -> ended in a seal when removed
+	mu   sync.Mutex
+	segs bool
+	held string
+	// afterSeal holds the held WAL's Syncs only once a seal mark was
+	// written to it (through Write: DisableMmap), so that a test sees
+	// the store as a crash during a seal's last fsync leaves it.
+	afterSeal bool
+	entered   chan struct{} // closed when the held WAL's Sync starts
+	release   chan struct{}
+	sealed    map[string]bool // WAL name -> ended in a seal when removed
 }
 
 func (h *holdFS) Create(name string) (vfs.File, error) {
@@ -74,13 +79,22 @@ func (h *holdFS) holdActive(db *DB) string {
 
 type holdFile struct {
 	vfs.File
-	fs   *holdFS
-	name string
+	fs     *holdFS
+	name   string
+	sealed atomic.Bool // a seal mark was written through Write
+}
+
+func (f *holdFile) Write(b []byte) (int, error) {
+	n, err := f.File.Write(b)
+	if err == nil && isSealMark(b) {
+		f.sealed.Store(true)
+	}
+	return n, err
 }
 
 func (f *holdFile) Sync() error {
 	f.fs.mu.Lock()
-	held := f.fs.held == f.name
+	held := f.fs.held == f.name && (!f.fs.afterSeal || f.sealed.Load())
 	f.fs.mu.Unlock()
 	if held {
 		select {
@@ -417,10 +431,14 @@ func (a *armFS) Create(name string) (vfs.File, error) {
 type armFile struct {
 	vfs.File
 	release chan struct{}
+	err     error // if set, what Sync returns once released, without syncing
 }
 
 func (f *armFile) Sync() error {
 	<-f.release
+	if f.err != nil {
+		return f.err
+	}
 	return f.File.Sync()
 }
 
@@ -503,6 +521,9 @@ type sealFailFS struct {
 	failW   string
 	// failSeals fails every write of a seal mark, to any WAL.
 	failSeals bool
+	// failSegs fails the segment fsyncs held, once released: the flush
+	// fails, and the WAL it would have made obsolete stays live.
+	failSegs bool
 }
 
 // isSealMark reports whether b is one WAL mark record with the seal flag
@@ -519,7 +540,11 @@ func (s *sealFailFS) Create(name string) (vfs.File, error) {
 	}
 	switch filepath.Ext(name) {
 	case base.SegmentExt:
-		return &armFile{File: f, release: s.release}, nil
+		var err error
+		if s.failSegs {
+			err = errors.New("injected segment sync failure")
+		}
+		return &armFile{File: f, release: s.release, err: err}, nil
 	case base.WALExt:
 		return &sealFailFile{File: f, fs: s, name: filepath.Base(name)}, nil
 	}
