@@ -762,6 +762,13 @@ func (q *commitQueue) awaitPublished(db *DB, seq uint64) error {
 	return q.failed
 }
 
+// failure returns the error the queue failed with (q.failed), or nil.
+func (q *commitQueue) failure() error {
+	q.pmu.Lock()
+	defer q.pmu.Unlock()
+	return q.failed
+}
+
 // failQueued is failQueuedLocked for a caller without q.pmu, which
 // acknowledges the groups it takes out.
 func (q *commitQueue) failQueued(err error) {
@@ -831,7 +838,19 @@ func (q *commitQueue) syncQueued(db *DB) error {
 
 // syncHeld fsyncs logw as the holder of the sync role (acquireSync),
 // publishes and acknowledges the groups it covered, and keeps the role.
+//
+// Once the queue has failed it fsyncs nothing and fails the groups
+// waiting. The failure may have left a WAL a rotation replaced unsealed
+// (a failed fsync or seal in endWAL or sealNow), and recovery takes a
+// mark in a newer WAL that claims synced bytes past its creation for
+// proof that every older WAL was sealed (wal/FORMAT.md): a newer WAL
+// fsynced now would get such a mark with its next write or its seal.
+// Nothing would be published by the fsync anyway (synced).
 func (q *commitQueue) syncHeld(db *DB, logw *wal.Writer) error {
+	if err := q.failure(); err != nil {
+		q.failQueued(err)
+		return err
+	}
 	start := time.Now()
 	err := logw.Sync()
 	done, err := q.synced(db, err, time.Since(start), nil)

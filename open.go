@@ -487,8 +487,14 @@ func (db *DB) closeFiles() error {
 	if db.logw != nil {
 		// Sealed, so that damage to the log's last records is reported as
 		// corruption at the next Open rather than dropped as the torn tail
-		// a crash leaves.
-		errs = append(errs, db.logw.Seal(), db.logw.Close())
+		// a crash leaves; but not once the commit queue has failed: an
+		// older WAL may then be unsealed, and a seal here claims this
+		// WAL's bytes synced, which recovery would take for proof that
+		// every older WAL was sealed (see syncHeld).
+		if db.commit.failure() == nil {
+			errs = append(errs, db.logw.Seal())
+		}
+		errs = append(errs, db.logw.Close())
 	}
 	db.dropSpareLocked()
 	if rs := db.current.Swap(nil); rs != nil {
