@@ -441,3 +441,71 @@ func TestDamagedLengthIntoPreallocatedZeros(t *testing.T) {
 		}
 	}
 }
+
+// TestSyncedPastCreation: a log claims bytes synced past its creation
+// only with a mark written after an fsync that covered a write to it. The
+// mark before its first write claims what its creation synced (the file
+// header and the first mark), and so does the seal of a log never
+// written; neither is proof that an older log was sealed.
+func TestSyncedPastCreation(t *testing.T) {
+	created := func(t *testing.T) (*fakeFile, *Writer) {
+		f := &fakeFile{}
+		w, err := NewMarkedWriter(f, "000007.wal", Mark{BootID: bootA})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Sync(); err != nil { // as the store creates a log
+			t.Fatal(err)
+		}
+		return f, w
+	}
+	write := func(t *testing.T, w *Writer, p string) {
+		if _, err := w.WriteRecords([]byte(p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name  string
+		steps func(t *testing.T, w *Writer)
+		want  bool
+	}{
+		{"created", func(*testing.T, *Writer) {}, false},
+		{"written", func(t *testing.T, w *Writer) { write(t, w, "a"); write(t, w, "b") }, false},
+		{"written, synced", func(t *testing.T, w *Writer) { write(t, w, "a"); mustSync(t, w) }, false},
+		{"written, synced, written", func(t *testing.T, w *Writer) { write(t, w, "a"); mustSync(t, w); write(t, w, "b") }, true},
+		{"sealed unwritten", func(t *testing.T, w *Writer) { mustSeal(t, w) }, false},
+		{"written, sealed", func(t *testing.T, w *Writer) { write(t, w, "a"); mustSeal(t, w) }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, w := created(t)
+			tc.steps(t, w)
+			data := bytes.Clone(f.Bytes())
+			got, err := SyncedPastCreation(testFS, writeFile(t, data))
+			if err != nil || got != tc.want {
+				t.Fatalf("SyncedPastCreation = %v, %v; want %v", got, err, tc.want)
+			}
+			if tc.want {
+				// Damage before the mark hides it: only marks read in
+				// order count, never bytes that look like one.
+				data[fileHeaderSize+recordHeaderSize+markLen+recordHeaderSize+markLen+recordHeaderSize] ^= 1
+				if got, err := SyncedPastCreation(testFS, writeFile(t, data)); err != nil || got {
+					t.Fatalf("with the first batch damaged: SyncedPastCreation = %v, %v; want false", got, err)
+				}
+			}
+		})
+	}
+}
+
+func mustSync(t *testing.T, w *Writer) {
+	t.Helper()
+	if err := w.Sync(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func mustSeal(t *testing.T, w *Writer) {
+	t.Helper()
+	if err := w.Seal(); err != nil {
+		t.Fatal(err)
+	}
+}

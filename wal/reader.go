@@ -47,6 +47,10 @@ type Reader struct {
 	err     error
 	first   *Mark // the log's first mark, once read
 	sealed  bool  // the last record read is a seal (Mark.Seal)
+	// firstEnd is where the first mark ends; claimed says a later mark
+	// claims bytes past it synced (SyncedPastCreation).
+	firstEnd int64
+	claimed  bool
 
 	unsyncedMayBeLost bool     // AllowUnsyncedLoss was called
 	boot              [16]byte // the current boot, for AllowUnsyncedLoss
@@ -85,6 +89,14 @@ func (r *Reader) Whole(boot [16]byte) (marked, sealed, thisBoot bool) {
 	marked = r.first != nil
 	return marked, r.sealed, marked && knownBoot(boot) && r.first.BootID == boot
 }
+
+// SyncedPastCreation reports whether a mark Next has read, after the
+// log's first, claims bytes synced that were written after that first
+// mark: an fsync of the log covered a write made to it, not just the
+// fsync that created it (which covers the file header and the first
+// mark). The store fsyncs a log past its creation only once every older
+// log is sealed, so such a mark proves they were (see FORMAT.md).
+func (r *Reader) SyncedPastCreation() bool { return r.claimed }
 
 // Offset returns the end of the last record Next returned, or of the file
 // header. After a torn tail, this is the size the log should be truncated
@@ -127,6 +139,9 @@ func (r *Reader) next() ([]byte, error) {
 		}
 		if r.first == nil {
 			r.first = &m
+			r.firstEnd = r.off + recordHeaderSize + markLen
+		} else if m.Synced > r.firstEnd {
+			r.claimed = true
 		}
 		r.sealed = m.Seal
 		r.off += recordHeaderSize + markLen
