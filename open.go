@@ -366,6 +366,9 @@ func (db *DB) replay(logs []uint64, flushedSeq uint64) (*memtable.Memtable, erro
 			}
 			return err
 		})
+		if err == nil && (res.Unsynced || i < len(logs)-1 && mayHaveLostTail(opts, res)) {
+			err = sealProven(db.fs, db.dir, logs, i, res)
+		}
 		switch {
 		case err != nil:
 			return nil, fmt.Errorf("bloomkv: replay %s: %w", name, err)
@@ -400,6 +403,33 @@ func (db *DB) replay(logs []uint64, flushedSeq uint64) (*memtable.Memtable, erro
 // those earlier rotations also fsynced first).
 func mayHaveLostTail(opts wal.RecoverOptions, res wal.Result) bool {
 	return res.Marked && !res.Sealed && !res.ThisBoot && !opts.Complete
+}
+
+// sealProven checks logs[i], whose recovery (res) would end the store's
+// history there, for a later WAL that proves it was sealed: one holding
+// a mark that claims bytes synced past its creation
+// (wal.SyncedPastCreation). The sync role fsyncs a WAL only once every
+// WAL a rotation replaced before it is sealed, and no WAL at all once an
+// fsync or a seal has failed (syncHeld, closeFiles); so logs[i] ended in
+// a seal that was durable, and a seal missing or damaged, or damage
+// before it, is the media's, not a crash's: the later WALs hold writes
+// acknowledged as synced. It is corruption at res.ValidSize, where the
+// damage (or the end of the file) is. A crash during the seal leaves no
+// such proof: nothing is fsynced past its creation in a newer WAL before
+// the seal's fsync returns.
+func sealProven(fsys vfs.FS, dir string, logs []uint64, i int, res wal.Result) error {
+	for _, num := range logs[i+1:] {
+		later := base.WALFileName(num)
+		proof, err := wal.SyncedPastCreation(fsys, pathIn(dir, later))
+		if err != nil {
+			return err
+		}
+		if proof {
+			return base.Corruptf(base.WALFileName(logs[i]), res.ValidSize,
+				"the WAL does not end in a whole seal (damaged or missing from here), but %s, a later WAL, holds a mark claiming bytes synced, which no fsync makes before this WAL's seal is durable: the seal was, and the later WALs may hold writes acknowledged as synced", later)
+		}
+	}
+	return nil
 }
 
 // walRecoverOptions says how far recovery may trust logs[i]: a power cut

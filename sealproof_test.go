@@ -1,12 +1,14 @@
 package bloomkv
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 
@@ -85,8 +87,8 @@ func wantKeys(t *testing.T, db *DB, lo, hi int, what string) {
 // the file, recovery after a reboot used to read it as the torn tail of
 // a WAL that was never sealed, end the store's history there, and drop
 // the later WALs with their acknowledged synced writes. Open must report
-// ErrCorrupt at the seal instead, and leave the file alone; the intact
-// image opens with every write.
+// ErrCorrupt at the seal instead, and leave the file alone, and VerifyDir
+// must report the problem there; the intact image opens with every write.
 func TestDamagedSealOfReplacedWAL(t *testing.T) {
 	db, dir, release := openHoldingSegments(t, true)
 	n, replaced := fillUntilRotated(t, db)
@@ -122,6 +124,12 @@ func TestDamagedSealOfReplacedWAL(t *testing.T) {
 			if tc.damage != nil {
 				bad = tc.damage(append([]byte(nil), data...))
 				mustDo(t, os.WriteFile(filepath.Join(store, name), bad, 0o644))
+			}
+			rep, err := VerifyDir(context.Background(), rebootedFS{vfs.Default}, store)
+			mustDo(t, err)
+			flagged := slices.ContainsFunc(rep.Problems, func(p Problem) bool { return p.File == name && p.Offset == int64(seal) })
+			if flagged != (tc.damage != nil) {
+				t.Errorf("VerifyDir problems %v; want one for %s at %d: %v", rep.Problems, name, seal, tc.damage != nil)
 			}
 			db2, err := Open(store, &Options{FS: rebootedFS{vfs.Default}, MemtableSize: 64 << 10})
 			if tc.damage == nil {

@@ -345,7 +345,14 @@ func verifyClosedDir(ctx context.Context, fsys vfs.FS, dir string, st manifest.S
 			if err != nil {
 				return err
 			}
-			if i < len(logs)-1 && mayHaveLostTail(opts, res) {
+			lost := i < len(logs)-1 && mayHaveLostTail(opts, res)
+			if res.Unsynced || lost {
+				if err := sealProven(fsys, dir, logs, i, res); err != nil {
+					rep.problem(name, err)
+					continue
+				}
+			}
+			if lost {
 				rep.notef(name, "not sealed, and written under another boot: a power cut may have lost its last writes, so Open recovers it and ignores the %d later WALs (none of their writes was synced)", len(logs)-i-1)
 			}
 		}
@@ -499,7 +506,7 @@ func scanWAL(ctx context.Context, f io.Reader, name string, active bool, opts wa
 		default:
 			rep.problem(name, err)
 		}
-		var res wal.Result
+		res := wal.Result{ValidSize: r.Offset(), Unsynced: errors.Is(err, wal.ErrUnsyncedTail)}
 		res.Marked, res.Sealed, res.ThisBoot = r.Whole(opts.BootID)
 		return res, nil
 	}
