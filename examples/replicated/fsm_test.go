@@ -54,6 +54,21 @@ func dump(t *testing.T, f *fsm) map[string]string {
 	return m
 }
 
+// snapshotStream returns the stream a snapshot of f persists.
+func snapshotStream(t *testing.T, f *fsm) []byte {
+	t.Helper()
+	snap, err := f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snap.Release()
+	var s sink
+	if err := snap.Persist(&s); err != nil {
+		t.Fatal(err)
+	}
+	return s.Bytes()
+}
+
 // applyAt applies a command as log entry idx.
 func applyAt(f *fsm, idx uint64, op byte, id, key, value string) any {
 	var idb []byte
@@ -259,16 +274,7 @@ func TestRestoreSwapIsAtomic(t *testing.T) {
 		for k := range 2000 {
 			applyAt(src, uint64(k+1), opPut, "", fmt.Sprintf("k%04d", k), fmt.Sprintf("v%d-%d", i, k))
 		}
-		snap, err := src.Snapshot()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var s sink
-		if err := snap.Persist(&s); err != nil {
-			t.Fatal(err)
-		}
-		snap.Release()
-		streams[i] = s.Bytes()
+		streams[i] = snapshotStream(t, src)
 	}
 	f := testFSM(t, t.TempDir(), 1000)
 	if err := f.Restore(io.NopCloser(bytes.NewReader(streams[0]))); err != nil {
@@ -317,15 +323,7 @@ func TestRestoreSwapIsAtomic(t *testing.T) {
 func TestRestoreFailingCurrentKeepsState(t *testing.T) {
 	src := testFSM(t, t.TempDir(), 1000)
 	applyAt(src, 1, opPut, "", "snap", "s")
-	snap, err := src.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var s sink
-	if err := snap.Persist(&s); err != nil {
-		t.Fatal(err)
-	}
-	snap.Release()
+	stream := snapshotStream(t, src)
 
 	dir := t.TempDir()
 	dst := testFSM(t, dir, 1000)
@@ -336,7 +334,7 @@ func TestRestoreFailingCurrentKeepsState(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(block, "x"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := dst.Restore(io.NopCloser(bytes.NewReader(s.Bytes()))); err == nil {
+	if err := dst.Restore(io.NopCloser(bytes.NewReader(stream))); err == nil {
 		t.Fatal("Restore succeeded with CURRENT unwritable")
 	}
 	if got := dump(t, dst); len(got) != 2 || got["old"] != "o" || dst.applied.Load() != 2 {
@@ -350,7 +348,7 @@ func TestRestoreFailingCurrentKeepsState(t *testing.T) {
 	if err := os.RemoveAll(block); err != nil {
 		t.Fatal(err)
 	}
-	if err := dst.Restore(io.NopCloser(bytes.NewReader(s.Bytes()))); err != nil {
+	if err := dst.Restore(io.NopCloser(bytes.NewReader(stream))); err != nil {
 		t.Fatal(err)
 	}
 	if got := dump(t, dst); len(got) != 1 || got["snap"] != "s" || dst.applied.Load() != 1 {

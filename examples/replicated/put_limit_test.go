@@ -16,12 +16,12 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-// testNode starts a single-node cluster in this process (raft on the
-// in-memory transport, fsynced raftstore, the state machine) and waits
-// until it leads.
-func testNode(t *testing.T) *node {
+// testRaft starts a single-node cluster in dir, in this process (raft on
+// the in-memory transport, fsynced raftstore, the state machine), and
+// waits until it leads. The raft store is closed when the test ends; raft
+// is the caller's to shut down.
+func testRaft(t *testing.T, dir string) (*raft.Raft, *fsm, *raft.FileSnapshotStore) {
 	t.Helper()
-	dir := t.TempDir()
 	sm := testFSM(t, filepath.Join(dir, "fsm"), 1000)
 	store, err := raftstore.New(raftstore.Options{Path: filepath.Join(dir, "raft")})
 	if err != nil {
@@ -45,17 +45,24 @@ func testNode(t *testing.T) *node {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { r.Shutdown().Error() })
-	n := &node{id: "node1", httpAddr: "127.0.0.1:0", raft: r, fsm: sm, logger: slog.New(slog.DiscardHandler),
-		reads: &readBarrier{raft: r, timeout: applyTimeout}}
 	deadline := time.Now().Add(10 * time.Second)
 	for r.State() != raft.Leader {
 		if time.Now().After(deadline) {
+			r.Shutdown().Error()
 			t.Fatal("no leader")
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	return n
+	return r, sm, snaps
+}
+
+// testNode is testRaft's node, with its HTTP routes and read barrier.
+func testNode(t *testing.T) *node {
+	t.Helper()
+	r, sm, _ := testRaft(t, t.TempDir())
+	t.Cleanup(func() { r.Shutdown().Error() })
+	return &node{id: "node1", httpAddr: "127.0.0.1:0", raft: r, fsm: sm, logger: slog.New(slog.DiscardHandler),
+		reads: &readBarrier{raft: r, timeout: applyTimeout}}
 }
 
 // TestPutTooLargeForTheLog: a value bloomkv would hold but whose command

@@ -1,15 +1,9 @@
 package main
 
 import (
-	"io"
 	"log/slog"
-	"path/filepath"
 	"testing"
 	"time"
-
-	"github.com/bloomkv/bloomkv/contrib/raftstore"
-	"github.com/hashicorp/go-hclog"
-	"github.com/hashicorp/raft"
 )
 
 // TestRestartAfterBarrierSnapshot: raft counts barrier entries (one per
@@ -20,36 +14,7 @@ import (
 // without going back in time.
 func TestRestartAfterBarrierSnapshot(t *testing.T) {
 	dir := t.TempDir()
-	sm := testFSM(t, filepath.Join(dir, "fsm"), 1000)
-	store, err := raftstore.New(raftstore.Options{Path: filepath.Join(dir, "raft")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	snaps, err := raft.NewFileSnapshotStore(dir, 2, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	conf := raft.DefaultConfig()
-	conf.LocalID = "node1"
-	conf.NoSnapshotRestoreOnStart = true
-	conf.Logger = hclog.New(&hclog.LoggerOptions{Output: io.Discard, Level: hclog.Off})
-	_, trans := raft.NewInmemTransport("node1")
-	cfg := raft.Configuration{Servers: []raft.Server{{ID: conf.LocalID, Address: trans.LocalAddr()}}}
-	if err := raft.BootstrapCluster(conf, store, store, snaps, trans, cfg); err != nil {
-		t.Fatal(err)
-	}
-	r, err := raft.NewRaft(conf, sm, store, store, snaps, trans)
-	if err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for r.State() != raft.Leader {
-		if time.Now().After(deadline) {
-			t.Fatal("no leader")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	r, sm, snaps := testRaft(t, dir)
 	for _, k := range []string{"a", "b", "c"} {
 		if err := r.Apply(encodeCommand(opPut, nil, []byte(k), []byte("v"+k)), 5*time.Second).Error(); err != nil {
 			t.Fatal(err)
