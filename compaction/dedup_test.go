@@ -52,14 +52,8 @@ func TestDedupKeepsWhatReadersSee(t *testing.T) {
 		for seq := 1; seq <= n; seq++ {
 			vs = append(vs, version{fmt.Sprintf("k%d", rng.IntN(8)), uint64(seq), base.Kind(rng.IntN(2))})
 		}
-		slices.SortFunc(vs, func(a, b version) int {
-			return base.Compare([]byte(a.key), base.MakeTrailer(a.seq, a.kind), []byte(b.key), base.MakeTrailer(b.seq, b.kind))
-		})
-		var snaps []uint64
-		for range rng.IntN(4) {
-			snaps = append(snaps, uint64(rng.IntN(n+1)))
-		}
-		drop := rng.IntN(2) == 0
+		sortVersions(vs)
+		snaps, drop := randomSnapshots(rng, n)
 		d := NewDedup(&versions{vs: vs}, snaps, drop)
 		var out []version
 		for ok := d.First(); ok; ok = d.Next() {
@@ -92,4 +86,21 @@ func TestDedupKeepsWhatReadersSee(t *testing.T) {
 			}
 		}
 	}
+}
+
+// sortVersions puts vs in the order of internal keys: by key, newest
+// first.
+func sortVersions(vs []version) {
+	slices.SortFunc(vs, func(a, b version) int {
+		return base.Compare([]byte(a.key), base.MakeTrailer(a.seq, a.kind), []byte(b.key), base.MakeTrailer(b.seq, b.kind))
+	})
+}
+
+// randomSnapshots draws up to three snapshot sequence numbers in [0, n]
+// and whether a merge may drop the oldest stripe's tombstones.
+func randomSnapshots(rng *rand.Rand, n int) (snaps []uint64, drop bool) {
+	for range rng.IntN(4) {
+		snaps = append(snaps, uint64(rng.IntN(n+1)))
+	}
+	return snaps, rng.IntN(2) == 0
 }

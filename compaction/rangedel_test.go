@@ -103,14 +103,8 @@ func TestDedupWithRangeDelsKeepsWhatReadersSee(t *testing.T) {
 			}
 			vs = append(vs, version{fmt.Sprintf("k%d", rng.IntN(8)), uint64(seq), base.Kind(rng.IntN(2))})
 		}
-		slices.SortFunc(vs, func(a, b version) int {
-			return base.Compare([]byte(a.key), base.MakeTrailer(a.seq, a.kind), []byte(b.key), base.MakeTrailer(b.seq, b.kind))
-		})
-		var snaps []uint64
-		for range rng.IntN(4) {
-			snaps = append(snaps, uint64(rng.IntN(n+1)))
-		}
-		drop := rng.IntN(2) == 0
+		sortVersions(vs)
+		snaps, drop := randomSnapshots(rng, n)
 		l := rangedel.Build(ts)
 		d := NewDedup(&versions{vs: vs}, snaps, drop)
 		d.SetRangeDels(l)
