@@ -60,6 +60,43 @@ func TestUseAfterExpireFaults(t *testing.T) {
 	}
 }
 
+// TestUseAfterManyExpiriesFaults: a slice read long after its lease
+// expired, after many more regions expired and new ones were made and
+// still live, still faults: its address is not handed to a newer region,
+// whose bytes a stale read would otherwise return without a fault. The
+// read runs in a child process, which must die of the fault.
+func TestUseAfterManyExpiriesFaults(t *testing.T) {
+	if os.Getenv("INVARIANTS_CHILD") == "many" {
+		var l Lease
+		g := l.Guard(bytes.Repeat([]byte{'s'}, 100))
+		l.Expire()
+		var live Lease
+		for range 20000 {
+			var m Lease
+			m.Guard(bytes.Repeat([]byte{'x'}, 100))
+			m.Expire()
+			live.Guard(bytes.Repeat([]byte{'n'}, 100))
+		}
+		println("read after expire:", bytes.Clone(g)[0]) // must fault
+		os.Exit(0)
+	}
+	if !Enabled {
+		t.Skip("needs -tags invariants")
+	}
+	if runtime.GOOS == "windows" || runtime.GOOS == "plan9" {
+		t.Skip("expired regions are poisoned, not protected, without mmap")
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestUseAfterManyExpiriesFaults$")
+	cmd.Env = append(os.Environ(), "INVARIANTS_CHILD=many")
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("child read an expired slice and exited normally:\n%s", out)
+	}
+	if !strings.Contains(string(out), "unexpected fault address") && !strings.Contains(string(out), "SIGSEGV") {
+		t.Fatalf("child failed, but not with a memory fault: %v\n%s", err, out)
+	}
+}
+
 func TestCheck(t *testing.T) {
 	Check(true, "never")
 	defer func() {

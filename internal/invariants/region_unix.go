@@ -10,41 +10,62 @@ import (
 
 // A region is memory of its own, outside the Go heap, mapped for one
 // guarded slice: expiring it protects its pages so that any later access
-// faults. The pages are unmapped only after quarantine more regions have
-// expired since, so that a stale slice keeps pointing at protected pages
-// (not at a newer mapping the kernel placed at the same address) for as
-// long as a test could plausibly use it.
+// faults, and gives their memory back (MADV_DONTNEED).
+//
+// Regions are carved from arenas: large address ranges reserved with no
+// access and never unmapped, handed out in order and never twice. So a
+// stale slice points at protected pages for the life of the process, not
+// at a newer region the kernel placed at the same address (which is what
+// unmapping expired regions allowed: once unmapped, the next mmap reused
+// the address, and a stale read returned another slice's bytes, no
+// fault). An expired region costs address space only (a reservation with
+// no access is not charged as committed memory), and an arena of 64 GiB
+// holds 16 million one-page regions.
 type region struct {
-	data []byte
+	data []byte // the region's pages; the guarded slice is a prefix
 }
 
-const quarantine = 1024
+// arenaSize is the address space reserved at a time: 64 GiB on a 64-bit
+// platform, 16 MiB on a 32-bit one.
+const arenaSize = 1 << (24 + 12*(^uint(0)>>63))
 
-var expired struct {
+var arena struct {
 	sync.Mutex
-	ring [quarantine][]byte
-	next int
+	mem  []byte // the current arena, reserved PROT_NONE
+	next int    // the offset of its first page not yet handed out
 }
 
 func newRegion(n int) region {
-	b, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANON)
-	if err != nil {
-		panic("invariants: mmap: " + err.Error())
+	page := unix.Getpagesize()
+	size := (n + page - 1) / page * page
+	arena.Lock()
+	if len(arena.mem)-arena.next < size {
+		// A new arena; the old one stays reserved, its regions live or
+		// protected, so that none of its addresses is reused.
+		mem, err := unix.Mmap(-1, 0, max(arenaSize, size), unix.PROT_NONE, unix.MAP_PRIVATE|unix.MAP_ANON)
+		if err != nil {
+			arena.Unlock()
+			panic("invariants: reserving an arena: " + err.Error())
+		}
+		arena.mem, arena.next = mem, 0
 	}
-	return region{data: b}
+	data := arena.mem[arena.next : arena.next+size : arena.next+size]
+	arena.next += size
+	arena.Unlock()
+	if err := unix.Mprotect(data, unix.PROT_READ|unix.PROT_WRITE); err != nil {
+		panic("invariants: mprotect: " + err.Error())
+	}
+	return region{data: data}
 }
 
 func (r region) expire() {
 	if err := unix.Mprotect(r.data, unix.PROT_NONE); err != nil {
 		panic("invariants: mprotect: " + err.Error())
 	}
-	expired.Lock()
-	old := expired.ring[expired.next]
-	expired.ring[expired.next] = r.data
-	expired.next = (expired.next + 1) % quarantine
-	expired.Unlock()
-	if old != nil {
-		unix.Munmap(old)
+	// The pages' memory goes back to the kernel; the protected addresses
+	// stay reserved.
+	if err := unix.Madvise(r.data, unix.MADV_DONTNEED); err != nil {
+		panic("invariants: madvise: " + err.Error())
 	}
 }
 
