@@ -16,8 +16,8 @@ import (
 // TestUnmappedSegmentStaysProtected checks the invariants build's promise
 // for segment mappings: a read through a slice of a segment's mapping
 // after the segment was unmapped (a release too early, which no lease
-// sees) faults, even once the process has mapped more memory of the same
-// size. With a plain munmap the kernel hands the freed addresses to the
+// sees) faults, even once the process has mapped and unmapped many more
+// segments and mapped more memory of the same size. With a plain munmap the kernel hands the freed addresses to the
 // next mapping, and the stale read returns that mapping's bytes. The read
 // runs in a child process, which must die of the fault.
 func TestUnmappedSegmentStaysProtected(t *testing.T) {
@@ -34,9 +34,17 @@ func TestUnmappedSegmentStaysProtected(t *testing.T) {
 		if err := unmapSegment(m); err != nil {
 			t.Fatal(err)
 		}
-		// Mappings of the same size, as new segments' would be: without
-		// the quarantine the first takes the freed addresses.
-		for range 4 {
+		// Many more segments mapped and unmapped, each followed by a
+		// mapping of the same size, as new segments' would be: the first
+		// to come after a plain munmap of the stale addresses takes them.
+		for range 300 {
+			m, err := mapSegment(f, 1<<20)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := unmapSegment(m); err != nil {
+				t.Fatal(err)
+			}
 			if _, err := unix.Mmap(-1, 0, 1<<20, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANON); err != nil {
 				t.Fatal(err)
 			}

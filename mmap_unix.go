@@ -32,7 +32,7 @@ func mapSegment(f vfs.File, size int64) ([]byte, error) {
 	if size <= 0 || size != int64(int(size)) {
 		return nil, fmt.Errorf("cannot map %d bytes", size)
 	}
-	b, err := unix.Mmap(int(fd), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
+	b, err := invariants.MapFile(int(fd), int(size))
 	if err != nil {
 		return nil, fmt.Errorf("mmap: %w", err)
 	}
@@ -43,7 +43,7 @@ func mapSegment(f vfs.File, size int64) ([]byte, error) {
 	// (segment: MADV_WILLNEED on a growing window once they run
 	// sequentially), as they do with pread.
 	if err := unix.Madvise(b, unix.MADV_RANDOM); err != nil {
-		unix.Munmap(b)
+		unmapSegment(b)
 		return nil, fmt.Errorf("madvise: %w", err)
 	}
 	// A point read of a block the page cache has lost reads it with
@@ -55,7 +55,7 @@ func mapSegment(f vfs.File, size int64) ([]byte, error) {
 }
 
 // unmapSegment ends a segment's mapping once no reader holds the segment.
-// In an invariants build the pages stay reserved and protected for a
-// while (invariants.UnmapFile), so that a read after a premature release
-// faults.
+// In an invariants build its addresses stay reserved with no access for
+// the life of the process (invariants.MapFile, UnmapFile), so that a read
+// after a premature release faults.
 func unmapSegment(b []byte) error { return invariants.UnmapFile(b) }

@@ -4,6 +4,7 @@ package invariants
 
 import (
 	"sync"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -35,23 +36,30 @@ var arena struct {
 	next int    // the offset of its first page not yet handed out
 }
 
-func newRegion(n int) region {
+// reserve hands out the next n bytes of address space, rounded up to
+// whole pages, from the current arena (a new one when it is used up):
+// reserved with no access, never handed out again.
+func reserve(n int) []byte {
 	page := unix.Getpagesize()
 	size := (n + page - 1) / page * page
 	arena.Lock()
+	defer arena.Unlock()
 	if len(arena.mem)-arena.next < size {
 		// A new arena; the old one stays reserved, its regions live or
 		// protected, so that none of its addresses is reused.
 		mem, err := unix.Mmap(-1, 0, max(arenaSize, size), unix.PROT_NONE, unix.MAP_PRIVATE|unix.MAP_ANON)
 		if err != nil {
-			arena.Unlock()
 			panic("invariants: reserving an arena: " + err.Error())
 		}
 		arena.mem, arena.next = mem, 0
 	}
-	data := arena.mem[arena.next : arena.next+size : arena.next+size]
+	b := arena.mem[arena.next : arena.next+size : arena.next+size]
 	arena.next += size
-	arena.Unlock()
+	return b
+}
+
+func newRegion(n int) region {
+	data := reserve(n)
 	if err := unix.Mprotect(data, unix.PROT_READ|unix.PROT_WRITE); err != nil {
 		panic("invariants: mprotect: " + err.Error())
 	}
@@ -69,41 +77,36 @@ func (r region) expire() {
 	}
 }
 
-// mappingQuarantine is how many retired file mappings stay protected
-// before the oldest is unmapped: fewer than the regions, since each holds
-// a whole segment (and, once its file is deleted, the file's blocks on
-// disk), but enough that a mapping released too early is still protected
-// when a test's next reads reach it.
-const mappingQuarantine = 256
-
-var retiredMappings struct {
-	sync.Mutex
-	ring [mappingQuarantine][]byte
-	next int
+// MapFile maps size bytes of the file fd read-only and shared, as mmap
+// does. In an invariants build the mapping is placed in reserved address
+// space (reserve), so that UnmapFile can keep its addresses from reuse.
+func MapFile(fd, size int) ([]byte, error) {
+	if !Enabled {
+		return unix.Mmap(fd, 0, size, unix.PROT_READ, unix.MAP_SHARED)
+	}
+	at := reserve(size)
+	p, err := unix.MmapPtr(fd, 0, unsafe.Pointer(&at[0]), uintptr(size), unix.PROT_READ, unix.MAP_SHARED|unix.MAP_FIXED)
+	if err != nil {
+		return nil, err
+	}
+	return unsafe.Slice((*byte)(p), size), nil
 }
 
-// UnmapFile ends a file mapping, as munmap does. In an invariants build it
-// protects the mapping's pages instead (PROT_NONE), and unmaps them only
-// after mappingQuarantine more mappings have ended: a read of a segment
-// after its last reference was released, by a reader that did not hold
-// one (a premature release, which leases do not see: they guard only
-// what is handed out), then faults at the read, where the address would
-// otherwise still read the file's bytes until the unmap, and afterwards
-// whatever the kernel mapped there next.
+// UnmapFile ends a mapping MapFile made, as munmap does. In an invariants
+// build it replaces the mapping by a reservation with no access, which
+// lets the file go (its blocks are freed once it is deleted) and keeps
+// the addresses from any later mapping: a read of a segment after its
+// last reference was released, by a reader that did not hold one (a
+// premature release, which leases do not see: they guard only what is
+// handed out), faults for the life of the process, where after a plain
+// munmap the kernel would soon place another mapping at the same
+// addresses and the read would return its bytes.
 func UnmapFile(b []byte) error {
 	if !Enabled {
 		return unix.Munmap(b)
 	}
-	if err := unix.Mprotect(b, unix.PROT_NONE); err != nil {
-		return err
-	}
-	retiredMappings.Lock()
-	old := retiredMappings.ring[retiredMappings.next]
-	retiredMappings.ring[retiredMappings.next] = b
-	retiredMappings.next = (retiredMappings.next + 1) % mappingQuarantine
-	retiredMappings.Unlock()
-	if old != nil {
-		return unix.Munmap(old)
-	}
-	return nil
+	page := unix.Getpagesize()
+	size := (len(b) + page - 1) / page * page
+	_, err := unix.MmapPtr(-1, 0, unsafe.Pointer(&b[0]), uintptr(size), unix.PROT_NONE, unix.MAP_PRIVATE|unix.MAP_ANON|unix.MAP_FIXED)
+	return err
 }
