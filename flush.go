@@ -52,12 +52,27 @@ func (db *DB) Flush() error {
 	if db.bgErr != nil {
 		return fmt.Errorf("%w: %w", ErrReadOnly, db.bgErr)
 	}
+	if !last.durable.Load() {
+		// Close stopped the flushes first: the writes are in the WALs,
+		// for the next Open, but not in a segment, as nil would say.
+		return ErrClosed
+	}
 	return nil
 }
 
-// scheduleFlushLocked starts the background flush goroutine unless it runs.
+// scheduleFlushLocked starts the background flush goroutine unless it
+// runs. After Close none starts, and the memtables waiting are released
+// as flushLoop releases them when Close stops it: a Flush that rotated
+// the memtable as Close began waits for its done, which nothing else
+// would close.
 func (db *DB) scheduleFlushLocked() {
-	if db.flushing || len(db.imm) == 0 || db.closed {
+	if db.flushing || len(db.imm) == 0 {
+		return
+	}
+	if db.closed {
+		for _, f := range db.imm {
+			closeOnce(f.done)
+		}
 		return
 	}
 	db.flushing = true
