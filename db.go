@@ -120,10 +120,11 @@ type Options struct {
 	// to a segment. Default 4 MiB. Full memtables wait for their flush
 	// while writes go on in a new one: up to four of them, or as many as
 	// fit in 32 MiB if that is fewer, but at least two. Only beyond that
-	// do writers wait for a flush.
+	// do writers wait for a flush. Valid: 0 (default) to 1 GiB (recovery
+	// replays a whole memtable into memory).
 	MemtableSize int
 	// BlockSize is the target uncompressed size of a segment data block.
-	// Default 4 KiB.
+	// Default 4 KiB. Valid: 0 (default) to 8 MiB.
 	BlockSize int
 	// LargeValueSize is the size from which a segment stores a value apart
 	// from its key, as a value record just before the data block that
@@ -139,7 +140,8 @@ type Options struct {
 	// still checked).
 	DisableValueSeparation bool
 	// BlockCacheSize bounds the memory of decompressed blocks kept for
-	// reuse, shared by all segments. Default 64 MiB.
+	// reuse, shared by all segments. Default 64 MiB. Valid: 0 (default)
+	// or more.
 	BlockCacheSize int64
 	// DisableCompression stores blocks without compression. It is
 	// equivalent to Compression = NoCompression, kept for the programs that
@@ -181,14 +183,16 @@ type Options struct {
 	// compaction merges into one (size-tiered, as Bigtable's merging
 	// compactions). Default 4: with equal flushes the store keeps at most
 	// (FanIn-1)·tiers+1 segments at a write amplification of about
-	// tiers+1 (compaction/DESIGN.md has the simulation).
+	// tiers+1 (compaction/DESIGN.md has the simulation). Valid: 0
+	// (default) or 2 to 64.
 	CompactionFanIn int
 	// CompactionConcurrency is how many background compactions may run at
 	// once, on disjoint runs of segments. Default 1, right for two cores:
 	// a merge is CPU-bound (decode, compare, encode, compress), so a
 	// second one competes with the foreground. More helps on larger
 	// machines, where a long merge of an old tier would otherwise hold up
-	// the cheap merges of fresh flushes behind it.
+	// the cheap merges of fresh flushes behind it. Valid: 0 (default) to
+	// 64.
 	CompactionConcurrency int
 	// DisableAutoCompaction turns background compaction off; Compact
 	// still merges everything on demand.

@@ -1,6 +1,9 @@
 package bloomkv
 
 import (
+	"errors"
+	"math"
+	"strings"
 	"testing"
 )
 
@@ -44,5 +47,49 @@ func TestOptionsZeroValue(t *testing.T) {
 				t.Fatalf("absent-key Get skipped %d segments by filter; want filters: %v", skipped, tc.filters)
 			}
 		})
+	}
+}
+
+// TestOptionsEdgesAccepted: the ends of every option's documented range
+// are accepted, and the values just beyond them refused, so the ranges the
+// Options doc states are the ones Open enforces.
+func TestOptionsEdgesAccepted(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ok   bool
+		set  func(*Options)
+	}{
+		{"BitsPerKey 1", true, func(o *Options) { o.BitsPerKey = 1 }},
+		{"BitsPerKey 64", true, func(o *Options) { o.BitsPerKey = 64 }},
+		{"BitsPerKey 64.5", false, func(o *Options) { o.BitsPerKey = 64.5 }},
+		{"MemtableSize 1", true, func(o *Options) { o.MemtableSize = 1 }},
+		{"MemtableSize 1 GiB", true, func(o *Options) { o.MemtableSize = 1 << 30 }},
+		{"MemtableSize 1 GiB + 1", false, func(o *Options) { o.MemtableSize = 1<<30 + 1 }},
+		{"BlockSize 1", true, func(o *Options) { o.BlockSize = 1 }},
+		{"BlockSize 8 MiB", true, func(o *Options) { o.BlockSize = 8 << 20 }},
+		{"BlockSize 8 MiB + 1", false, func(o *Options) { o.BlockSize = 8<<20 + 1 }},
+		{"LargeValueSize 1", true, func(o *Options) { o.LargeValueSize = 1 }},
+		{"LargeValueSize MaxValueSize", true, func(o *Options) { o.LargeValueSize = MaxValueSize }},
+		{"LargeValueSize MaxValueSize + 1", false, func(o *Options) { o.LargeValueSize = MaxValueSize + 1 }},
+		{"LargeValueSize negative", false, func(o *Options) { o.LargeValueSize = -1 }},
+		{"BlockCacheSize 1", true, func(o *Options) { o.BlockCacheSize = 1 }},
+		{"BlockCacheSize MaxInt64", true, func(o *Options) { o.BlockCacheSize = math.MaxInt64 }},
+		{"FilterBudget MaxInt64", true, func(o *Options) { o.FilterBudget = math.MaxInt64 }},
+		{"CompactionFanIn 2", true, func(o *Options) { o.CompactionFanIn = 2 }},
+		{"CompactionFanIn 64", true, func(o *Options) { o.CompactionFanIn = 64 }},
+		{"CompactionConcurrency 64", true, func(o *Options) { o.CompactionConcurrency = 64 }},
+		{"CompactionConcurrency 65", false, func(o *Options) { o.CompactionConcurrency = 65 }},
+	} {
+		o := DefaultOptions()
+		tc.set(o)
+		_, err := o.validated()
+		switch {
+		case tc.ok && err != nil:
+			t.Errorf("%s: %v, want it accepted", tc.name, err)
+		case !tc.ok && !errors.Is(err, ErrInvalidOptions):
+			t.Errorf("%s: %v, want ErrInvalidOptions", tc.name, err)
+		case !tc.ok && !strings.Contains(err.Error(), strings.Fields(tc.name)[0]+" = "):
+			t.Errorf("%s: %v, want it to name the option", tc.name, err)
+		}
 	}
 }
