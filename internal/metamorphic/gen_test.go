@@ -16,14 +16,14 @@ import (
 // drives it (concurrent: background snapshot readers and flushes).
 type optionSet struct {
 	mmap        bool
-	compression bool
+	compression int // 0: NoCompression, 1: snappy, 2: zstd (bloomkv.Compression by name)
 	memtable    int
 	block       int
 	apart       int // LargeValueSize; 0: DisableValueSeparation
 	cache       int64
 	fanIn       int
 	concurrency int
-	filters     string // off, uniform, optimal, budget
+	filters     string // off, uniform, optimal, budget, uniform-budget
 	bits        float64
 	budget      int64
 	prefix      string // "", "fixed:N", "sep"
@@ -32,6 +32,12 @@ type optionSet struct {
 	concurrent  bool
 	vary        bool // each reopen draws new options (variant)
 }
+
+// filterDraws are the filter settings an option set draws from: none,
+// BitsPerKey for every segment (uniform) or allocated over them
+// (optimal), and each of the two under a FilterBudget, which folds the
+// filters to fit it.
+var filterDraws = []string{"off", "uniform", "optimal", "budget", "uniform-budget"}
 
 // logUniform draws from [lo, hi] with every power of two equally likely.
 func logUniform(r *rand.Rand, lo, hi int) int {
@@ -46,12 +52,12 @@ func logUniform(r *rand.Rand, lo, hi int) int {
 func randomOptions(r *rand.Rand) optionSet {
 	o := optionSet{
 		mmap:        r.IntN(3) > 0,
-		compression: r.IntN(2) == 0,
+		compression: r.IntN(3),
 		memtable:    logUniform(r, 8<<10, 64<<20),
 		block:       logUniform(r, 256, 64<<10),
 		fanIn:       2 + r.IntN(7),
 		concurrency: 1 + r.IntN(4),
-		filters:     []string{"off", "uniform", "optimal", "budget"}[r.IntN(4)],
+		filters:     filterDraws[r.IntN(len(filterDraws))],
 		bits:        float64(1 + r.IntN(20)),
 		sync:        r.IntN(8) == 0,
 		autoCompact: r.IntN(6) > 0,
@@ -64,7 +70,7 @@ func randomOptions(r *rand.Rand) optionSet {
 	if r.IntN(4) > 0 { // values stored apart from their keys, from 1 byte up
 		o.apart = logUniform(r, 1, 8<<10)
 	}
-	if o.filters == "budget" {
+	if strings.HasSuffix(o.filters, "budget") {
 		o.budget = int64(logUniform(r, 64, 256<<10))
 	}
 	switch r.IntN(3) {
@@ -78,7 +84,7 @@ func randomOptions(r *rand.Rand) optionSet {
 
 func (o optionSet) String() string {
 	return fmt.Sprintf("mmap=%d compression=%d memtable=%d block=%d apart=%d cache=%d fanin=%d concurrency=%d filters=%s bits=%g budget=%d prefix=%s sync=%d autocompact=%d concurrent=%d vary=%d",
-		b2i(o.mmap), b2i(o.compression), o.memtable, o.block, o.apart, o.cache, o.fanIn, o.concurrency,
+		b2i(o.mmap), o.compression, o.memtable, o.block, o.apart, o.cache, o.fanIn, o.concurrency,
 		o.filters, o.bits, o.budget, cmpOr(o.prefix, "none"), b2i(o.sync), b2i(o.autoCompact), b2i(o.concurrent), b2i(o.vary))
 }
 
@@ -102,7 +108,10 @@ func parseOptionSet(s string) (optionSet, error) {
 		case "mmap":
 			o.mmap, err = n == 1, nerr
 		case "compression":
-			o.compression, err = n == 1, nerr
+			o.compression, err = int(n), nerr
+			if nerr == nil && (n < 0 || n > 2) {
+				err = fmt.Errorf("bad compression %d", n)
+			}
 		case "memtable":
 			o.memtable, err = int(n), nerr
 		case "block":
@@ -117,7 +126,7 @@ func parseOptionSet(s string) (optionSet, error) {
 			o.concurrency, err = int(n), nerr
 		case "filters":
 			o.filters = v
-			if !slices.Contains([]string{"off", "uniform", "optimal", "budget"}, v) {
+			if !slices.Contains(filterDraws, v) {
 				err = fmt.Errorf("bad filters %q", v)
 			}
 		case "bits":
@@ -163,7 +172,7 @@ func (o optionSet) variant(n int) optionSet {
 func (o optionSet) options() *bloomkv.Options {
 	opts := &bloomkv.Options{
 		DisableMmap:            !o.mmap,
-		DisableCompression:     !o.compression,
+		Compression:            [...]bloomkv.Compression{bloomkv.NoCompression, bloomkv.SnappyCompression, bloomkv.ZstdCompression}[o.compression],
 		MemtableSize:           o.memtable,
 		BlockSize:              o.block,
 		LargeValueSize:         o.apart,
@@ -181,6 +190,9 @@ func (o optionSet) options() *bloomkv.Options {
 	case "uniform":
 		opts.FilterAllocation = bloomkv.FilterUniform
 	case "budget":
+		opts.FilterBudget = o.budget
+	case "uniform-budget":
+		opts.FilterAllocation = bloomkv.FilterUniform
 		opts.FilterBudget = o.budget
 	}
 	if n, ok := strings.CutPrefix(o.prefix, "fixed:"); ok {
