@@ -626,7 +626,12 @@ func (db *DB) getFromSegments(ts *rangeCover, pin int) ([]byte, error) {
 		if ok {
 			return visible(v, vseq, kind, deleted)
 		}
-		if s.reader.ResidentFilter() != nil { // the filter asked: RebuildFilters may have left none
+		// A false positive if the filter asked (RebuildFilters may have
+		// left none) and s holds no version of the key. A Get that sees
+		// every version in s knows that; one older than some of them (a
+		// Snapshot's, a transaction's) does not: s may hold only versions
+		// it cannot see, and then the filter's "maybe" was right.
+		if s.reader.ResidentFilter() != nil && ts.seq >= s.meta.MaxSeq {
 			p.falsePositives++
 		}
 	}

@@ -25,7 +25,10 @@ type Stats struct {
 	FilterNegatives uint64 `json:"filter_negatives"`
 	// FilterFalsePositives is the segments whose filter said "maybe" to a
 	// Get but that did not hold the key, in segments: each cost an index
-	// search and, unless cached, a block read.
+	// search and, unless cached, a block read. A Get through a Snapshot or
+	// a transaction counts none in a segment holding writes made after it
+	// began (the segment may hold only versions of the key it cannot see,
+	// and then the filter was right).
 	FilterFalsePositives uint64 `json:"filter_false_positives"`
 	// BlockReads is the data blocks Gets and iterators read from segment
 	// files or their mappings (block cache misses), in blocks.

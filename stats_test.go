@@ -89,3 +89,39 @@ func TestStatsVar(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestStatsNoFalsePositiveForUnseenVersions: a Get through a Snapshot (or
+// a transaction) that asks a segment holding only versions of its key
+// newer than the Snapshot finds nothing there, but the filter's "maybe"
+// was right: the segment holds the key. It is not a false positive.
+func TestStatsNoFalsePositiveForUnseenVersions(t *testing.T) {
+	o := smallOptions()
+	o.DisableAutoCompaction = true
+	db := mustOpen(t, t.TempDir(), o)
+	defer db.Close()
+	mustDo(t, db.Put([]byte("k"), []byte("v1")))
+	mustDo(t, db.Flush())
+	snap, err := db.NewSnapshot()
+	mustDo(t, err)
+	defer snap.Close()
+	mustDo(t, db.Put([]byte("k"), []byte("v2")))
+	mustDo(t, db.Flush())
+	before := db.Stats()
+	if v, err := snap.Get([]byte("k")); err != nil || string(v) != "v1" {
+		t.Fatalf("snapshot Get = %q, %v", v, err)
+	}
+	txn := db.NewTransaction(false)
+	defer txn.Discard()
+	mustDo(t, db.Put([]byte("k"), []byte("v3")))
+	mustDo(t, db.Flush())
+	if v, err := txn.Get([]byte("k")); err != nil || string(v) != "v2" {
+		t.Fatalf("transaction Get = %q, %v", v, err)
+	}
+	after := db.Stats()
+	if fp := after.FilterFalsePositives - before.FilterFalsePositives; fp != 0 {
+		t.Errorf("Gets of a key every segment holds counted %d filter false positives, want 0", fp)
+	}
+	if probed := after.SegmentsProbed - before.SegmentsProbed; probed != 4 {
+		t.Errorf("%d segments probed, want 4 (2 by each Get)", probed)
+	}
+}
