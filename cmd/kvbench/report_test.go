@@ -14,13 +14,15 @@ func TestComparisonGain(t *testing.T) {
 		{comparison{"block reads", 0.8, 96, fmtNum, "fewer", countFloor}, "120× fewer"},
 		{comparison{"ops/s", 150000, 3000, fmtNum, "faster", 0}, "50× faster"},
 		{comparison{"p99", 20000, 740000, fmtNum, "lower", 0}, "37× lower"},
-		{comparison{"block reads", 0, 96, fmtNum, "fewer", countFloor}, "∞ fewer"},
-		{comparison{"syscalls", 0, 0, fmtNum, "fewer", countFloor}, ""},            // nothing to compare
-		{comparison{"syscalls", 0.00001, 0.0005, fmtNum, "fewer", countFloor}, ""}, // noise
-		{comparison{"rchar", 0.01, 0.9, fmtNum, "fewer", bytesFloor}, ""},          // under a byte per Get
-		{comparison{"probed", 99, 99, fmtNum, "fewer", countFloor}, ""},            // equal
-		{comparison{"segments", 99, 98, fmtNum, "", 0}, ""},                        // setup line
-		{comparison{"ops/s", 1000, 2000, fmtNum, "faster", 0}, "0.5× faster"},      // a loss shows as one
+		{comparison{"block reads", 0, 96, fmtNum, "fewer", countFloor}, ">96,000× fewer"},       // 0 is below the floor too
+		{comparison{"syscr", 3.8e-6, 1.34, fmtNum, "fewer", countFloor}, ">1,340× fewer"},       // noise: not 352,632×
+		{comparison{"rchar", 1.15e-5, 4024, fmtBytesNaN, "fewer", bytesFloor}, ">4,024× fewer"}, // under a byte per Get
+		{comparison{"syscalls", 0, 0, fmtNum, "fewer", countFloor}, ""},                         // nothing to compare
+		{comparison{"syscalls", 0.00001, 0.0005, fmtNum, "fewer", countFloor}, ""},              // noise
+		{comparison{"rchar", 0.01, 0.9, fmtNum, "fewer", bytesFloor}, ""},                       // under a byte per Get
+		{comparison{"probed", 99, 99, fmtNum, "fewer", countFloor}, ""},                         // equal
+		{comparison{"segments", 99, 98, fmtNum, "", 0}, ""},                                     // setup line
+		{comparison{"ops/s", 1000, 2000, fmtNum, "faster", 0}, "0.5× faster"},                   // a loss shows as one
 	}
 	for _, tt := range tests {
 		if got := tt.c.gain(); got != tt.want {
