@@ -39,7 +39,7 @@ func latencyTable(results []result) *table {
 	t := &table{header: []string{"workload", "ops", "ops/s", "mean", "p50", "p99", "p99.9", "max"}}
 	for _, r := range results {
 		l := r.Latency
-		t.add(r.label(), fmtInt(r.Ops), fmtInt(int64(math.Round(r.OpsPerSec))),
+		t.add(r.label(), fmtInt(r.Ops), fmtNum(r.OpsPerSec), // fmtNum: scan-full runs at under 1 op/s
 			fmtLatency(l.Mean), fmtLatency(l.P50), fmtLatency(l.P99), fmtLatency(l.P999), fmtLatency(l.Max))
 	}
 	return t

@@ -87,3 +87,13 @@ func TestReadIOWithoutProcIO(t *testing.T) {
 		t.Errorf("readIO = %+v, want 0.5 block reads and 3 segments per Get", c)
 	}
 }
+
+// TestLatencyTableSlowOps: a workload of fewer than one operation per
+// second (scan-full: one scan of every key) shows its rate, not 0.
+func TestLatencyTableSlowOps(t *testing.T) {
+	var buf bytes.Buffer
+	latencyTable([]result{{Workload: "scan-full", Ops: 1, Seconds: 2.41, OpsPerSec: 1 / 2.41}}).write(&buf)
+	if !strings.Contains(buf.String(), "  0.415  ") {
+		t.Errorf("latency table shows scan-full's 0.415 ops/s as:\n%s", buf.String())
+	}
+}
