@@ -5,12 +5,15 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/bloomkv/bloomkv"
+	"gonum.org/v1/plot/vg/draw"
 )
 
 // config is everything a run depends on; main fills it from the flags and
@@ -223,6 +226,7 @@ func (c config) validate() error {
 	check(c.Keys >= 1 && c.Keys <= 1<<30, "-keys %d: want 1..2^30", c.Keys)
 	check(c.ValueSize >= 0 && c.ValueSize <= 1<<20, "-value-size %d: want 0..1MiB", c.ValueSize)
 	check(c.BitsPerKey == 0 || c.BitsPerKey >= 1 && c.BitsPerKey <= 64, "-bits-per-key %v: want 0 (the default) or 1..64", c.BitsPerKey)
+	check(c.Ops >= 0, "-ops %d: want 0 (use -duration) or more", c.Ops)
 	check(c.Ops > 0 || c.Duration > 0, "need -ops > 0 or -duration > 0")
 	check(c.HitRatio >= 0 && c.HitRatio <= 1, "-hit-ratio %v: want 0..1", c.HitRatio)
 	check(c.CacheSize > 0, "-cache-size must be positive")
@@ -230,7 +234,12 @@ func (c config) validate() error {
 	check(c.NegSegments >= 1 && c.NegSegments <= 10_000, "-neg-segments %d: want 1..10000", c.NegSegments)
 	check(c.FillReportKeys >= 0 && c.FillReportKeys <= 1<<30, "-fill-report-keys %d: want 0..2^30", c.FillReportKeys)
 	check(c.FilterMemoryKeys >= 0 && c.FilterMemoryKeys <= 1<<30, "-filter-memory-keys %d: want 0..2^30", c.FilterMemoryKeys)
-	check(c.FPRKeys >= 1 && c.FPRProbes >= 1, "-fpr-keys and -fpr-probes must be positive")
+	check(c.FPRKeys >= 1 && c.FPRKeys <= 1<<30, "-fpr-keys %d: want 1..2^30", c.FPRKeys)
+	check(c.FPRProbes >= 1 && c.FPRProbes <= 1<<30, "-fpr-probes %d: want 1..2^30", c.FPRProbes)
+	// The plot is written at the end of the run: a format gonum cannot
+	// write must stop it before, not after, the minutes it takes.
+	plotFormat := strings.ToLower(strings.TrimPrefix(filepath.Ext(c.Plot), "."))
+	check(c.Plot == "" || slices.Contains(draw.Formats(), plotFormat), "-plot %q: want a file name ending in .%s", c.Plot, strings.Join(draw.Formats(), ", ."))
 	_, err := bloomkv.ParseCompression(c.Compression)
 	check(err == nil, "-compression %q: want snappy, none or zstd", c.Compression)
 	check(c.Baseline == "" || c.Baseline == "bbolt", "-baseline %q: only bbolt is supported", c.Baseline)

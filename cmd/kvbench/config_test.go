@@ -32,6 +32,9 @@ func TestParseFlagsRejects(t *testing.T) {
 		"-keys 0", "-hit-ratio 1.5", "-baseline leveldb", "-cache-size lots", "-memtable-size 1KiB",
 		"-ops 0 -duration 0s", "-bits-per-key -1", "subcommand", "-neg-segments 0", "-compression lz4",
 		"-readers 0", "-readers 1,x", "-readers 4,",
+		"-ops -5",                                          // not a silent fall back to -duration
+		"-fpr-keys 99999999999", "-fpr-probes 99999999999", // would fail only at the end of the run
+		"-plot fpr.txt", // a format gonum cannot write, found only after the run
 	} {
 		if _, err := parseFlags(strings.Fields(args), io.Discard); err == nil {
 			t.Errorf("%q: accepted", args)
