@@ -42,6 +42,16 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) (err error) 
 	if err := cfg.validate(); err != nil {
 		return err
 	}
+	if cfg.Report != "" { // written at the end: a wrong path must stop the run before it, not after
+		if err := os.MkdirAll(cfg.Report, 0o755); err != nil {
+			return fmt.Errorf("-report: %w", err)
+		}
+		if cfg.ReportPeers != "" {
+			if _, err := readPeers(cfg.ReportPeers); err != nil {
+				return fmt.Errorf("-report-peers: %w", err)
+			}
+		}
+	}
 	b := &bench{cfg: cfg, stderr: stderr, rep: &reporter{text: stdout}, ioCost: probeCost()}
 	closeJSON, err := b.openJSON(stdout)
 	if err != nil {

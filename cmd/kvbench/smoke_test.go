@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -222,5 +223,27 @@ func TestHTMLReport(t *testing.T) {
 	if strings.Contains(html, "src=") || regexp.MustCompile(`href="[^#]`).MatchString(html) ||
 		regexp.MustCompile(`url\([^d]`).MatchString(html) {
 		t.Error("the page links to something: it must be self-contained")
+	}
+}
+
+// TestRunChecksReportFilesFirst: -report-peers is read, and -report's
+// directory made, before the run, so that a wrong path is reported at
+// once rather than after the minutes the run takes.
+func TestRunChecksReportFilesFirst(t *testing.T) {
+	notDir := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(notDir, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for name, set := range map[string]func(*config){
+		"missing peers":       func(c *config) { c.Report, c.ReportPeers = t.TempDir(), filepath.Join(t.TempDir(), "none.jsonl") },
+		"report under a file": func(c *config) { c.Report = filepath.Join(notDir, "report") },
+	} {
+		cfg := tinyConfig(t)
+		set(&cfg)
+		var stdout bytes.Buffer
+		err := run(context.Background(), cfg, &stdout, io.Discard)
+		if err == nil || stdout.Len() != 0 {
+			t.Errorf("%s: run returned %v after writing %d bytes of report; want an error before the run", name, err, stdout.Len())
+		}
 	}
 }
