@@ -145,8 +145,9 @@ while the files are in the page cache (use -drop-cache).
 
 -json FILE writes one JSON object per line: every workload result
 ("kind":"workload", counters as totals over "ops"), every FPR row
-("kind":"fpr") and every point of the filter-memory curve
-("kind":"filter-memory").
+("kind":"fpr"), every point of the filter-memory curve
+("kind":"filter-memory"), every checkpoint of the fill report
+("kind":"fill-report") and, last, the process's memory ("kind":"memory").
 
 Flags:
 `
@@ -185,7 +186,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&cfg.FPRProbes, "fpr-probes", cfg.FPRProbes, "absent keys probed per filter in the FPR sweep")
 	readers := fs.String("readers", "", "also run get-hit and get-miss from this many goroutines at once, a comma-separated `list` (e.g. 1,4,16); empty: skipped")
 	fs.StringVar(&cfg.Baseline, "baseline", "", "also run the workloads on `STORE` (only bbolt)")
-	fs.StringVar(&cfg.JSON, "json", "", "write one JSON object per workload and FPR row to `FILE` (JSON Lines); \"-\" writes them to stdout instead of the text report")
+	fs.StringVar(&cfg.JSON, "json", "", "write one JSON object per workload, FPR row, filter-memory point and fill-report checkpoint to `FILE` (JSON Lines); \"-\" writes them to stdout instead of the text report")
 	fs.StringVar(&cfg.Plot, "plot", "", "write the FPR sweep as a plot to `FILE` (.svg, .png or .pdf)")
 	fs.StringVar(&cfg.Report, "report", "", "write `DIR`/index.html, one self-contained page: a summary chart of filters on and off, throughput, latency percentiles, disk reads avoided, block reads against segments, filter memory, write amplification, the FPR sweep, then the text report")
 	fs.StringVar(&cfg.ReportPeers, "report-peers", "", "with -report: plot other stores' throughput and sync-write scaling from `FILE`, the JSON lines of bench/'s enginebench -all (and -all -sync-scaling)")
