@@ -36,6 +36,9 @@ func (db *DB) Checkpoint(dir string) error {
 		}
 		return fmt.Errorf("bloomkv: checkpoint: %s is inside the store's directory %s: %w", dir, db.dir, err)
 	}
+	if db.isClosed.Load() {
+		return ErrClosed // before dir is made (captureCheckpoint checks again)
+	}
 	if err := checkEmptyDest(db.fs, dir); err != nil {
 		return err
 	}

@@ -155,8 +155,12 @@ func TestCheckpointRefusesNonEmpty(t *testing.T) {
 	empty := t.TempDir()
 	mustDo(t, db.Checkpoint(empty))
 	mustDo(t, db.Close())
-	if err := db.Checkpoint(filepath.Join(t.TempDir(), "x")); !errors.Is(err, ErrClosed) {
+	closedDst := filepath.Join(t.TempDir(), "x")
+	if err := db.Checkpoint(closedDst); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Checkpoint after Close = %v", err)
+	}
+	if _, err := os.Stat(closedDst); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("Checkpoint after Close made its directory: %v", err)
 	}
 	cp := mustOpen(t, empty, nil)
 	defer cp.Close()

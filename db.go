@@ -722,7 +722,9 @@ func (db *DB) DeleteRange(start, end []byte) error {
 
 // Write applies the batch atomically. The batch may be reused once Write
 // returns. It is durable as Options.Sync says: against a process crash
-// always, against power loss only with Sync (or see WriteSync).
+// always, against power loss only with Sync (or see WriteSync). A nil
+// batch is an empty one; an empty batch changes nothing, and returns what
+// a write would (ErrClosed, ErrReadOnly) if the DB takes none.
 func (db *DB) Write(b *Batch) error { return db.write(b, false) }
 
 // WriteSync is Write that also makes the batch, and every write
@@ -733,17 +735,17 @@ func (db *DB) Write(b *Batch) error { return db.write(b, false) }
 func (db *DB) WriteSync(b *Batch) error { return db.write(b, true) }
 
 func (db *DB) write(b *Batch, sync bool) error {
+	if b == nil || b.count == 0 && b.err == nil {
+		db.mu.Lock()
+		err := db.writableLocked()
+		db.mu.Unlock()
+		if err != nil || !sync {
+			return err
+		}
+		return db.Sync()
+	}
 	if b.err != nil {
 		return b.err
-	}
-	if b.count == 0 {
-		if sync {
-			return db.Sync()
-		}
-		if db.isClosed.Load() {
-			return ErrClosed
-		}
-		return nil
 	}
 	return db.commit.submit(db, b, sync)
 }

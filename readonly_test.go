@@ -62,6 +62,11 @@ func TestReadOnlyChangesNothing(t *testing.T) {
 		"Delete":  func() error { return db.Delete([]byte("x")) },
 		"Flush":   db.Flush,
 		"Compact": db.Compact,
+		// An empty batch writes nothing, but a write it is: its answer
+		// says whether writes are taken.
+		"Write(empty)":     func() error { return db.Write(NewBatch()) },
+		"WriteSync(empty)": func() error { return db.WriteSync(NewBatch()) },
+		"Write(nil)":       func() error { return db.Write(nil) },
 	} {
 		if err := call(); !errors.Is(err, ErrReadOnly) {
 			t.Errorf("%s = %v, want ErrReadOnly", name, err)
