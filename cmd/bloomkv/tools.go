@@ -31,6 +31,9 @@ import (
 // a new, empty store.
 func openWritable(dir string) (*bloomkv.DB, error) {
 	if _, err := os.Stat(filepath.Join(dir, base.ManifestName)); err != nil {
+		if _, derr := os.Stat(dir); errors.Is(derr, fs.ErrNotExist) {
+			return nil, fmt.Errorf("%s: no such directory, so no bloomkv store", dir)
+		}
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("%s: not a bloomkv store (no %s)", dir, base.ManifestName)
 		}
