@@ -121,7 +121,11 @@ type Options struct {
 	// while writes go on in a new one: up to four of them, or as many as
 	// fit in 32 MiB if that is fewer, but at least two. Only beyond that
 	// do writers wait for a flush. Valid: 0 (default) to 1 GiB (recovery
-	// replays a whole memtable into memory).
+	// replays a whole memtable into memory). On Linux (without
+	// DisableMmap) each WAL is preallocated to about 1.25 times
+	// MemtableSize, and up to two spare WALs are made ahead of rotations,
+	// so the store's directory holds that much disk for WALs three times
+	// over, plus the WALs of the memtables waiting for their flush.
 	MemtableSize int
 	// BlockSize is the target uncompressed size of a segment data block.
 	// Default 4 KiB. Valid: 0 (default) to 8 MiB.
