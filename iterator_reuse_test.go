@@ -181,3 +181,72 @@ func TestSetPrefixUsesPrefixFilters(t *testing.T) {
 		t.Fatalf("absent prefix: %d prefix filter skips, %d block reads", after.PrefixFilterSkips-mid.PrefixFilterSkips, after.BlockReads-mid.BlockReads)
 	}
 }
+
+// TestBoundsPrefix: only bounds that are exactly the range of the keys
+// with a prefix are read as that prefix (and so let the prefix filters
+// skip segments); bounds whose ends differ in their last byte by more
+// than one, or whose upper is longer, are a range of several prefixes.
+func TestBoundsPrefix(t *testing.T) {
+	for _, c := range []struct {
+		lower, upper, want string
+		isPrefix           bool
+	}{
+		{"k01", "k02", "k01", true},
+		{"ab", "ac", "ab", true},
+		{"a\xff", "b", "a\xff", true},
+		{"a\xff\xff", "b", "a\xff\xff", true},
+		{"k01", "k04", "", false}, // k01, k02 and k03
+		{"k01", "k0", "", false},
+		{"ab", "b", "", false}, // ab to az: not all of a
+		{"a\xff", "a\xff\x01", "", false},
+		{"a", "b\x00", "", false},
+		{"", "a", "", false},
+		{"\xff", "", "", false},
+		{"a\xfe", "b", "", false},
+	} {
+		got := boundsPrefix([]byte(c.lower), []byte(c.upper))
+		if (got != nil) != c.isPrefix || string(got) != c.want {
+			t.Errorf("boundsPrefix(%q, %q) = %q, want %q (a prefix: %v)", c.lower, c.upper, got, c.want, c.isPrefix)
+		}
+	}
+}
+
+// TestSetBoundsOverSeveralPrefixes: bounds that span several whole
+// prefixes, ends differing only in their last byte, find the keys of
+// every prefix between them, though a prefix filter would rule out the
+// first one in some segments.
+func TestSetBoundsOverSeveralPrefixes(t *testing.T) {
+	o := DefaultOptions()
+	o.Prefix = FixedPrefix(3)
+	o.DisableAutoCompaction = true
+	db := mustOpen(t, t.TempDir(), o)
+	defer db.Close()
+	for _, p := range []string{"k01", "k03", "k05"} { // a segment each
+		for i := range 3 {
+			mustDo(t, db.Put(fmt.Appendf(nil, "%s/%d", p, i), []byte("v")))
+		}
+		mustDo(t, db.Flush())
+	}
+	it, err := db.NewIterator(nil)
+	mustDo(t, err)
+	defer it.Close()
+	want := "[k01/0 k01/1 k01/2 k03/0 k03/1 k03/2]"
+	it.SetBounds([]byte("k01"), []byte("k04"))
+	var got []string
+	for k := range it.All() {
+		got = append(got, string(k))
+	}
+	if fmt.Sprint(got) != want {
+		t.Fatalf("SetBounds(k01, k04): %v, want %v", got, want)
+	}
+	it2, err := db.NewIterator(&IterOptions{LowerBound: []byte("k01"), UpperBound: []byte("k04")})
+	mustDo(t, err)
+	defer it2.Close()
+	got = got[:0]
+	for k := range it2.Backward() {
+		got = append([]string{string(k)}, got...)
+	}
+	if fmt.Sprint(got) != want {
+		t.Fatalf("bounds k01, k04 backward: %v, want %v", got, want)
+	}
+}

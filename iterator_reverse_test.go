@@ -217,3 +217,42 @@ func TestIteratorSingleSegmentAllVisible(t *testing.T) {
 	mustDo(t, err)
 	check("two versions of some keys", it, false, func(i int) bool { return i%2 == 0 })
 }
+
+// TestIteratorSingleSegmentUpperIsLargest: read directly from its one
+// segment, an iterator whose exclusive upper bound is the segment's
+// largest key stops before it, whether the segment's entries are all
+// visible puts (a step is the segment's Next) or not.
+func TestIteratorSingleSegmentUpperIsLargest(t *testing.T) {
+	for _, allVisible := range []bool{true, false} {
+		t.Run(fmt.Sprintf("allVisible=%v", allVisible), func(t *testing.T) {
+			o := DefaultOptions()
+			o.DisableAutoCompaction = true
+			db := mustOpen(t, t.TempDir(), o)
+			defer db.Close()
+			for _, k := range []string{"a", "b", "c", "d", "e"} {
+				mustDo(t, db.Put([]byte(k), []byte("v")))
+			}
+			if !allVisible {
+				mustDo(t, db.Delete([]byte("a"))) // a tombstone: not every entry is a visible put
+			}
+			mustDo(t, db.Flush())
+			const upper = "e"
+			it, err := db.NewIterator(&IterOptions{LowerBound: []byte("b"), UpperBound: []byte(upper)})
+			mustDo(t, err)
+			defer it.Close()
+			if it.seg == nil || it.seg.AllVisible(it.seq) != allVisible {
+				t.Fatalf("single segment %v; want one whose entries are all visible puts: %v", it.seg != nil, allVisible)
+			}
+			var got []string
+			for k := range it.All() {
+				got = append(got, string(k))
+			}
+			if want := "[b c d]"; fmt.Sprint(got) != want {
+				t.Fatalf("scan below %q: %v, want %v", upper, got, want)
+			}
+			if it.Seek([]byte(upper)) {
+				t.Fatalf("Seek(%q) at %q, past the upper bound", upper, it.Key())
+			}
+		})
+	}
+}
