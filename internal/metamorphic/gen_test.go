@@ -234,6 +234,7 @@ var opWeights = []struct {
 	{opIterNew, 4}, {opIterFirst, 2}, {opIterLast, 2}, {opIterSeek, 4}, {opIterSeekLT, 3},
 	{opIterSeekOwn, 2}, {opIterSeekLTOwn, 1},
 	{opIterNext, 12}, {opIterPrev, 8}, {opIterClose, 3},
+	{opIterSetBounds, 2}, {opIterSetPrefix, 2}, {opIterSetPrefixOwn, 1},
 	{opScan, 1}, {opFlush, 2}, {opCompact, 1}, {opWait, 1}, {opSync, 1},
 	{opReopen, 1}, {opReadOnly, 1}, {opCheckpoint, 1},
 	{opSetBudget, 1}, {opRebuild, 1},
@@ -412,21 +413,32 @@ func (g *generator) emit(kind opKind) {
 			o.snap = g.snaps[g.r.IntN(len(g.snaps))]
 		}
 		if g.r.IntN(3) == 0 {
-			o.lower = g.boundKey()
-		}
-		if g.r.IntN(3) == 0 {
+			o.lower, o.upper = g.bounds()
+		} else if g.r.IntN(2) == 0 {
 			o.upper = g.boundKey()
-			if o.lower != nil && string(o.lower) > string(o.upper) && g.r.IntN(8) > 0 {
-				o.lower, o.upper = o.upper, o.lower
-			}
 		}
 		if g.r.IntN(3) == 0 {
-			k := g.key()
-			if i := slices.Index(k, '/'); i >= 0 && g.r.IntN(2) == 0 {
-				o.prefix = slices.Clone(k[:i+1]) // a whole SeparatorPrefix prefix
-			} else {
-				o.prefix = slices.Clone(k[:g.r.IntN(len(k)+1)])
-			}
+			o.prefix = g.prefix()
+		}
+	case opIterSetBounds, opIterSetPrefix, opIterSetPrefixOwn:
+		if len(g.iters) == 0 {
+			g.emit(opIterNew)
+			return
+		}
+		o.id = g.iters[g.r.IntN(len(g.iters))]
+		switch kind {
+		case opIterSetBounds:
+			o.lower, o.upper = g.bounds()
+		case opIterSetPrefix:
+			o.prefix = g.prefix()
+		default:
+			o.n = int64(g.r.IntN(6))
+		}
+		// A reused iterator serves lookups: a seek, and a few steps.
+		g.ops = append(g.ops, o)
+		o = op{kind: []opKind{opIterFirst, opIterLast, opIterSeek, opIterSeekLT}[g.r.IntN(4)], id: o.id}
+		if o.kind == opIterSeek || o.kind == opIterSeekLT {
+			o.key = g.boundKey()
 		}
 	case opIterFirst, opIterLast, opIterSeek, opIterSeekLT, opIterSeekOwn, opIterSeekLTOwn, opIterNext, opIterPrev, opIterClose:
 		if len(g.iters) == 0 {
@@ -456,6 +468,51 @@ func (g *generator) emit(kind opKind) {
 		}
 	}
 	g.ops = append(g.ops, o)
+}
+
+// bounds returns an iterator's lower and upper bounds: each a bound key or
+// nil, sometimes both the ends of a prefix (as SetPrefix sets them, so
+// that the prefix filters serve them), and rarely reversed.
+func (g *generator) bounds() (lower, upper []byte) {
+	if g.r.IntN(4) == 0 {
+		p := g.prefix()
+		end := slices.Clone(p)
+		for len(end) > 0 && end[len(end)-1] == 0xff {
+			end = end[:len(end)-1]
+		}
+		if len(end) == 0 {
+			return p, nil
+		}
+		end[len(end)-1]++
+		return p, end
+	}
+	if g.r.IntN(2) == 0 {
+		lower = g.boundKey()
+	}
+	if g.r.IntN(2) == 0 {
+		upper = g.boundKey()
+		if lower != nil && string(lower) > string(upper) && g.r.IntN(8) > 0 {
+			lower, upper = upper, lower
+		}
+	}
+	return lower, upper
+}
+
+// prefix returns an iterator's prefix: a whole SeparatorPrefix prefix of
+// a key, or any prefix of one, sometimes followed by 0xff bytes (whose
+// scan ends at the key space's end or a shorter prefix's).
+func (g *generator) prefix() []byte {
+	k := g.key()
+	var p []byte
+	if i := slices.Index(k, '/'); i >= 0 && g.r.IntN(2) == 0 {
+		p = slices.Clone(k[:i+1])
+	} else {
+		p = slices.Clone(k[:g.r.IntN(len(k)+1)])
+	}
+	if g.r.IntN(8) == 0 {
+		p = append(p, 0xff)
+	}
+	return p
 }
 
 // closeAll closes every open iterator and snapshot, as a reopen needs.

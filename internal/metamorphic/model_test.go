@@ -23,6 +23,7 @@ type model struct {
 }
 
 type modelIter struct {
+	src map[string]string // what the iterator reads, for SetBounds; never changed
 	kvs []kv
 	pos int // -1: not positioned
 }
@@ -137,7 +138,24 @@ func (m *model) apply(o op) string {
 		if _, ok := m.iters[o.id]; ok {
 			return "duplicate-iterator"
 		}
-		m.iters[o.id] = &modelIter{kvs: sortedRange(src, o), pos: -1}
+		if o.snap == 0 {
+			src = maps.Clone(src) // the snapshots' maps are never changed
+		}
+		m.iters[o.id] = &modelIter{src: src, kvs: sortedRange(src, o), pos: -1}
+	case opIterSetBounds, opIterSetPrefix, opIterSetPrefixOwn:
+		it, ok := m.iters[o.id]
+		if !ok {
+			return resNoIter
+		}
+		r := op{lower: o.lower, upper: o.upper, prefix: o.prefix}
+		if o.kind == opIterSetPrefixOwn {
+			r = op{}
+			if it.pos >= 0 {
+				k := it.kvs[it.pos].key
+				r.prefix = []byte(k[:min(int(o.n), len(k))])
+			}
+		}
+		it.kvs, it.pos = sortedRange(it.src, r), -1
 	case opIterFirst, opIterLast, opIterSeek, opIterSeekLT, opIterSeekOwn, opIterSeekLTOwn, opIterNext, opIterPrev:
 		it, ok := m.iters[o.id]
 		if !ok {

@@ -34,16 +34,24 @@ const (
 	opIterNext      opKind = "iter-next"
 	opIterPrev      opKind = "iter-prev"
 	opIterClose     opKind = "iter-close"
-	opScan          opKind = "scan" // a full scan, printed as count and hash
-	opFlush         opKind = "flush"
-	opCompact       opKind = "compact"
-	opWait          opKind = "wait-compactions"
-	opSync          opKind = "sync"
-	opReopen        opKind = "reopen"
-	opReadOnly      opKind = "readonly-reopen" // close, open read-only, scan, reopen writable
-	opCheckpoint    opKind = "checkpoint"      // checkpoint, open the copy, scan it
-	opSetBudget     opKind = "set-filter-budget"
-	opRebuild       opKind = "rebuild-filters"
+	// SetBounds and SetPrefix on an open iterator (lower=, upper=,
+	// prefix= as iter-new's): it keeps the versions of its moment and
+	// shows the keys of the new range. The own variant is SetPrefix of
+	// the first n bytes of the key the iterator is at (the slice its Key
+	// returned; at no key: nil, every key).
+	opIterSetBounds    opKind = "iter-set-bounds"
+	opIterSetPrefix    opKind = "iter-set-prefix"
+	opIterSetPrefixOwn opKind = "iter-set-prefix-own"
+	opScan             opKind = "scan" // a full scan, printed as count and hash
+	opFlush            opKind = "flush"
+	opCompact          opKind = "compact"
+	opWait             opKind = "wait-compactions"
+	opSync             opKind = "sync"
+	opReopen           opKind = "reopen"
+	opReadOnly         opKind = "readonly-reopen" // close, open read-only, scan, reopen writable
+	opCheckpoint       opKind = "checkpoint"      // checkpoint, open the copy, scan it
+	opSetBudget        opKind = "set-filter-budget"
+	opRebuild          opKind = "rebuild-filters"
 )
 
 // valSpec describes a value by how to make it, so that a 64 KiB value
@@ -128,7 +136,7 @@ type op struct {
 	upper  []byte
 	prefix []byte
 	sync   bool  // batch: WriteSync
-	n      int64 // set-filter-budget
+	n      int64 // set-filter-budget; iter-set-prefix-own: the prefix's length
 	batch  []op  // batch: put, delete and delete-range ops
 }
 
@@ -156,7 +164,7 @@ func (o op) String() string {
 		return fmt.Sprintf("%s s%d", o.kind, o.id)
 	case opSnapGet:
 		return fmt.Sprintf("%s s%d %s", o.kind, o.id, q(o.key))
-	case opIterNew:
+	case opIterNew, opIterSetBounds, opIterSetPrefix:
 		s := fmt.Sprintf("%s i%d", o.kind, o.id)
 		if o.snap != 0 {
 			s += fmt.Sprintf(" snap=s%d", o.snap)
@@ -175,6 +183,8 @@ func (o op) String() string {
 		return fmt.Sprintf("%s i%d %s", o.kind, o.id, q(o.key))
 	case opIterFirst, opIterLast, opIterSeekOwn, opIterSeekLTOwn, opIterNext, opIterPrev, opIterClose:
 		return fmt.Sprintf("%s i%d", o.kind, o.id)
+	case opIterSetPrefixOwn:
+		return fmt.Sprintf("%s i%d %d", o.kind, o.id, o.n)
 	case opSetBudget:
 		return fmt.Sprintf("%s %d", o.kind, o.n)
 	}
@@ -283,9 +293,9 @@ func parseOp(line string) (op, error) {
 			o.id, err = parseID(args[0], "s")
 			o.key = []byte(args[1])
 		}
-	case opIterNew:
+	case opIterNew, opIterSetBounds, opIterSetPrefix:
 		if len(args) == 0 {
-			return op{}, fmt.Errorf("iter-new wants an id")
+			return op{}, fmt.Errorf("%s wants an id", o.kind)
 		}
 		if o.id, err = parseID(args[0], "i"); err != nil {
 			return op{}, err
@@ -294,6 +304,10 @@ func parseOp(line string) (op, error) {
 			name, v, _ := strings.Cut(a, "=")
 			switch name {
 			case "snap":
+				if o.kind != opIterNew {
+					err = fmt.Errorf("%s: unknown %q", o.kind, a)
+					break
+				}
 				o.snap, err = parseID(v, "s")
 			case "lower":
 				o.lower = []byte(v)
@@ -302,7 +316,7 @@ func parseOp(line string) (op, error) {
 			case "prefix":
 				o.prefix = []byte(v)
 			default:
-				err = fmt.Errorf("iter-new: unknown %q", a)
+				err = fmt.Errorf("%s: unknown %q", o.kind, a)
 			}
 			if err != nil {
 				return op{}, err
@@ -316,6 +330,12 @@ func parseOp(line string) (op, error) {
 	case opIterFirst, opIterLast, opIterSeekOwn, opIterSeekLTOwn, opIterNext, opIterPrev, opIterClose:
 		if err = want(1); err == nil {
 			o.id, err = parseID(args[0], "i")
+		}
+	case opIterSetPrefixOwn:
+		if err = want(2); err == nil {
+			if o.id, err = parseID(args[0], "i"); err == nil {
+				o.n, err = strconv.ParseInt(args[1], 10, 64)
+			}
 		}
 	case opSetBudget:
 		if err = want(1); err == nil {

@@ -239,6 +239,24 @@ func (r *runner) step(o op) (res string, fatal bool) {
 			return resNoIter, false
 		}
 		return moveIter(it, o), false
+	case opIterSetBounds, opIterSetPrefix, opIterSetPrefixOwn:
+		it, ok := r.iters[o.id]
+		if !ok {
+			return resNoIter, false
+		}
+		switch o.kind {
+		case opIterSetBounds:
+			it.SetBounds(o.lower, o.upper)
+		case opIterSetPrefix:
+			it.SetPrefix(o.prefix)
+		default:
+			k := it.Key()
+			it.SetPrefix(k[:min(int(o.n), len(k))])
+		}
+		if it.Valid() || it.Key() != nil {
+			return fmt.Sprintf("%s left the iterator at %q", o.kind, it.Key()), false
+		}
+		return resOK, false
 	case opIterClose:
 		it, ok := r.iters[o.id]
 		if !ok {
