@@ -557,3 +557,137 @@ func TestTxnManyDeleteRangesStayLinear(t *testing.T) {
 		}
 	}
 }
+
+// TestTxnIteratorKeepsItsMoment is a model test of open iterators of a
+// transaction that goes on writing: each shows the transaction's writes
+// made before it (puts, deletes, range deletions) over the snapshot, not
+// those made after nor the DB's writes since the transaction began, and
+// keeps showing that view after SetBounds and SetPrefix, through seeks,
+// steps and direction changes, while flushes move the data to segments.
+func TestTxnIteratorKeepsItsMoment(t *testing.T) {
+	const keys = 60
+	seeds := uint64(10)
+	if raceEnabled || testing.Short() {
+		seeds = 3
+	}
+	for seed := range seeds {
+		rng := rand.New(rand.NewPCG(seed, 9))
+		o := smallOptions()
+		o.Prefix = FixedPrefix(3)
+		db := mustOpen(t, t.TempDir(), o)
+		model := txnView{}
+		for i := range 300 {
+			k := txnKey(rng.IntN(keys))
+			switch rng.IntN(10) {
+			case 0:
+				mustDo(t, db.Delete(k))
+				delete(model, string(k))
+			case 1:
+				s, e := txnRange(rng, keys)
+				mustDo(t, db.DeleteRange(s, e))
+				model.deleteRange(s, e)
+			default:
+				v := fmt.Sprintf("db%d", i)
+				mustDo(t, db.Put(k, []byte(v)))
+				model[string(k)] = v
+			}
+			if i%100 == 50 {
+				mustDo(t, db.Flush())
+			}
+		}
+		txn := db.NewTransaction(seed%3 != 0)
+		view := model.clone()
+		type open struct {
+			it   *TxnIterator
+			view txnView  // what the transaction saw when it was made
+			want []string // view's keys within the bounds
+			pos  int      // in want; -1: not positioned
+		}
+		var its []*open
+		for step := range 400 {
+			k := txnKey(rng.IntN(keys))
+			switch op := rng.IntN(14); {
+			case op < 3 && txn.update:
+				v := fmt.Sprintf("txn%d", step)
+				mustDo(t, txn.Put(k, []byte(v)))
+				view[string(k)] = v
+			case op < 4 && txn.update:
+				mustDo(t, txn.Delete(k))
+				delete(view, string(k))
+			case op < 5 && txn.update:
+				s, e := txnRange(rng, keys)
+				mustDo(t, txn.DeleteRange(s, e))
+				view.deleteRange(s, e)
+			case op < 6:
+				mustDo(t, db.Put(k, fmt.Appendf(nil, "late%d", step)))
+			case op < 7:
+				if len(its) < 3 {
+					it, err := txn.NewIterator(nil)
+					mustDo(t, err)
+					its = append(its, &open{it: it, view: view.clone(), want: view.sorted(nil, nil), pos: -1})
+				}
+			case op < 8 && len(its) > 0:
+				s := its[rng.IntN(len(its))]
+				var lo, hi []byte
+				if rng.IntN(2) == 0 {
+					lo = fmt.Appendf(nil, "k%d", rng.IntN(7))
+					s.it.SetPrefix(lo)
+					hi = prefixEnd(lo)
+				} else {
+					if rng.IntN(2) == 0 {
+						lo = txnKey(rng.IntN(keys))
+					}
+					if rng.IntN(2) == 0 {
+						hi = txnKey(rng.IntN(keys + 5))
+					}
+					s.it.SetBounds(lo, hi)
+				}
+				s.want, s.pos = s.view.sorted(lo, hi), -1
+			case len(its) > 0:
+				s := its[rng.IntN(len(its))]
+				var name string
+				var ok bool
+				switch rng.IntN(6) {
+				case 0:
+					name, ok, s.pos = "First", s.it.First(), 0
+				case 1:
+					name, ok, s.pos = "Last", s.it.Last(), len(s.want)-1
+				case 2:
+					name, ok, s.pos = "Seek "+string(k), s.it.Seek(k), sort.SearchStrings(s.want, string(k))
+				case 3:
+					name, ok, s.pos = "SeekLT "+string(k), s.it.SeekLT(k), sort.SearchStrings(s.want, string(k))-1
+				case 4:
+					if !s.it.Valid() {
+						continue
+					}
+					name, ok = "Next", s.it.Next()
+					s.pos++
+				default:
+					if !s.it.Valid() {
+						continue
+					}
+					name, ok = "Prev", s.it.Prev()
+					s.pos--
+				}
+				if wantOK := s.pos >= 0 && s.pos < len(s.want); ok != wantOK {
+					t.Fatalf("seed %d step %d: %s = %v, want %v", seed, step, name, ok, wantOK)
+				}
+				if !ok {
+					s.pos = -1
+					continue
+				}
+				if w := s.want[s.pos]; string(s.it.Key()) != w || string(s.it.Value()) != s.view[w] {
+					t.Fatalf("seed %d step %d: %s at %q=%q, want %q=%q", seed, step, name, s.it.Key(), s.it.Value(), w, s.view[w])
+				}
+			}
+			if rng.IntN(50) == 0 {
+				mustDo(t, db.Flush())
+			}
+		}
+		for _, s := range its {
+			mustDo(t, s.it.Close())
+		}
+		txn.Discard()
+		mustDo(t, db.Close())
+	}
+}
