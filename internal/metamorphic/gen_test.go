@@ -472,7 +472,9 @@ func (g *generator) emit(kind opKind) {
 
 // bounds returns an iterator's lower and upper bounds: each a bound key or
 // nil, sometimes both the ends of a prefix (as SetPrefix sets them, so
-// that the prefix filters serve them), and rarely reversed.
+// that the prefix filters serve them) or of a run of prefixes that differ
+// in their last byte (which the filters of the first must not serve), and
+// rarely reversed.
 func (g *generator) bounds() (lower, upper []byte) {
 	if g.r.IntN(4) == 0 {
 		p := g.prefix()
@@ -483,7 +485,11 @@ func (g *generator) bounds() (lower, upper []byte) {
 		if len(end) == 0 {
 			return p, nil
 		}
-		end[len(end)-1]++
+		step := byte(1)
+		if g.r.IntN(3) == 0 {
+			step += byte(1 + g.r.IntN(8))
+		}
+		end[len(end)-1] += min(step, 0xff-end[len(end)-1])
 		return p, end
 	}
 	if g.r.IntN(2) == 0 {
