@@ -73,12 +73,14 @@ type Txn struct {
 	err    error         // why it could not begin (ErrClosed)
 	done   bool          // committed or discarded
 
-	// pending is the write set: for each key written (and not since
-	// deleted by a DeleteRange of the transaction), its last write.
-	// Entries are never changed, only replaced, so that an iterator may
-	// keep the sorted list it was made with.
+	// pending is the write set: for each key written, its last write,
+	// unless a DeleteRange of the transaction made after it deleted it
+	// (dels.deletes), which leaves it here and hides it. Entries are never
+	// changed, only replaced, so that an iterator may keep the sorted list
+	// it was made with.
 	pending map[string]*pendingWrite
-	sorted  []*pendingWrite // pending by key; nil when a write changed it
+	sorted  []*pendingWrite // the writes pending and not deleted, by key; nil when a write changed them
+	writes  uint64          // the transaction's writes so far, DeleteRange included: the next one's order
 	// dels is the union of the transaction's range deletions; replaced,
 	// never changed, as sorted.
 	dels txnDels
@@ -93,6 +95,7 @@ type Txn struct {
 type pendingWrite struct {
 	key, value []byte
 	del        bool
+	order      uint64 // the write's place among the transaction's writes (Txn.writes)
 }
 
 // NewTransaction begins a transaction: read-write if update, else
@@ -164,7 +167,7 @@ func (t *Txn) get(key []byte) ([]byte, error) {
 		return nil, err
 	}
 	if t.update {
-		if w, ok := t.pending[string(key)]; ok {
+		if w, ok := t.pending[string(key)]; ok && !t.dels.deletes(key, w.order) {
 			if w.del {
 				return nil, ErrNotFound
 			}
@@ -221,6 +224,8 @@ func (t *Txn) Delete(key []byte) error {
 }
 
 func (t *Txn) setPending(w *pendingWrite) {
+	t.writes++
+	w.order = t.writes
 	t.pending[string(w.key)] = w
 	t.sorted = nil
 }
@@ -242,14 +247,11 @@ func (t *Txn) DeleteRange(start, end []byte) error {
 		return nil
 	}
 	r := keySpan{start: append([]byte{}, start...), end: bytes.Clone(end)}
-	for k, w := range t.pending {
-		if bytes.Compare(w.key, r.start) >= 0 && bytes.Compare(w.key, r.end) < 0 {
-			delete(t.pending, k)
-			t.sorted = nil
-		}
-	}
-	// A new value: iterators keep the one they were made with.
-	t.dels = t.dels.add(r)
+	// A new value: iterators keep the one they were made with. The
+	// pending writes it deletes stay in t.pending, hidden (dels.deletes).
+	t.writes++
+	t.dels = t.dels.add(r, t.writes)
+	t.sorted = nil
 	return nil
 }
 
@@ -259,7 +261,9 @@ func (t *Txn) sortedPending() []*pendingWrite {
 	if t.sorted == nil && len(t.pending) > 0 {
 		s := make([]*pendingWrite, 0, len(t.pending))
 		for _, w := range t.pending {
-			s = append(s, w)
+			if !t.dels.deletes(w.key, w.order) {
+				s = append(s, w)
+			}
 		}
 		slices.SortFunc(s, func(a, b *pendingWrite) int { return bytes.Compare(a.key, b.key) })
 		t.sorted = s

@@ -1,6 +1,7 @@
 package bloomkv
 
 import (
+	"fmt"
 	"sync/atomic"
 	"testing"
 )
@@ -119,4 +120,27 @@ func BenchmarkBatchTransfer(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
+}
+
+// BenchmarkTxnDeleteRangeAmongWrites: one DeleteRange (of a range holding
+// none of them) in a transaction that holds pending writes, one op per
+// call, at several write-set sizes. A range deletion's cost should follow
+// what it deletes and the deletions before it, not the writes pending.
+func BenchmarkTxnDeleteRangeAmongWrites(b *testing.B) {
+	for _, pending := range []int{0, 1_000, 10_000, 100_000} {
+		b.Run(fmt.Sprintf("pending=%d", pending), func(b *testing.B) {
+			db := mustOpen(b, b.TempDir(), nil)
+			defer db.Close()
+			txn := db.NewTransaction(true)
+			defer txn.Discard()
+			for i := range pending {
+				mustDo(b, txn.Put(fmt.Appendf(nil, "a%08d", i), []byte("v")))
+			}
+			i := 0
+			for b.Loop() {
+				mustDo(b, txn.DeleteRange(fmt.Appendf(nil, "b%08d", i), fmt.Appendf(nil, "b%08d~", i)))
+				i++
+			}
+		})
+	}
 }

@@ -261,19 +261,108 @@ func (ts *txnState) trimLocked() {
 // all n before it, which made n of them in one transaction O(n²): 10^4
 // took 8 s. Neither the lists nor a txnDels change once made (add returns
 // a new one), so an iterator keeps the deletions of its moment.
-type txnDels struct{ levels [][]keySpan }
+//
+// newest holds the same deletions with the order each was made in (the
+// transaction's count of writes, pendingWrite.order), in lists of the
+// same sizes that keep the newest order over each piece of key space: a
+// pending write is deleted if a deletion made after it covers its key. So
+// a DeleteRange need not look at the pending writes at all, which cost it
+// O(pending): 50 ms a call beside 10^5 of them.
+type txnDels struct {
+	levels [][]keySpan
+	newest [][]orderSpan
+}
+
+// orderSpan is a piece of key space, [start, end), and the order of the
+// newest range deletion covering it.
+type orderSpan struct {
+	start, end []byte
+	order      uint64
+}
 
 func (d txnDels) empty() bool { return len(d.levels) == 0 }
 
-// add returns d with r added.
-func (d txnDels) add(r keySpan) txnDels {
+// add returns d with r, the transaction's write number order, added.
+func (d txnDels) add(r keySpan, order uint64) txnDels {
 	levels := make([][]keySpan, len(d.levels), len(d.levels)+1)
 	copy(levels, d.levels)
 	levels = append(levels, []keySpan{r})
+	newest := make([][]orderSpan, len(d.newest), len(d.newest)+1)
+	copy(newest, d.newest)
+	newest = append(newest, []orderSpan{{r.start, r.end, order}})
 	for n := len(levels); n >= 2 && 2*len(levels[n-1]) >= len(levels[n-2]); n-- {
 		levels = append(levels[:n-2], mergeSpans(slices.Concat(levels[n-2], levels[n-1])))
+		newest = append(newest[:n-2], mergeNewest(newest[n-2], newest[n-1]))
 	}
-	return txnDels{levels: levels}
+	return txnDels{levels: levels, newest: newest}
+}
+
+// mergeNewest returns the pieces of a and b (each sorted and disjoint)
+// with, over each, the newest order either gives it: one pass over their
+// bounds, which each list holds in order (start, end, next start, ...).
+func mergeNewest(a, b []orderSpan) []orderSpan {
+	bounds := make([][]byte, 0, 2*(len(a)+len(b)))
+	i, j := 0, 0
+	next := func(l []orderSpan, k int) []byte { // the k-th bound of l
+		if k%2 == 0 {
+			return l[k/2].start
+		}
+		return l[k/2].end
+	}
+	for i < 2*len(a) || j < 2*len(b) {
+		var k []byte
+		switch {
+		case j == 2*len(b) || i < 2*len(a) && bytes.Compare(next(a, i), next(b, j)) <= 0:
+			k, i = next(a, i), i+1
+		default:
+			k, j = next(b, j), j+1
+		}
+		if len(bounds) == 0 || !bytes.Equal(bounds[len(bounds)-1], k) {
+			bounds = append(bounds, k)
+		}
+	}
+	out := make([]orderSpan, 0, len(a)+len(b))
+	i, j = 0, 0
+	for k := 0; k+1 < len(bounds); k++ {
+		lo, hi := bounds[k], bounds[k+1]
+		for i < len(a) && bytes.Compare(a[i].end, lo) <= 0 {
+			i++
+		}
+		for j < len(b) && bytes.Compare(b[j].end, lo) <= 0 {
+			j++
+		}
+		var order uint64
+		if i < len(a) && bytes.Compare(a[i].start, lo) <= 0 {
+			order = a[i].order
+		}
+		if j < len(b) && bytes.Compare(b[j].start, lo) <= 0 {
+			order = max(order, b[j].order)
+		}
+		switch {
+		case order == 0:
+		case len(out) > 0 && out[len(out)-1].order == order && bytes.Equal(out[len(out)-1].end, lo):
+			out[len(out)-1].end = hi
+		default:
+			out = append(out, orderSpan{lo, hi, order})
+		}
+	}
+	return out
+}
+
+// deletes reports whether a deletion of d made after the write numbered
+// order covers key.
+func (d txnDels) deletes(key []byte, order uint64) bool {
+	for _, l := range d.newest {
+		// The last piece starting at or before key is the only candidate.
+		i, found := slices.BinarySearchFunc(l, key, func(s orderSpan, k []byte) int { return bytes.Compare(s.start, k) })
+		if !found {
+			i--
+		}
+		if i >= 0 && bytes.Compare(key, l[i].end) < 0 && l[i].order > order {
+			return true
+		}
+	}
+	return false
 }
 
 // covering returns a span of d that holds key, or nil. Spans of different

@@ -691,3 +691,53 @@ func TestTxnIteratorKeepsItsMoment(t *testing.T) {
 		mustDo(t, db.Close())
 	}
 }
+
+// TestTxnDelsDeletesMatchesModel: a transaction's range deletions answer
+// whether a deletion made after a write covers the write's key exactly as
+// a scan of every deletion would, however the deletions overlap, nest or
+// touch, at every size the lists merge at; and the merged spans cover
+// exactly the keys some deletion covers.
+func TestTxnDelsDeletesMatchesModel(t *testing.T) {
+	rng := rand.New(rand.NewPCG(41, 42))
+	key := func(i int) []byte { return fmt.Appendf(nil, "k%02d", i) }
+	for trial := range 200 {
+		var d txnDels
+		type del struct {
+			r     keySpan
+			order uint64
+		}
+		var model []del
+		n := 1 + rng.IntN(40)
+		for order := uint64(1); order <= uint64(n); order++ {
+			a, b := rng.IntN(30), rng.IntN(31)
+			if a >= b {
+				continue // Txn.DeleteRange drops an empty range
+			}
+			r := keySpan{start: key(a), end: key(b)}
+			if rng.IntN(8) == 0 {
+				r.start = []byte{} // from the first key
+			}
+			d = d.add(r, order)
+			model = append(model, del{r, order})
+			for k := range 32 {
+				kb := key(k)
+				for _, w := range []uint64{0, order / 2, order - 1, order} {
+					want := false
+					for _, m := range model {
+						if m.order > w && bytes.Compare(m.r.start, kb) <= 0 && bytes.Compare(kb, m.r.end) < 0 {
+							want = true
+						}
+					}
+					if got := d.deletes(kb, w); got != want {
+						t.Fatalf("trial %d after %d deletions: deletes(%s, %d) = %v, want %v", trial, len(model), kb, w, got, want)
+					}
+					if w == 0 {
+						if covered := d.covering(kb) != nil; covered != want {
+							t.Fatalf("trial %d after %d deletions: covering(%s) = %v, want %v", trial, len(model), kb, covered, want)
+						}
+					}
+				}
+			}
+		}
+	}
+}
