@@ -195,8 +195,8 @@ func (it *Iterator) build(prefix []byte) {
 		for _, l := range it.mems[i].dels {
 			it.addRangeDels(l)
 		}
-		if it.mems[i].it != nil {
-			it.srcs = append(it.srcs, it.mems[i].it)
+		if mi := it.mems[i].it; mi != nil && it.memOverlaps(mi) {
+			it.srcs = append(it.srcs, mi)
 			it.maxSeqs = append(it.maxSeqs, m.MaxSeq())
 		}
 	}
@@ -235,6 +235,31 @@ func (it *Iterator) build(prefix []byte) {
 		return
 	}
 	it.m.Reset(it.srcs...)
+}
+
+// memOverlaps reports whether the memtable iterator mi holds an entry
+// within the iterator's bounds (or fails, for the merge to report it): a
+// memtable with none is left out of the merge, as a segment whose key
+// range misses the bounds is, so that a bounded scan of one segment keeps
+// the single-segment path while the memtable holds writes elsewhere. The
+// probe's seek replaces the merge's seek of a memtable left out. Entries
+// the memtable gained after the iterator was made may make it count as
+// meeting the bounds; that costs a source, never a key.
+func (it *Iterator) memOverlaps(mi base.InternalIterator) bool {
+	if it.lower == nil && it.upper == nil {
+		return true
+	}
+	var ok bool
+	if it.lower != nil {
+		ok = mi.SeekGE(it.lower)
+	} else {
+		ok = mi.First()
+	}
+	if !ok {
+		return mi.Error() != nil
+	}
+	key, _ := mi.InternalKey()
+	return it.upper == nil || bytes.Compare(key, it.upper) < 0
 }
 
 // boundsPrefix returns lower if [lower, upper) is exactly the range of
