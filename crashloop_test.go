@@ -259,6 +259,12 @@ func TestCrashLoop(t *testing.T) {
 		if duringOpen {
 			delay = time.Duration(rng.IntN(5000)) * time.Microsecond
 		}
+		if round >= rounds {
+			// The extra rounds: the children lived too briefly to flush
+			// and compact (a loaded machine, the invariants build's
+			// guarded copies), so these live up to ten times longer.
+			delay *= time.Duration(1 + rng.IntN(10))
+		}
 		rep := runCrashLoopChild(t, dir, syncOn, base, duringOpen, delay)
 		var inFlight [crashLoopWriters]int
 		for g, n := range rep.acked {
