@@ -1,0 +1,81 @@
+package memtable
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/bloomkv/bloomkv/internal/base"
+	"github.com/bloomkv/bloomkv/internal/rangedel"
+)
+
+// TestRangeDeletesAreRecorded pins what AddRangeDeletes leaves behind: a
+// batch of one tombstone is kept like a larger one, the table is no longer
+// Empty though Len stays 0, MaxSeq covers the tombstones' sequence numbers,
+// the keys are copied, and an empty batch changes nothing.
+func TestRangeDeletesAreRecorded(t *testing.T) {
+	m := New(0)
+	m.AddRangeDeletes(nil)
+	if !m.Empty() || m.RangeDels() != nil || m.RangeDelLists() != nil || m.ApproximateSize() != 0 {
+		t.Fatalf("after an empty batch: Empty %v, RangeDels %v, size %d; want true, nil, 0",
+			m.Empty(), m.RangeDels(), m.ApproximateSize())
+	}
+	start, end := []byte("b"), []byte("d")
+	m.AddRangeDeletes([]rangedel.Tombstone{{Start: start, End: end, Seq: 7}})
+	start[0], end[0] = 'x', 'z' // the table must hold its own copy
+	if m.Empty() || m.Len() != 0 {
+		t.Errorf("with one range tombstone: Empty %v, Len %d; want false, 0", m.Empty(), m.Len())
+	}
+	if m.MaxSeq() != 7 || m.ApproximateSize() <= 0 {
+		t.Errorf("with one range tombstone: MaxSeq %d, size %d; want 7, > 0", m.MaxSeq(), m.ApproximateSize())
+	}
+	for _, tc := range []struct {
+		key     string
+		readSeq uint64
+		want    uint64
+	}{
+		{"a", 10, 0}, {"b", 10, 7}, {"c", 7, 7}, {"c", 6, 0}, {"d", 10, 0}, {"y", 10, 0},
+	} {
+		if got := m.RangeDels().Covering([]byte(tc.key), tc.readSeq); got != tc.want {
+			t.Errorf("Covering(%q, %d) = %d, want %d", tc.key, tc.readSeq, got, tc.want)
+		}
+	}
+
+	m.Add(9, base.KindPut, []byte("k"), []byte("v"))
+	m.AddRangeDeletes([]rangedel.Tombstone{{Start: []byte("c"), End: []byte("f"), Seq: 8}})
+	if m.Empty() || m.MaxSeq() != 9 || m.RangeDels().Covering([]byte("e"), 10) != 8 || m.RangeDels().Covering([]byte("c"), 10) != 8 {
+		t.Errorf("after a second batch: Empty %v, MaxSeq %d, tombstones %v", m.Empty(), m.MaxSeq(), m.RangeDels().Fragments())
+	}
+
+	points := New(0)
+	points.Add(1, base.KindPut, []byte("k"), nil)
+	if points.Empty() {
+		t.Error("a table with one entry and no range tombstone is Empty")
+	}
+}
+
+// TestRangeDelListsHalve pins the shape of the tombstone lists after each
+// batch: each list holds fewer than half the pieces of the one before it,
+// so a reader looks through at most about log₂ n lists, and nothing is
+// lost in the merging.
+func TestRangeDelListsHalve(t *testing.T) {
+	m := New(0)
+	for i := range 100 {
+		m.AddRangeDeletes([]rangedel.Tombstone{{
+			Start: fmt.Appendf(nil, "k%03d", i), End: fmt.Appendf(nil, "k%03d~", i), Seq: uint64(i + 1),
+		}})
+		lists, total := m.RangeDelLists(), 0
+		for j, l := range lists {
+			total += l.Len()
+			if j > 0 && 2*l.Len() >= lists[j-1].Len() {
+				t.Fatalf("after %d batches: list %d has %d pieces, not under half of the %d before it",
+					i+1, j, l.Len(), lists[j-1].Len())
+			}
+		}
+		if total != i+1 || m.RangeDels().Len() != i+1 {
+			t.Fatalf("after %d batches: %d pieces in the lists, %d merged; want %d", i+1, total, m.RangeDels().Len(), i+1)
+		}
+	}
+	if n := len(m.RangeDelLists()); n != 3 { // 100 = 64 + 32 + 4
+		t.Errorf("100 batches in %d lists, want 3", n)
+	}
+}
