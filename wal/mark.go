@@ -64,7 +64,7 @@ func parseMark(p []byte) (m Mark, ok bool) {
 	}
 	copy(m.BootID[:], p[:16])
 	synced := binary.LittleEndian.Uint64(p[16:])
-	if synced > 1<<62 {
+	if synced >= 1<<62 {
 		return Mark{}, false
 	}
 	m.Synced, m.PrevSynced, m.Seal = int64(synced), p[24]&markPrevSynced != 0, p[24]&markSeal != 0

@@ -184,6 +184,43 @@ func TestMalformedMark(t *testing.T) {
 	}
 }
 
+// TestMarkPayloadBounds pins which mark payloads parse, at each bound
+// FORMAT.md sets: exactly 25 bytes, synced below 2^62, and no flag bit but
+// prev synced (bit 0) and seal (bit 1).
+func TestMarkPayloadBounds(t *testing.T) {
+	payload := func(n int, synced uint64, flags byte) []byte {
+		p := make([]byte, max(n, markLen))
+		copy(p, bootA[:])
+		binary.LittleEndian.PutUint64(p[16:], synced)
+		p[24] = flags
+		return p[:n]
+	}
+	for _, tc := range []struct {
+		name string
+		p    []byte
+		want Mark // zero: refused
+	}{
+		{"synced 0", payload(markLen, 0, 0), Mark{BootID: bootA}},
+		{"synced 2^62-1", payload(markLen, 1<<62-1, 0), Mark{BootID: bootA, Synced: 1<<62 - 1}},
+		{"prev synced", payload(markLen, 5, markPrevSynced), Mark{BootID: bootA, Synced: 5, PrevSynced: true}},
+		{"seal", payload(markLen, 5, markSeal), Mark{BootID: bootA, Synced: 5, Seal: true}},
+		{"both flags", payload(markLen, 5, markPrevSynced|markSeal), Mark{BootID: bootA, Synced: 5, PrevSynced: true, Seal: true}},
+		{"synced 2^62", payload(markLen, 1<<62, 0), Mark{}},
+		{"synced 2^62+1", payload(markLen, 1<<62+1, 0), Mark{}},
+		{"synced 2^63", payload(markLen, 1<<63, 0), Mark{}},
+		{"synced 2^64-1", payload(markLen, 1<<64-1, 0), Mark{}},
+		{"flag bit 2", payload(markLen, 5, 1<<2), Mark{}},
+		{"flag bit 7", payload(markLen, 5, 1<<7|markPrevSynced), Mark{}},
+		{"24 bytes", payload(markLen-1, 5, 0), Mark{}},
+		{"26 bytes", payload(markLen+1, 5, 0), Mark{}},
+	} {
+		m, ok := parseMark(tc.p)
+		if ok != (tc.want != Mark{}) || m != tc.want {
+			t.Errorf("%s: parseMark = %+v, %v; want %+v, %v", tc.name, m, ok, tc.want, tc.want != Mark{})
+		}
+	}
+}
+
 // TestSealedLogLastRecordDamageIsCorrupt: the last record of a log is
 // dropped as a torn tail when damaged — what a crash mid-write leaves —
 // unless the log was sealed by a clean close, or its successor vouches it
