@@ -512,3 +512,73 @@ func TestTornLargeRandomRecord(t *testing.T) {
 		}
 	}
 }
+
+// TestReaderIOErrorInsideARecord pins that a read error partway through a
+// record's header or payload is returned as that I/O error, never judged
+// as a torn tail or as corruption from the bytes read so far.
+func TestReaderIOErrorInsideARecord(t *testing.T) {
+	data, offsets := encodeLog(t, rand.New(rand.NewPCG(17, 18)), [][]byte{[]byte("one"), []byte("two, longer")})
+	for _, cut := range []int64{offsets[1] + 4, offsets[1] + recordHeaderSize + 3} {
+		r := NewReader(io.MultiReader(bytes.NewReader(data[:cut]), iotest.ErrReader(errBoom)), "io.wal")
+		got, err := readAll(r)
+		if len(got) != 1 || !errors.Is(err, errBoom) || errors.Is(err, ErrTornTail) || errors.Is(err, base.ErrCorrupt) {
+			t.Errorf("error after %d bytes: read %d records, err %v; want 1 record then the I/O error", cut, len(got), err)
+		}
+	}
+}
+
+// TestDamagedEmptyRecordBeforeValidRecords pins that a record whose bytes
+// a damaged length claims is found even where it starts at the first
+// claimed byte (the damaged record was empty): damage followed by data is
+// corruption, not a torn tail that would drop what follows.
+func TestDamagedEmptyRecordBeforeValidRecords(t *testing.T) {
+	payloads := [][]byte{[]byte("first"), {}, []byte("third")}
+	data, offsets := encodeLog(t, rand.New(rand.NewPCG(19, 20)), payloads)
+	bad := bytes.Clone(data)
+	bad[offsets[1]+7] ^= 0x08 // length 0 + 128 MiB: past the end, below the maximum
+	got, _, err := recoverAll(t, writeFile(t, bad))
+	var ce *base.CorruptError
+	if !errors.As(err, &ce) || ce.Offset != offsets[1] || !equalPayloads(got, payloads[:1]) {
+		t.Fatalf("%v after %d records; want corruption at %d after 1", err, len(got), offsets[1])
+	}
+}
+
+// TestFindRecordKnownTypesOnly pins what counts as a valid record inside
+// the bytes a damaged record claims: a complete record of a known type
+// (full or mark) with a matching checksum, wherever it starts; not one of
+// an unknown type, a bad checksum or cut short. findMark, the search past
+// findRecord's budget, finds marks only.
+func TestFindRecordKnownTypesOnly(t *testing.T) {
+	full := appendRecord(nil, []byte("payload"))
+	mark := appendMark(nil, Mark{BootID: bootA, Synced: 100})
+	badSum := bytes.Clone(full)
+	badSum[0] ^= 1
+	junk := []byte{9, 9, 9}
+	cat := func(bs ...[]byte) []byte { return bytes.Join(bs, nil) }
+	for _, tc := range []struct {
+		name               string
+		b                  []byte
+		wantFind, wantMark int
+	}{
+		{"full record at 0", full, 0, -1},
+		{"full record after junk", cat(junk, full), 3, -1},
+		{"mark at 0", mark, 0, 0},
+		{"mark after junk", cat(junk, mark), 3, 3},
+		{"full record, then a mark", cat(full, mark), 0, len(full)},
+		{"unknown type", appendTyped(nil, recordMark+1, []byte("payload")), -1, -1},
+		{"unknown type, then a mark", cat(appendTyped(nil, recordMark+1, []byte("payload")), mark), len(full), len(full)},
+		{"bad checksum", badSum, -1, -1},
+		{"cut short", full[:len(full)-1], -1, -1},
+		{"mark cut short", mark[:len(mark)-1], -1, -1},
+		{"zeros", make([]byte, 64), -1, -1},
+		// A record of a mark's length is a mark only if its type says so.
+		{"full record of a mark's length", appendRecord(nil, make([]byte, markLen)), 0, -1},
+	} {
+		if got := findRecord(tc.b); got != tc.wantFind {
+			t.Errorf("%s: findRecord = %d, want %d", tc.name, got, tc.wantFind)
+		}
+		if got := findMark(tc.b); got != tc.wantMark {
+			t.Errorf("%s: findMark = %d, want %d", tc.name, got, tc.wantMark)
+		}
+	}
+}
