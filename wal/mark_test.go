@@ -546,3 +546,35 @@ func mustSeal(t *testing.T, w *Writer) {
 		t.Fatal(err)
 	}
 }
+
+// TestReadFirstMark pins what ReadFirstMark answers: the first mark of a
+// marked log, and nothing for a log without marks, one without a valid
+// header, or a file that does not exist.
+func TestReadFirstMark(t *testing.T) {
+	f := &fakeFile{}
+	first := Mark{BootID: bootA, PrevSynced: true}
+	w, err := NewMarkedWriter(f, "000007.wal", first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.WriteRecords([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	marked := bytes.Clone(f.Bytes())
+	unmarked, _ := encodeLog(t, rand.New(rand.NewPCG(21, 22)), [][]byte{[]byte("x")})
+	for _, tc := range []struct {
+		name   string
+		path   string
+		want   Mark
+		wantOK bool
+	}{
+		{"marked log", writeFile(t, marked), first, true},
+		{"log without marks", writeFile(t, unmarked), Mark{}, false},
+		{"bad header", writeFile(t, append([]byte("not a log header"), marked[fileHeaderSize:]...)), Mark{}, false},
+		{"missing file", "/no/such/000008.wal", Mark{}, false},
+	} {
+		if m, ok := ReadFirstMark(testFS, tc.path); m != tc.want || ok != tc.wantOK {
+			t.Errorf("%s: ReadFirstMark = %+v, %v; want %+v, %v", tc.name, m, ok, tc.want, tc.wantOK)
+		}
+	}
+}

@@ -529,17 +529,25 @@ func TestReaderIOErrorInsideARecord(t *testing.T) {
 
 // TestDamagedEmptyRecordBeforeValidRecords pins that a record whose bytes
 // a damaged length claims is found even where it starts at the first
-// claimed byte (the damaged record was empty): damage followed by data is
-// corruption, not a torn tail that would drop what follows.
+// claimed byte (the damaged record was empty), whether the length runs
+// past the end of the file or the claimed bytes fail the checksum: damage
+// followed by data is corruption, not a torn tail that would drop what
+// follows.
 func TestDamagedEmptyRecordBeforeValidRecords(t *testing.T) {
 	payloads := [][]byte{[]byte("first"), {}, []byte("third")}
 	data, offsets := encodeLog(t, rand.New(rand.NewPCG(19, 20)), payloads)
 	bad := bytes.Clone(data)
 	bad[offsets[1]+7] ^= 0x08 // length 0 + 128 MiB: past the end, below the maximum
-	got, _, err := recoverAll(t, writeFile(t, bad))
-	var ce *base.CorruptError
-	if !errors.As(err, &ce) || ce.Offset != offsets[1] || !equalPayloads(got, payloads[:1]) {
-		t.Fatalf("%v after %d records; want corruption at %d after 1", err, len(got), offsets[1])
+	// Or grown to claim exactly the record after it, which fails its
+	// checksum with nothing after the claimed bytes.
+	exact := bytes.Clone(data)
+	binary.LittleEndian.PutUint32(exact[offsets[1]+4:], uint32(len(data)-int(offsets[2])))
+	for _, bad := range [][]byte{bad, exact} {
+		got, _, err := recoverAll(t, writeFile(t, bad))
+		var ce *base.CorruptError
+		if !errors.As(err, &ce) || ce.Offset != offsets[1] || !equalPayloads(got, payloads[:1]) {
+			t.Errorf("%v after %d records; want corruption at %d after 1", err, len(got), offsets[1])
+		}
 	}
 }
 
