@@ -321,3 +321,22 @@ func BenchmarkVisibleOldReader(b *testing.B) {
 		})
 	}
 }
+
+// TestEmptyListQueries pins the answers of an empty list, nil or built
+// from nothing: no bounds, no fragment holding any key, nothing covered.
+func TestEmptyListQueries(t *testing.T) {
+	for name, l := range map[string]*List{"nil": nil, "zero": {}, "built from nothing": Build(nil)} {
+		if start, end := l.Bounds(); start != nil || end != nil {
+			t.Errorf("%s: Bounds = %q, %q; want nil, nil", name, start, end)
+		}
+		if i := l.Find([]byte("k")); i != -1 {
+			t.Errorf("%s: Find = %d, want -1", name, i)
+		}
+		if s := l.Covering([]byte("k"), 100); s != 0 {
+			t.Errorf("%s: Covering = %d, want 0", name, s)
+		}
+		if !l.Empty() || l.Len() != 0 {
+			t.Errorf("%s: Empty %v, Len %d; want true, 0", name, l.Empty(), l.Len())
+		}
+	}
+}
