@@ -340,3 +340,36 @@ func TestEmptyListQueries(t *testing.T) {
 		}
 	}
 }
+
+// TestCursorAgreesWithFind pins that a cursor answers as Find does for
+// every key, whatever key it was asked before: in order, in reverse, and
+// jumping across fragments, gaps and past either end of the list.
+func TestCursorAgreesWithFind(t *testing.T) {
+	l := Build([]Tombstone{
+		{Start: []byte("b"), End: []byte("d"), Seq: 5},
+		{Start: []byte("f"), End: []byte("h"), Seq: 7},
+		{Start: []byte("h"), End: []byte("j"), Seq: 9},
+	})
+	keys := []string{"", "a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "z"}
+	var orders [][]string
+	rev := slices.Clone(keys)
+	slices.Reverse(rev)
+	orders = append(orders, keys, rev)
+	orders = append(orders, []string{"c", "z", "b", "k", "a", "g", "i", "e", "j", "d", "h", "", "f"})
+	for _, order := range orders {
+		c := NewCursor(l)
+		for _, k := range order {
+			var want *Fragment
+			if i := l.Find([]byte(k)); i >= 0 {
+				want = &l.Fragments()[i]
+			}
+			if got := c.At([]byte(k)); got != want {
+				t.Errorf("order %q: At(%q) = %v, want %v", order, k, got, want)
+			}
+		}
+	}
+	var empty Cursor
+	if f := empty.At([]byte("k")); f != nil {
+		t.Errorf("zero Cursor: At = %v, want nil", f)
+	}
+}
