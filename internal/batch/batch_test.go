@@ -200,3 +200,15 @@ func TestDecodedSlicesCannotGrowIntoTheRecord(t *testing.T) {
 		t.Errorf("Decode with appending fn = %q, %v; want [a=1 b=c d=], nil", got, err)
 	}
 }
+
+// TestRecordLayout pins the bytes of a record to the package doc: a
+// 12-byte header of seq (uint64) and count (uint32), little-endian, then
+// the operations.
+func TestRecordLayout(t *testing.T) {
+	rec := AppendOp(nil, base.KindDelete, []byte("a"), nil)
+	SetHeader(rec, 0x0807060504030201, 0x0c0b0a09)
+	want := []byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, byte(base.KindDelete), 1, 'a'}
+	if !bytes.Equal(rec, want) {
+		t.Errorf("record = %v, want %v", rec, want)
+	}
+}
