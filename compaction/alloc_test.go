@@ -395,3 +395,91 @@ func TestBlockedFPRTable(t *testing.T) {
 		}
 	}
 }
+
+// TestFoldKMatchesItsDefinition: FoldK is the k, from OptimalK down to 1,
+// whose worst ratio of FPR to the best k's FPR over the sizes b, b/2, …,
+// b/2^folds (those of at least 1 bit per key) is least, the first such k
+// on a tie: exactly those sizes, no fold more.
+func TestFoldKMatchesItsDefinition(t *testing.T) {
+	for _, layout := range []bloom.Layout{bloom.Blocked, bloom.Classic} {
+		for b := 1.5; b <= 24; b += 0.75 {
+			for folds := 0; folds <= 3; folds++ {
+				want := bloom.OptimalK(layout, b)
+				if folds > 0 {
+					bestWorst := math.Inf(1)
+					for k := bloom.OptimalK(layout, b); k >= 1; k-- {
+						worst := 0.0
+						for j := 0; j <= folds; j++ {
+							size := b / float64(int(1)<<j)
+							if size < 1 {
+								break
+							}
+							worst = max(worst, bloom.FPR(layout, size, k)/bloom.FPR(layout, size, bloom.OptimalK(layout, size)))
+						}
+						if worst < bestWorst {
+							want, bestWorst = k, worst
+						}
+					}
+				}
+				if got := FoldK(layout, b, folds); got != want {
+					t.Errorf("%v: FoldK(%v bits/key, %d folds) = %d, want %d", layout, b, folds, got, want)
+				}
+			}
+		}
+	}
+}
+
+// TestCurveAtEdges: the FPR curve, asked at the bits per key of filters
+// (GeometryFor gives at least 1), takes the 1-bit value just below 1 (the
+// grid point before is no filter size: +Inf), interpolates between grid
+// points without passing either, and holds its last value past the
+// grid's end.
+func TestCurveAtEdges(t *testing.T) {
+	for _, layout := range []bloom.Layout{bloom.Blocked, bloom.Classic} {
+		c := curveFor(layout)
+		one := c.fpr[int(1/allocStep)] // 1 bit per key, the first filter
+		if !math.IsInf(c.fpr[int(1/allocStep)-1], 1) {
+			t.Fatalf("%v: the grid point below 1 bit per key is %v, not +Inf", layout, c.fpr[int(1/allocStep)-1])
+		}
+		for _, b := range []float64{1 - allocStep/2, 1 - allocStep/16, 1} {
+			if got := c.at(b); got != one {
+				t.Errorf("%v: at(%v) = %v, want the 1-bit value %v", layout, b, got, one)
+			}
+		}
+		last := c.fpr[allocPoints-1]
+		for _, b := range []float64{allocMaxBits, allocMaxBits + allocStep/2, 2 * allocMaxBits} {
+			if got := c.at(b); got != last {
+				t.Errorf("%v: at(%v) = %v, want the last grid value %v", layout, b, got, last)
+			}
+		}
+		for g := int(1 / allocStep); g+1 < allocPoints; g += 37 {
+			b := (float64(g) + 0.5) * allocStep
+			if got := c.at(b); got > c.fpr[g] || got < c.fpr[g+1] {
+				t.Errorf("%v: at(%v) = %v, outside [%v, %v]", layout, b, got, c.fpr[g+1], c.fpr[g])
+			}
+		}
+	}
+}
+
+// TestSegmentFilterWithoutBudgetKeepsAFilter: without a byte budget every
+// segment gets a filter, where the optimal allocation of the same memory
+// alone would give it none (at 1 bit per key a filter passes 63% of absent
+// keys, and the optimum spends the bits of the largest segment's on the
+// others); with a budget too small for it, it may get none.
+func TestSegmentFilterWithoutBudgetKeepsAFilter(t *testing.T) {
+	others := []uint64{1000}
+	const n = 1 << 16
+	for _, layout := range []bloom.Layout{bloom.Blocked, bloom.Classic} {
+		mem := float64(bloom.BitsFor(layout, 1000, 1) + bloom.BitsFor(layout, n, 1))
+		if b := AllocateBits(layout, []uint64{1000, n}, mem)[1]; b != 0 {
+			t.Fatalf("%v: the allocation gives the %d-key segment %v bits per key: the case does not test the rule", layout, n, b)
+		}
+		g, ok := SegmentFilter(layout, others, n, 1, 0, 4)
+		if !ok || g.Bits == 0 {
+			t.Errorf("%v: a %d-key segment beside a 1,000-key one at 1 bit per key, no budget: filter %v, %+v", layout, n, ok, g)
+		}
+		if _, ok := SegmentFilter(layout, others, n, 1, 1, 4); ok {
+			t.Errorf("%v: a budget of 1 bit gave the %d-key segment a filter", layout, n)
+		}
+	}
+}
