@@ -228,8 +228,12 @@ func roundHalvable(u uint64) uint64 {
 	return c << shift
 }
 
-// OptimalK is the probe count that minimises the theoretical FPR at
-// bitsPerKey for the layout.
+// OptimalK is the probe count for a filter of bitsPerKey: for Blocked the
+// integer k that minimises its theoretical FPR; for Classic round(b·ln 2),
+// the nearest integer to the real k that minimises (1-e^(-k/b))^k, which
+// the integer minimiser differs from only near a half-integer and by under
+// 1% of FPR (at 2.1 bits per key k = 2 passes 37.7% of absent keys, the
+// k = 1 returned 37.9%).
 func OptimalK(layout Layout, bitsPerKey float64) int {
 	k0 := int(math.Round(bitsPerKey * math.Ln2))
 	k0 = min(max(k0, 1), MaxK)
