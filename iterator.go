@@ -21,9 +21,10 @@ type IterOptions struct {
 	// UpperBound, if set, is the end of the range (exclusive).
 	UpperBound []byte
 	// Prefix, if set, narrows the range to the keys that start with it
-	// (within LowerBound and UpperBound when those are set too). If it is
-	// a whole prefix of Options.Prefix, segments whose prefix filter says
-	// it is absent are skipped with no I/O (PrefixExtractor).
+	// (within LowerBound and UpperBound when those are set too). If it is,
+	// or begins with, a whole prefix of Options.Prefix, segments whose
+	// prefix filter says that prefix is absent are skipped with no I/O
+	// (PrefixExtractor).
 	Prefix []byte
 	// FillCache puts the blocks the iterator reads into the block cache.
 	// Off by default, so a full scan does not evict the blocks that Gets
@@ -291,9 +292,10 @@ func boundsPrefix(lower, upper []byte) []byte {
 // Key and Value end, and the next use must be First, Last, Seek or
 // SeekLT (Next and Prev return false until then). The versions it shows
 // stay those of the moment it was made. If [lower, upper) is the range of
-// a whole prefix p (lower = p, upper = p with its last byte that is not
-// 0xff incremented, as SetPrefix sets), segments whose prefix filter rules
-// p out are skipped with no I/O. On a closed iterator, or one stopped by
+// the keys that begin with p (lower = p, upper = p with its last byte that
+// is not 0xff incremented, as SetPrefix sets) and p is or begins with a
+// whole prefix, segments whose prefix filter rules that prefix out are
+// skipped with no I/O. On a closed iterator, or one stopped by
 // an error, SetBounds does nothing.
 func (it *Iterator) SetBounds(lower, upper []byte) {
 	if it.err != nil {
@@ -309,8 +311,9 @@ func (it *Iterator) SetBounds(lower, upper []byte) {
 }
 
 // SetPrefix narrows the iterator to the keys that start with p, as
-// SetBounds(p, the first key after them) does: with a whole prefix of
-// Options.Prefix, segments whose prefix filter rules p out are skipped.
+// SetBounds(p, the first key after them) does: where p is or begins with
+// a whole prefix of Options.Prefix, segments whose prefix filter rules it
+// out are skipped.
 // A reused iterator serves a prefix lookup with SetPrefix and First.
 func (it *Iterator) SetPrefix(p []byte) {
 	end := append(it.endBuf[:0], p...)

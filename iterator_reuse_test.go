@@ -292,3 +292,53 @@ func BenchmarkBoundedScanBesideWrites(b *testing.B) {
 	}
 	b.ReportMetric(float64(keys)/float64(b.N), "keys/op")
 }
+
+// TestLongerPrefixUsesPrefixFilters: a scan of a prefix longer than the
+// extractor's (p = "p213/1" under FixedPrefix(4), "u213:1" under
+// SeparatorPrefix(':')) reads only keys whose prefix is its whole prefix
+// q ("p213", "u213:"), so the prefix filters of q may skip segments: an
+// absent one inside a segment's key range reads no block, and a present
+// one finds every key.
+func TestLongerPrefixUsesPrefixFilters(t *testing.T) {
+	for _, c := range []struct {
+		px              *PrefixExtractor
+		key             func(s, i int) []byte
+		present, absent string
+		want            int
+	}{
+		{FixedPrefix(4), func(s, i int) []byte { return fmt.Appendf(nil, "p%d%02d/%03d", s, i%50, i) }, "p213/1", "p12a/1", 2},
+		{SeparatorPrefix(':'), func(s, i int) []byte { return fmt.Appendf(nil, "u%d%02d:%03d", s, i%50, i) }, "u213:1", "u12a:1", 2},
+	} {
+		o := DefaultOptions()
+		o.Prefix = c.px
+		o.DisableAutoCompaction = true
+		db := mustOpen(t, t.TempDir(), o)
+		for s := range 4 { // four segments, each with its own prefixes
+			for i := range 200 {
+				mustDo(t, db.Put(c.key(s, i), []byte("v")))
+			}
+			mustDo(t, db.Flush())
+		}
+		scan := func(p string) (n int, skips, blocks uint64) {
+			before := db.Stats()
+			it, err := db.NewIterator(&IterOptions{Prefix: []byte(p)})
+			mustDo(t, err)
+			for ok := it.First(); ok; ok = it.Next() {
+				if !bytes.HasPrefix(it.Key(), []byte(p)) {
+					t.Fatalf("%s: prefix %q: key %q", c.px.Name, p, it.Key())
+				}
+				n++
+			}
+			mustDo(t, it.Close())
+			after := db.Stats()
+			return n, after.PrefixFilterSkips - before.PrefixFilterSkips, after.BlockReads - before.BlockReads
+		}
+		if n, _, _ := scan(c.present); n != c.want {
+			t.Errorf("%s: prefix %q: %d keys, want %d", c.px.Name, c.present, n, c.want)
+		}
+		if n, skips, blocks := scan(c.absent); n != 0 || skips != 1 || blocks != 0 {
+			t.Errorf("%s: absent prefix %q: %d keys, %d segments skipped, %d blocks read; want 0, 1, 0", c.px.Name, c.absent, n, skips, blocks)
+		}
+		mustDo(t, db.Close())
+	}
+}

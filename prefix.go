@@ -15,8 +15,9 @@ import (
 // A PrefixExtractor tells the store what a key's prefix is, as Pebble's
 // Comparer.Split does: with Options.Prefix set, every segment carries a
 // second Bloom filter, of the distinct prefixes of its keys, and an
-// Iterator whose IterOptions.Prefix is a whole prefix skips, with no I/O,
-// every segment whose prefix filter says the prefix is not there.
+// Iterator whose IterOptions.Prefix is, or begins with, a whole prefix
+// skips, with no I/O, every segment whose prefix filter says that prefix
+// is not there.
 //
 // Split returns the length of key's prefix: n in [1, len(key)] means
 // key[:n] is its prefix; 0 means the key has no prefix (such keys are
@@ -165,18 +166,26 @@ func (db *DB) checkPrefixExtractor(st manifest.State, replayed *memtable.Memtabl
 // skip segments by their prefix filters, and counts what it does.
 type prefixProbe struct {
 	name          string // the extractor's name; "" if the filters are not used
-	h             uint64 // bloom.Hash(p)
+	h             uint64 // bloom.Hash of p's whole prefix
 	probes, skips uint64
 }
 
 // newPrefixProbe returns the probe for p: active if the DB has a prefix
-// extractor and p is a whole prefix of it.
+// extractor and p begins with a whole prefix q of it (p itself, or a
+// longer scan prefix: "p213/1" under FixedPrefix(4), "user:4" under
+// SeparatorPrefix(':')). By the extractor's contract every key that
+// begins with the whole prefix q has prefix q, so the keys p finds are
+// among those q's filter holds.
 func (db *DB) newPrefixProbe(p []byte) prefixProbe {
 	px := db.opts.Prefix
-	if px == nil || len(p) == 0 || px.prefixLen(p) != len(p) {
+	if px == nil || len(p) == 0 {
 		return prefixProbe{}
 	}
-	return prefixProbe{name: px.Name, h: bloom.Hash(p)}
+	n := px.prefixLen(p)
+	if n == 0 || n < len(p) && px.prefixLen(p[:n]) != n {
+		return prefixProbe{}
+	}
+	return prefixProbe{name: px.Name, h: bloom.Hash(p[:n])}
 }
 
 // skip reports whether segment s cannot hold a key with the prefix: its
