@@ -366,7 +366,7 @@ func (db *DB) replay(logs []uint64, flushedSeq uint64) (*memtable.Memtable, erro
 			}
 			return err
 		})
-		if err == nil && (res.Unsynced || i < len(logs)-1 && mayHaveLostTail(opts, res)) {
+		if err == nil && (res.Unsynced || i < len(logs)-1 && unsealed(opts, res)) {
 			err = sealProven(db.fs, db.dir, logs, i, res)
 		}
 		switch {
@@ -402,11 +402,23 @@ func (db *DB) replay(logs []uint64, flushedSeq uint64) (*memtable.Memtable, erro
 // page cache held it), or if it has no marks (a version-1 log, which
 // those earlier rotations also fsynced first).
 func mayHaveLostTail(opts wal.RecoverOptions, res wal.Result) bool {
-	return res.Marked && !res.Sealed && !res.ThisBoot && !opts.Complete
+	return unsealed(opts, res) && !res.ThisBoot
+}
+
+// unsealed reports whether a replaced log of this version (marked, and
+// not vouched for by its successor as earlier versions' were) ends
+// without its seal: a crash before the seal, or, if a later WAL proves
+// the seal durable (sealProven), the file system's or the media's loss.
+// Under this boot such a log is whole, and recovery goes on past it; cut
+// by the file system at a record boundary it would leave a hole in the
+// history, its last writes missing and later ones present.
+func unsealed(opts wal.RecoverOptions, res wal.Result) bool {
+	return res.Marked && !res.Sealed && !opts.Complete
 }
 
 // sealProven checks logs[i], whose recovery (res) would end the store's
-// history there, for a later WAL that proves it was sealed: one holding
+// history there or, under this boot, go on past a log that is not sealed,
+// for a later WAL that proves it was sealed: one holding
 // a mark that claims bytes synced past its creation
 // (wal.SyncedPastCreation). The sync role fsyncs a WAL only once every
 // WAL a rotation replaced before it is sealed, and no WAL at all once an

@@ -322,3 +322,67 @@ func TestCrashDuringSealIsTornTail(t *testing.T) {
 		})
 	}
 }
+
+// TestCutReplacedWALSameBoot: under the boot that wrote them, a replaced
+// WAL is recovered whole (the page cache held it), so a WAL that a later
+// WAL proves sealed but that ends before its seal, at a record boundary,
+// was cut by the file system or the media, not by a crash. Recovery used
+// to replay it to the cut and go on with the later WALs: a store with a
+// hole, the replaced WAL's last writes missing and later ones present.
+// Open must report ErrCorrupt where the WAL ends instead; a WAL that
+// lost only its seal loses no write, and is corruption too (the seal was
+// durable). The intact image opens with every write.
+func TestCutReplacedWALSameBoot(t *testing.T) {
+	db, dir, release := openHoldingSegments(t, true)
+	n, replaced := fillUntilRotated(t, db)
+	for range 3 { // acknowledged in the next WAL, each after an fsync
+		b := NewBatch()
+		mustDo(t, b.Put(faultKey(n), faultValue(n)))
+		mustDo(t, db.WriteSync(b))
+		n++
+	}
+	crashed := copyStoreFiles(t, dir)
+	release()
+
+	name := base.WALFileName(replaced)
+	data, err := os.ReadFile(filepath.Join(crashed, name))
+	mustDo(t, err)
+	starts, seal := walRecordStarts(t, data)
+	if len(starts) < 4 || !isSealMark(data[seal:]) {
+		t.Fatalf("%s: %d records, seal at %d: not the case under test", name, len(starts), seal)
+	}
+	lastBatch := starts[len(starts)-2] // the record before the seal
+	for _, tc := range []struct {
+		name string
+		cut  int // bytes of the WAL kept; 0: intact
+	}{
+		{"intact", 0},
+		{"seal lost", seal},
+		{"last records lost", lastBatch},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			store := copyStoreFiles(t, crashed)
+			if tc.cut > 0 {
+				mustDo(t, os.WriteFile(filepath.Join(store, name), data[:tc.cut], 0o644))
+			}
+			db2, err := Open(store, &Options{MemtableSize: 64 << 10})
+			if tc.cut == 0 {
+				mustDo(t, err)
+				defer db2.Close()
+				wantKeys(t, db2, 0, n, "intact image")
+				return
+			}
+			if err == nil {
+				defer db2.Close()
+				missing := 0
+				for i := range n {
+					if _, err := db2.Get(faultKey(i)); err != nil {
+						missing++
+					}
+				}
+				t.Fatalf("Open of a store whose replaced WAL %s was cut at %d (a later WAL proves it sealed) succeeded, %d of %d writes missing", name, tc.cut, missing, n)
+			}
+			wantCorrupt(t, err, name, tc.cut, tc.cut, "Open")
+		})
+	}
+}

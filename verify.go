@@ -346,7 +346,7 @@ func verifyClosedDir(ctx context.Context, fsys vfs.FS, dir string, st manifest.S
 				return err
 			}
 			lost := i < len(logs)-1 && mayHaveLostTail(opts, res)
-			if res.Unsynced || lost {
+			if res.Unsynced || i < len(logs)-1 && unsealed(opts, res) {
 				if err := sealProven(fsys, dir, logs, i, res); err != nil {
 					rep.problem(name, err)
 					continue
