@@ -365,6 +365,12 @@ func TestCutReplacedWALSameBoot(t *testing.T) {
 			if tc.cut > 0 {
 				mustDo(t, os.WriteFile(filepath.Join(store, name), data[:tc.cut], 0o644))
 			}
+			rep, err := VerifyDir(context.Background(), vfs.Default, store)
+			mustDo(t, err)
+			flagged := slices.ContainsFunc(rep.Problems, func(p Problem) bool { return p.File == name && p.Offset == int64(tc.cut) })
+			if flagged != (tc.cut > 0) {
+				t.Errorf("VerifyDir problems %v; want one for %s at %d: %v", rep.Problems, name, tc.cut, tc.cut > 0)
+			}
 			db2, err := Open(store, &Options{MemtableSize: 64 << 10})
 			if tc.cut == 0 {
 				mustDo(t, err)
