@@ -3,6 +3,7 @@
 package invariants
 
 import (
+	"math"
 	"sync"
 	"unsafe"
 
@@ -38,9 +39,14 @@ var arena struct {
 
 // reserve hands out the next n bytes of address space, rounded up to
 // whole pages, from the current arena (a new one when it is used up):
-// reserved with no access, never handed out again.
-func reserve(n int) []byte {
+// reserved with no access, never handed out again. It fails as mmap
+// would for n bytes: where n is not positive, or more than the address
+// space holds.
+func reserve(n int) ([]byte, error) {
 	page := unix.Getpagesize()
+	if n <= 0 || n > math.MaxInt-page {
+		return nil, unix.EINVAL
+	}
 	size := (n + page - 1) / page * page
 	arena.Lock()
 	defer arena.Unlock()
@@ -49,17 +55,20 @@ func reserve(n int) []byte {
 		// protected, so that none of its addresses is reused.
 		mem, err := unix.Mmap(-1, 0, max(arenaSize, size), unix.PROT_NONE, unix.MAP_PRIVATE|unix.MAP_ANON)
 		if err != nil {
-			panic("invariants: reserving an arena: " + err.Error())
+			return nil, err
 		}
 		arena.mem, arena.next = mem, 0
 	}
 	b := arena.mem[arena.next : arena.next+size : arena.next+size]
 	arena.next += size
-	return b
+	return b, nil
 }
 
 func newRegion(n int) region {
-	data := reserve(n)
+	data, err := reserve(n)
+	if err != nil {
+		panic("invariants: reserving a region: " + err.Error())
+	}
 	if err := unix.Mprotect(data, unix.PROT_READ|unix.PROT_WRITE); err != nil {
 		panic("invariants: mprotect: " + err.Error())
 	}
@@ -84,7 +93,10 @@ func MapFile(fd, size int) ([]byte, error) {
 	if !Enabled {
 		return unix.Mmap(fd, 0, size, unix.PROT_READ, unix.MAP_SHARED)
 	}
-	at := reserve(size)
+	at, err := reserve(size)
+	if err != nil {
+		return nil, err
+	}
 	p, err := unix.MmapPtr(fd, 0, unsafe.Pointer(&at[0]), uintptr(size), unix.PROT_READ, unix.MAP_SHARED|unix.MAP_FIXED)
 	if err != nil {
 		return nil, err
