@@ -80,6 +80,30 @@ func wantKeys(t *testing.T, db *DB, lo, hi int, what string) {
 	}
 }
 
+// sealedThenSynced makes a store whose WAL a rotation replaced and sealed
+// (its flush held, so it stays live), with three writes acknowledged by
+// WriteSync in the next WAL after it, each after an fsync, so that the
+// next WAL holds a sync claim; and returns a copy of the store's files
+// (crashed), the replaced WAL's name and bytes, and how many writes the
+// store holds (faultKey(0) to faultKey(n-1)).
+func sealedThenSynced(t *testing.T) (crashed, name string, data []byte, n int) {
+	t.Helper()
+	db, dir, release := openHoldingSegments(t, true)
+	n, replaced := fillUntilRotated(t, db)
+	for range 3 {
+		b := NewBatch()
+		mustDo(t, b.Put(faultKey(n), faultValue(n)))
+		mustDo(t, db.WriteSync(b))
+		n++
+	}
+	crashed = copyStoreFiles(t, dir)
+	release()
+	name = base.WALFileName(replaced)
+	data, err := os.ReadFile(filepath.Join(crashed, name))
+	mustDo(t, err)
+	return crashed, name, data, n
+}
+
 // TestDamagedSealOfReplacedWAL: a WAL a rotation replaced is sealed
 // before any write to the next WAL is acknowledged as synced, so a later
 // WAL holding a mark that claims synced bytes proves the seal was
@@ -90,21 +114,8 @@ func wantKeys(t *testing.T, db *DB, lo, hi int, what string) {
 // ErrCorrupt at the seal instead, and leave the file alone, and VerifyDir
 // must report the problem there; the intact image opens with every write.
 func TestDamagedSealOfReplacedWAL(t *testing.T) {
-	db, dir, release := openHoldingSegments(t, true)
-	n, replaced := fillUntilRotated(t, db)
-	synced := n
-	for range 3 { // acknowledged in the next WAL, each after an fsync
-		b := NewBatch()
-		mustDo(t, b.Put(faultKey(n), faultValue(n)))
-		mustDo(t, db.WriteSync(b))
-		n++
-	}
-	crashed := copyStoreFiles(t, dir)
-	release()
-
-	name := base.WALFileName(replaced)
-	data, err := os.ReadFile(filepath.Join(crashed, name))
-	mustDo(t, err)
+	crashed, name, data, n := sealedThenSynced(t)
+	synced := n - 3
 	_, seal := walRecordStarts(t, data)
 	if len(data) != seal+walRecordHeaderLen+25 || !isSealMark(data[seal:]) {
 		t.Fatalf("%s (%d bytes) does not end in a seal at %d: not the case under test", name, len(data), seal)
@@ -333,20 +344,7 @@ func TestCrashDuringSealIsTornTail(t *testing.T) {
 // lost only its seal loses no write, and is corruption too (the seal was
 // durable). The intact image opens with every write.
 func TestCutReplacedWALSameBoot(t *testing.T) {
-	db, dir, release := openHoldingSegments(t, true)
-	n, replaced := fillUntilRotated(t, db)
-	for range 3 { // acknowledged in the next WAL, each after an fsync
-		b := NewBatch()
-		mustDo(t, b.Put(faultKey(n), faultValue(n)))
-		mustDo(t, db.WriteSync(b))
-		n++
-	}
-	crashed := copyStoreFiles(t, dir)
-	release()
-
-	name := base.WALFileName(replaced)
-	data, err := os.ReadFile(filepath.Join(crashed, name))
-	mustDo(t, err)
+	crashed, name, data, n := sealedThenSynced(t)
 	starts, seal := walRecordStarts(t, data)
 	if len(starts) < 4 || !isSealMark(data[seal:]) {
 		t.Fatalf("%s: %d records, seal at %d: not the case under test", name, len(starts), seal)
