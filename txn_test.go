@@ -79,20 +79,7 @@ func TestTxnReadYourWrites(t *testing.T) {
 			defer db.Close()
 			model := txnView{}
 			for i := range 400 {
-				k := txnKey(rng.IntN(keys))
-				switch rng.IntN(10) {
-				case 0:
-					mustDo(t, db.Delete(k))
-					delete(model, string(k))
-				case 1:
-					s, e := txnRange(rng, keys)
-					mustDo(t, db.DeleteRange(s, e))
-					model.deleteRange(s, e)
-				default:
-					v := fmt.Sprintf("db%d", i)
-					mustDo(t, db.Put(k, []byte(v)))
-					model[string(k)] = v
-				}
+				randomDBWrite(t, db, model, rng, keys, i)
 				if i == 200 {
 					mustDo(t, db.Flush())
 				}
@@ -577,20 +564,7 @@ func TestTxnIteratorKeepsItsMoment(t *testing.T) {
 		db := mustOpen(t, t.TempDir(), o)
 		model := txnView{}
 		for i := range 300 {
-			k := txnKey(rng.IntN(keys))
-			switch rng.IntN(10) {
-			case 0:
-				mustDo(t, db.Delete(k))
-				delete(model, string(k))
-			case 1:
-				s, e := txnRange(rng, keys)
-				mustDo(t, db.DeleteRange(s, e))
-				model.deleteRange(s, e)
-			default:
-				v := fmt.Sprintf("db%d", i)
-				mustDo(t, db.Put(k, []byte(v)))
-				model[string(k)] = v
-			}
+			randomDBWrite(t, db, model, rng, keys, i)
 			if i%100 == 50 {
 				mustDo(t, db.Flush())
 			}
@@ -739,5 +713,26 @@ func TestTxnDelsDeletesMatchesModel(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// randomDBWrite makes the i-th of a model test's random writes to db
+// outside any transaction, over keys txnKey(0) to txnKey(keys-1): a
+// delete, a range deletion or a put, and applies it to model.
+func randomDBWrite(t *testing.T, db *DB, model txnView, rng *rand.Rand, keys, i int) {
+	t.Helper()
+	k := txnKey(rng.IntN(keys))
+	switch rng.IntN(10) {
+	case 0:
+		mustDo(t, db.Delete(k))
+		delete(model, string(k))
+	case 1:
+		s, e := txnRange(rng, keys)
+		mustDo(t, db.DeleteRange(s, e))
+		model.deleteRange(s, e)
+	default:
+		v := fmt.Sprintf("db%d", i)
+		mustDo(t, db.Put(k, []byte(v)))
+		model[string(k)] = v
 	}
 }
