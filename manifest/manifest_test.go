@@ -185,6 +185,7 @@ func TestCountersMayStayEqual(t *testing.T) {
 }
 
 func TestNewFileNum(t *testing.T) {
+	const reserveAhead = 1000 // FORMAT.md: every commit reserves this many numbers
 	m, path := createTemp(t)
 	// A new manifest has no range reserved: the first number commits one,
 	// so it is durable before any file bears it.
