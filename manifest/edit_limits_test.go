@@ -1,7 +1,9 @@
 package manifest
 
 import (
+	"bytes"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/bloomkv/bloomkv/internal/base"
@@ -41,6 +43,40 @@ func TestCounterLimits(t *testing.T) {
 			defer m.Close()
 			if got := m.State(); !sameState(got, want) {
 				t.Fatalf("after reopen: got %+v, want %+v", got, want)
+			}
+		})
+	}
+}
+
+// TestSegmentKeyLengthLimit pins the key limit of a segment's bounds at
+// maxKeyLen bytes, inclusive, for either bound: Apply and the decoder
+// accept it, and refuse one byte more.
+func TestSegmentKeyLengthLimit(t *testing.T) {
+	at, over := bytes.Repeat([]byte{'k'}, maxKeyLen), bytes.Repeat([]byte{'k'}, maxKeyLen+1)
+	zAt := bytes.Repeat([]byte{'z'}, maxKeyLen)
+	tests := []struct {
+		name              string
+		smallest, largest []byte
+		ok                bool
+	}{
+		{"both at the limit", at, at, true},
+		{"smallest over", over, zAt, false},
+		{"largest over", nil, over, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := seg(7, 1, 2)
+			s.Smallest, s.Largest = tt.smallest, tt.largest
+			err := checkSegment(&s)
+			if (err == nil) != tt.ok {
+				t.Fatalf("checkSegment: %v, want ok %v", err, tt.ok)
+			}
+			if err != nil && !strings.Contains(err.Error(), "longer than") {
+				t.Fatalf("checkSegment: %v, want the key length reported", err)
+			}
+			_, derr := decodeSegmentMeta(encodeSegmentMeta(s))
+			if (derr == nil) != tt.ok {
+				t.Fatalf("decode: %v, want ok %v", derr, tt.ok)
 			}
 		})
 	}
