@@ -344,17 +344,28 @@ func TestOpenChecksUnderLock(t *testing.T) {
 	_ = m.Close()
 }
 
-// TestCheckFileTooLarge checks the size cap.
+// TestCheckFileTooLarge pins the size cap at 64 MiB, as FORMAT.md states:
+// a file of exactly 64 MiB is read and checked (a sparse one then fails
+// for its content), one byte more is refused for its size.
 func TestCheckFileTooLarge(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "MANIFEST")
-	if err := os.WriteFile(path, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Truncate(path, maxFileSize+4096); err != nil { // sparse
-		t.Fatal(err)
-	}
-	_, err := checkFile(path)
-	if ce := wantCheckCorrupt(t, err, "CheckFile"); !strings.Contains(ce.Reason, "larger") {
-		t.Fatalf("reason %q", ce.Reason)
+	for _, tt := range []struct {
+		size   int64
+		larger bool
+	}{
+		{64 << 20, false},
+		{64<<20 + 1, true},
+	} {
+		path := filepath.Join(t.TempDir(), "MANIFEST")
+		if err := os.WriteFile(path, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Truncate(path, tt.size); err != nil { // sparse
+			t.Fatal(err)
+		}
+		_, err := checkFile(path)
+		ce := wantCheckCorrupt(t, err, "checkFile")
+		if got := strings.Contains(ce.Reason, "larger"); got != tt.larger {
+			t.Fatalf("file of %d bytes: %v; want refused for its size: %v", tt.size, err, tt.larger)
+		}
 	}
 }
