@@ -1,6 +1,7 @@
 package compaction
 
 import (
+	"math"
 	"testing"
 
 	"github.com/bloomkv/bloomkv/internal/base"
@@ -66,5 +67,36 @@ func TestSizeTierAtPowers(t *testing.T) {
 		if got := p.rawTier(base.SegmentMeta{Size: size}); got != 0 {
 			t.Errorf("size %d below minSize has tier %d, want 0", size, got)
 		}
+	}
+}
+
+// TestSizeTierRatioDefault pins that a ratio at or below 1, or NaN, means
+// FanIn: such ratios give the same tiers as ratio 0.
+func TestSizeTierRatioDefault(t *testing.T) {
+	const minSize = 1 << 20
+	want := SizeTiered{minSize: minSize, FanIn: 3}
+	for _, ratio := range []float64{1, 0.5, -2, math.NaN()} {
+		p := SizeTiered{minSize: minSize, FanIn: 3, ratio: ratio}
+		for _, size := range []int64{minSize, 3 * minSize, 9*minSize - 1, 9 * minSize, 1 << 40} {
+			s := base.SegmentMeta{Size: size}
+			if got, w := p.rawTier(s), want.rawTier(s); got != w {
+				t.Errorf("ratio %v: size %d has tier %d, want %d as with FanIn 3", ratio, size, got, w)
+			}
+		}
+	}
+}
+
+// TestSizeTierLeavesRoomForPick pins the clamp of size tiers at
+// MaxUint32-1: with a ratio barely above 1 the tiers would run past
+// uint32, and a merge of the top tier must still get a higher tier, not
+// one that wrapped around to 0.
+func TestSizeTierLeavesRoomForPick(t *testing.T) {
+	p := SizeTiered{minSize: 1, ratio: 1 + 1e-12}
+	segs := sized(1<<62, 1<<62, 1<<62, 1<<62)
+	if got := p.rawTier(segs[0]); got != math.MaxUint32-1 {
+		t.Fatalf("tier %d, want %d", got, uint32(math.MaxUint32-1))
+	}
+	if pk := p.Pick(segs); pk == nil || pk.Tier != math.MaxUint32 {
+		t.Fatalf("Pick = %+v, want the four merged into tier %d", pk, uint32(math.MaxUint32))
 	}
 }
