@@ -2,8 +2,6 @@ package manifest
 
 import (
 	"bytes"
-	"encoding/binary"
-	"hash/crc32"
 	"strings"
 	"testing"
 )
@@ -17,7 +15,7 @@ func TestCountersLayout(t *testing.T) {
 		7, // flushed seq
 		2, // log number
 	}
-	want := binary.LittleEndian.AppendUint32(body, crc32.Checksum(body, crc32.MakeTable(crc32.Castagnoli)))
+	want := withCRC(body)
 	c := counters{NextFileNum: 300, FlushedSeq: 7, LogNum: 2}
 	if got := encodeCounters(c); !bytes.Equal(got, want) {
 		t.Fatalf("encoding:\n got %x\nwant %x", got, want)
