@@ -1168,7 +1168,7 @@ func (db *DB) rotate() (*frozen, error) {
 		}
 	}
 	f := &frozen{mem: db.mem, logNum: oldNum, done: make(chan struct{}), sealed: make(chan struct{})}
-	job := sealJob{w: old, f: f}
+	job := sealJob{w: old, f: f, next: logw}
 	if db.bootID == ([16]byte{}) {
 		// Without a boot ID recovery cannot tell a process crash, after
 		// which the page cache held all of the old WAL, from a power cut,
@@ -1181,6 +1181,10 @@ func (db *DB) rotate() (*frozen, error) {
 			// The DB is read-only now, and the old WAL stays the active
 			// one, as when the new WAL cannot be made; the new one,
 			// never written, is closed rather than left open.
+			logw.Close()
+			return nil, err
+		}
+		if err := db.markPrevSealed(logw); err != nil {
 			logw.Close()
 			return nil, err
 		}
@@ -1203,8 +1207,9 @@ func (db *DB) rotate() (*frozen, error) {
 
 // A sealJob is a WAL a rotation replaced, for sealLoop.
 type sealJob struct {
-	w *wal.Writer
-	f *frozen // the memtable it holds (f.logNum names w); f.sealed is closed once w is closed
+	w    *wal.Writer
+	next *wal.Writer // the WAL that replaced w, which gets the mark that proves w's seal
+	f    *frozen     // the memtable it holds (f.logNum names w); f.sealed is closed once w is closed
 	// sealed says the rotation sealed w already (sealNow): sealLoop only
 	// closes it.
 	sealed bool
@@ -1229,6 +1234,29 @@ func (db *DB) sealNow(w *wal.Writer) error {
 	}
 	q.releaseSync(db)
 	if err != nil && !errors.Is(err, ErrReadOnly) {
+		err = fmt.Errorf("%w: %w", ErrReadOnly, err)
+	}
+	return err
+}
+
+// markPrevSealed writes, in next, the WAL after one whose seal has just
+// been made durable, the mark that proves that seal (wal.Writer.
+// MarkPrevSealed), as the holder of the sync role, or as the rotation's
+// leader before next is in use: before any fsync of next, so the first
+// fsync that acknowledges writes in it makes the proof
+// durable with them. Without it, writes acknowledged by that first fsync,
+// with nothing written or sealed after them, would carry no proof, and
+// damage to the older seal would drop them after a power cut as the torn
+// tail of an unsealed WAL. Every older WAL is sealed or obsolete by then:
+// seals run oldest first, and a WAL is dropped only once its memtable,
+// and every older one, is flushed. A failure fails the groups queued and
+// makes the DB read-only, as a failed seal does.
+func (db *DB) markPrevSealed(next *wal.Writer) error {
+	err := next.MarkPrevSealed()
+	if err != nil {
+		err = fmt.Errorf("mark WAL: %w", err)
+		db.fail(err)
+		db.commit.failQueued(fmt.Errorf("%w: %w", ErrReadOnly, err))
 		err = fmt.Errorf("%w: %w", ErrReadOnly, err)
 	}
 	return err
@@ -1336,8 +1364,9 @@ func (q *commitQueue) usesLocked(w *wal.Writer) bool {
 
 // endWAL closes job's WAL, as the holder of the sync role, and closes
 // job.f.sealed. With seal it first fsyncs it (publishing the groups that
-// fsync covers), appends the seal mark and fsyncs again; without, the WAL
-// is obsolete and closed unsynced, for the flush to remove.
+// fsync covers), appends the seal mark and fsyncs again, then leaves the
+// mark that proves the seal in the next WAL (markPrevSealed); without,
+// the WAL is obsolete and closed unsynced, for the flush to remove.
 func (db *DB) endWAL(job sealJob, seal bool) {
 	var err error
 	if seal {
@@ -1351,6 +1380,8 @@ func (db *DB) endWAL(job sealJob, seal bool) {
 				err = fmt.Errorf("seal WAL: %w", err)
 				db.fail(err)
 				db.commit.failQueued(fmt.Errorf("%w: %w", ErrReadOnly, err))
+			} else {
+				err = db.markPrevSealed(job.next)
 			}
 		}
 	}

@@ -418,27 +418,28 @@ func unsealed(opts wal.RecoverOptions, res wal.Result) bool {
 
 // sealProven checks logs[i], whose recovery (res) would end the store's
 // history there or, under this boot, go on past a log that is not sealed,
-// for a later WAL that proves it was sealed: one holding
-// a mark that claims bytes synced past its creation
-// (wal.SyncedPastCreation). The sync role fsyncs a WAL only once every
-// WAL a rotation replaced before it is sealed, and no WAL at all once an
-// fsync or a seal has failed (syncHeld, closeFiles); so logs[i] ended in
-// a seal that was durable, and a seal missing or damaged, or damage
-// before it, is the media's, not a crash's: the later WALs hold writes
-// acknowledged as synced. It is corruption at res.ValidSize, where the
-// damage (or the end of the file) is. A crash during the seal leaves no
-// such proof: nothing is fsynced past its creation in a newer WAL before
-// the seal's fsync returns.
+// for a later WAL that proves it was sealed (wal.ProvesPrevSealed): one
+// holding a mark that claims bytes synced past its creation, or the mark
+// the sealer leaves in the next WAL once the seal is durable (endWAL,
+// rotate). The sync role fsyncs a WAL only once every WAL a rotation
+// replaced before it is sealed and that mark is written, and no WAL at
+// all once an fsync or a seal has failed (syncHeld, closeFiles); so
+// logs[i] ended in a seal that was durable, and a seal missing or
+// damaged, or damage before it, is the media's, not a crash's: the later
+// WALs may hold writes acknowledged as synced. It is corruption at
+// res.ValidSize, where the damage (or the end of the file) is. A crash
+// during the seal leaves no such proof: nothing is written to a newer
+// WAL that proves it before the seal's fsync returns.
 func sealProven(fsys vfs.FS, dir string, logs []uint64, i int, res wal.Result) error {
 	for _, num := range logs[i+1:] {
 		later := base.WALFileName(num)
-		proof, err := wal.SyncedPastCreation(fsys, pathIn(dir, later))
+		proof, err := wal.ProvesPrevSealed(fsys, pathIn(dir, later))
 		if err != nil {
 			return err
 		}
 		if proof {
 			return base.Corruptf(base.WALFileName(logs[i]), res.ValidSize,
-				"the WAL does not end in a whole seal (damaged or missing from here), but %s, a later WAL, holds a mark claiming bytes synced, which no fsync makes before this WAL's seal is durable: the seal was, and the later WALs may hold writes acknowledged as synced", later)
+				"the WAL does not end in a whole seal (damaged or missing from here), but %s, a later WAL, holds a mark written only once this WAL's seal was durable: the seal was, and the later WALs may hold writes acknowledged as synced", later)
 		}
 	}
 	return nil

@@ -28,26 +28,31 @@ func (rebootedFS) BootID() [16]byte { return [16]byte{'a', 'n', 'o', 't', 'h', '
 // that creates a WAL covers that much and no more.
 const walFirstMarkEnd = walHeaderLen + walRecordHeaderLen + 25
 
-// walSyncClaim returns the synced bytes claimed by the first mark of the
-// WAL in data, read in order from its start up to its end or its first
-// damage, that claims more than walFirstMarkEnd: a mark written after an
-// fsync that covered a write to the WAL (wal/FORMAT.md); 0 if none does.
-func walSyncClaim(data []byte) int64 {
+// walSealProof returns the first mark of the WAL in data, read in order
+// from its start up to its end or its first damage, that proves every
+// older WAL sealed (wal/FORMAT.md, "A later log's proof"), described; ""
+// if none does. Such a mark claims more than walFirstMarkEnd synced (it
+// was written after an fsync that covered a write to the WAL) or has the
+// prev-sealed flag (it was written once the older seals were durable).
+func walSealProof(data []byte) string {
 	tab := crc32.MakeTable(crc32.Castagnoli)
 	for off := walHeaderLen; off+walRecordHeaderLen <= len(data); {
 		n := int(binary.LittleEndian.Uint32(data[off+4:]))
 		end := off + walRecordHeaderLen + n
 		if n < 0 || end > len(data) || crc32.Checksum(data[off+4:end], tab) != binary.LittleEndian.Uint32(data[off:]) {
-			return 0
+			return ""
 		}
 		if data[off+8] == 2 && n == 25 {
 			if s := int64(binary.LittleEndian.Uint64(data[off+walRecordHeaderLen+16:])); s > walFirstMarkEnd {
-				return s
+				return fmt.Sprintf("a mark at %d claiming %d bytes synced", off, s)
+			}
+			if data[end-1]&(1<<2) != 0 {
+				return fmt.Sprintf("a mark at %d with the prev-sealed flag", off)
 			}
 		}
 		off = end
 	}
-	return 0
+	return ""
 }
 
 // fillUntilRotated Puts faultKey(i) from i = 0 until db rotates its WAL,
@@ -81,16 +86,20 @@ func wantKeys(t *testing.T, db *DB, lo, hi int, what string) {
 }
 
 // sealedThenSynced makes a store whose WAL a rotation replaced and sealed
-// (its flush held, so it stays live), with three writes acknowledged by
-// WriteSync in the next WAL after it, each after an fsync, so that the
-// next WAL holds a sync claim; and returns a copy of the store's files
-// (crashed), the replaced WAL's name and bytes, and how many writes the
-// store holds (faultKey(0) to faultKey(n-1)).
-func sealedThenSynced(t *testing.T) (crashed, name string, data []byte, n int) {
+// (its flush held, so it stays live), with synced writes acknowledged by
+// WriteSync in the next WAL after it, each after an fsync; and returns a
+// copy of the store's files (crashed), the replaced WAL's name and bytes,
+// and how many writes the store holds (faultKey(0) to faultKey(n-1)).
+// With one synced write, the next WAL's first fsync past its creation
+// acknowledges it, and only a mark written between the seal and that
+// fsync can prove the seal durable. Without boot, the store runs as on a
+// platform with no boot ID, where the rotation itself seals the old WAL
+// before the next takes a write (sealNow).
+func sealedThenSynced(t *testing.T, synced int, boot bool) (crashed, name string, data []byte, n int) {
 	t.Helper()
-	db, dir, release := openHoldingSegments(t, true)
+	db, dir, release := openHoldingSegments(t, boot)
 	n, replaced := fillUntilRotated(t, db)
-	for range 3 {
+	for range synced {
 		b := NewBatch()
 		mustDo(t, b.Put(faultKey(n), faultValue(n)))
 		mustDo(t, db.WriteSync(b))
@@ -105,17 +114,34 @@ func sealedThenSynced(t *testing.T) (crashed, name string, data []byte, n int) {
 }
 
 // TestDamagedSealOfReplacedWAL: a WAL a rotation replaced is sealed
-// before any write to the next WAL is acknowledged as synced, so a later
-// WAL holding a mark that claims synced bytes proves the seal was
-// durable. If the media then damage the seal, or lose it with the end of
-// the file, recovery after a reboot used to read it as the torn tail of
-// a WAL that was never sealed, end the store's history there, and drop
-// the later WALs with their acknowledged synced writes. Open must report
-// ErrCorrupt at the seal instead, and leave the file alone, and VerifyDir
-// must report the problem there; the intact image opens with every write.
+// before any write to the next WAL is acknowledged as synced, and the
+// next WAL gets a mark proving it before that happens, so the seal is
+// known durable. If the media then damage the seal, or lose it with the
+// end of the file, recovery after a reboot used to read it as the torn
+// tail of a WAL that was never sealed, end the store's history there,
+// and drop the later WALs with their acknowledged synced writes. Open
+// must report ErrCorrupt at the seal instead, and leave the file alone,
+// and VerifyDir must report the problem there; the intact image opens
+// with every write. With a single synced write, acknowledged by the next
+// WAL's first fsync, no mark claiming synced bytes follows it, and the
+// proof is the mark the seal's holder leaves in the next WAL.
 func TestDamagedSealOfReplacedWAL(t *testing.T) {
-	crashed, name, data, n := sealedThenSynced(t)
-	synced := n - 3
+	for _, sc := range []struct {
+		name   string
+		synced int
+		boot   bool
+	}{
+		{"three synced writes", 3, true},
+		{"one synced write", 1, true},
+		{"one synced write, no boot ID", 1, false},
+	} {
+		t.Run(sc.name, func(t *testing.T) { testDamagedSeal(t, sc.synced, sc.boot) })
+	}
+}
+
+func testDamagedSeal(t *testing.T, syncedWrites int, boot bool) {
+	crashed, name, data, n := sealedThenSynced(t, syncedWrites, boot)
+	synced := n - syncedWrites
 	_, seal := walRecordStarts(t, data)
 	if len(data) != seal+walRecordHeaderLen+25 || !isSealMark(data[seal:]) {
 		t.Fatalf("%s (%d bytes) does not end in a seal at %d: not the case under test", name, len(data), seal)
@@ -204,8 +230,8 @@ func checkNoSyncClaimAfterFailedSeal(t *testing.T, dir string, replaced, next ui
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(dir, base.WALFileName(next)))
 	mustDo(t, err)
-	if s := walSyncClaim(data); s > 0 {
-		t.Errorf("after the seal of %s failed, %s holds a mark claiming %d bytes synced: recovery would take it for proof that %s was sealed",
+	if s := walSealProof(data); s != "" {
+		t.Errorf("after the seal of %s failed, %s holds %s: recovery would take it for proof that %s was sealed",
 			base.WALFileName(replaced), base.WALFileName(next), s, base.WALFileName(replaced))
 	}
 	db, err := Open(copyStoreFiles(t, dir), &Options{FS: rebootedFS{vfs.Default}})
@@ -317,8 +343,8 @@ func TestCrashDuringSealIsTornTail(t *testing.T) {
 	}
 	nextData, err := os.ReadFile(filepath.Join(crashed, base.WALFileName(next)))
 	mustDo(t, err)
-	if s := walSyncClaim(nextData); s > 0 {
-		t.Fatalf("while the seal of %s was not durable, %s got a mark claiming %d bytes synced", name, base.WALFileName(next), s)
+	if s := walSealProof(nextData); s != "" {
+		t.Fatalf("while the seal of %s was not durable, %s got %s", name, base.WALFileName(next), s)
 	}
 	for _, cut := range []int{len(data), len(data) - 7, seal + 3, seal} {
 		t.Run(fmt.Sprintf("seal %d of %d bytes", cut-seal, len(data)-seal), func(t *testing.T) {
@@ -344,7 +370,7 @@ func TestCrashDuringSealIsTornTail(t *testing.T) {
 // lost only its seal loses no write, and is corruption too (the seal was
 // durable). The intact image opens with every write.
 func TestCutReplacedWALSameBoot(t *testing.T) {
-	crashed, name, data, n := sealedThenSynced(t)
+	crashed, name, data, n := sealedThenSynced(t, 3, true)
 	starts, seal := walRecordStarts(t, data)
 	if len(starts) < 4 || !isSealMark(data[seal:]) {
 		t.Fatalf("%s: %d records, seal at %d: not the case under test", name, len(starts), seal)

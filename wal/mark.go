@@ -24,6 +24,11 @@ import (
 //     written after it, and it was fsynced too before anything that
 //     depends on the log being whole happened. A log that ends in a seal
 //     cannot have lost its last records to a power cut.
+//   - PrevSealed says every older log that recovery reads had its seal
+//     made durable before the mark was written (Writer.MarkPrevSealed,
+//     format version 4). It is written before the log's first fsync past
+//     its creation, so the writes that fsync acknowledges come with a
+//     proof that the older logs ended in a durable seal.
 //
 // The first record of every log the store writes is a mark; a writer adds
 // another before a write whenever an fsync has happened since the last.
@@ -32,6 +37,7 @@ type Mark struct {
 	Synced     int64
 	PrevSynced bool
 	Seal       bool
+	PrevSealed bool
 }
 
 // markLen is the payload size of a mark record.
@@ -41,6 +47,7 @@ const markLen = 16 + 8 + 1
 const (
 	markPrevSynced = 1 << 0
 	markSeal       = 1 << 1 // format version 3
+	markPrevSealed = 1 << 2 // format version 4
 )
 
 // appendMark appends a mark record to dst.
@@ -54,12 +61,15 @@ func appendMark(dst []byte, m Mark) []byte {
 	if m.Seal {
 		p[24] |= markSeal
 	}
+	if m.PrevSealed {
+		p[24] |= markPrevSealed
+	}
 	return appendTyped(dst, recordMark, p[:])
 }
 
 // parseMark decodes a mark payload; ok is false if it is malformed.
 func parseMark(p []byte) (m Mark, ok bool) {
-	if len(p) != markLen || p[24]&^(markPrevSynced|markSeal) != 0 {
+	if len(p) != markLen || p[24]&^(markPrevSynced|markSeal|markPrevSealed) != 0 {
 		return Mark{}, false
 	}
 	copy(m.BootID[:], p[:16])
@@ -68,6 +78,7 @@ func parseMark(p []byte) (m Mark, ok bool) {
 		return Mark{}, false
 	}
 	m.Synced, m.PrevSynced, m.Seal = int64(synced), p[24]&markPrevSynced != 0, p[24]&markSeal != 0
+	m.PrevSealed = p[24]&markPrevSealed != 0
 	return m, true
 }
 

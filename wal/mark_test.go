@@ -177,7 +177,7 @@ func TestVersion1LogStillReads(t *testing.T) {
 func TestMalformedMark(t *testing.T) {
 	data := appendFileHeader(nil)
 	bad := make([]byte, markLen)
-	bad[24] = 7 // PrevSynced is 0 or 1
+	bad[24] = 8 // flag bits 0 to 2 only
 	data = appendTyped(data, recordMark, bad)
 	if _, _, err := recoverWith(t, data, RecoverOptions{UnsyncedMayBeLost: true}); !errors.Is(err, base.ErrCorrupt) {
 		t.Fatalf("Recover = %v, want corruption", err)
@@ -186,7 +186,7 @@ func TestMalformedMark(t *testing.T) {
 
 // TestMarkPayloadBounds pins which mark payloads parse, at each bound
 // FORMAT.md sets: exactly 25 bytes, synced below 2^62, and no flag bit but
-// prev synced (bit 0) and seal (bit 1).
+// prev synced (bit 0), seal (bit 1) and prev sealed (bit 2).
 func TestMarkPayloadBounds(t *testing.T) {
 	payload := func(n int, synced uint64, flags byte) []byte {
 		p := make([]byte, max(n, markLen))
@@ -209,7 +209,9 @@ func TestMarkPayloadBounds(t *testing.T) {
 		{"synced 2^62+1", payload(markLen, 1<<62+1, 0), Mark{}},
 		{"synced 2^63", payload(markLen, 1<<63, 0), Mark{}},
 		{"synced 2^64-1", payload(markLen, 1<<64-1, 0), Mark{}},
-		{"flag bit 2", payload(markLen, 5, 1<<2), Mark{}},
+		{"prev sealed", payload(markLen, 5, markPrevSealed), Mark{BootID: bootA, Synced: 5, PrevSealed: true}},
+		{"three flags", payload(markLen, 5, markPrevSynced|markSeal|markPrevSealed), Mark{BootID: bootA, Synced: 5, PrevSynced: true, Seal: true, PrevSealed: true}},
+		{"flag bit 3", payload(markLen, 5, 1<<3), Mark{}},
 		{"flag bit 7", payload(markLen, 5, 1<<7|markPrevSynced), Mark{}},
 		{"24 bytes", payload(markLen-1, 5, 0), Mark{}},
 		{"26 bytes", payload(markLen+1, 5, 0), Mark{}},
@@ -352,6 +354,14 @@ func TestRecoverReportsSealAndBoot(t *testing.T) {
 	if _, _, err := recoverWith(t, v2, RecoverOptions{}); !errors.Is(err, base.ErrCorrupt) {
 		t.Fatalf("seal in a version-2 log: %v, want corruption", err)
 	}
+	// A prev-sealed mark in a version-3 log, which had none, is too.
+	v3 := appendFileHeader(nil)
+	binary.LittleEndian.PutUint32(v3[8:], sealFormatVersion)
+	binary.LittleEndian.PutUint32(v3[12:], crc32.Checksum(v3[:12], crcTable))
+	v3 = appendMark(appendMark(v3, Mark{BootID: bootA}), Mark{BootID: bootA, PrevSealed: true})
+	if _, _, err := recoverWith(t, v3, RecoverOptions{}); !errors.Is(err, base.ErrCorrupt) {
+		t.Fatalf("prev-sealed mark in a version-3 log: %v, want corruption", err)
+	}
 	v2 = v2[:len(withMark)]
 	if n, res, err := recoverWith(t, v2, RecoverOptions{}); err != nil || n != 2 || res.Sealed {
 		t.Fatalf("version-2 log without a seal: %d records, %+v, %v", n, res, err)
@@ -479,12 +489,13 @@ func TestDamagedLengthIntoPreallocatedZeros(t *testing.T) {
 	}
 }
 
-// TestSyncedPastCreation: a log claims bytes synced past its creation
-// only with a mark written after an fsync that covered a write to it. The
-// mark before its first write claims what its creation synced (the file
-// header and the first mark), and so does the seal of a log never
-// written; neither is proof that an older log was sealed.
-func TestSyncedPastCreation(t *testing.T) {
+// TestProvesPrevSealed: a log proves the older logs sealed with a mark
+// written after an fsync that covered a write to it, or with the mark
+// MarkPrevSealed writes. The mark before its first write claims what its
+// creation synced (the file header and the first mark), and so does the
+// seal of a log never written; neither is proof that an older log was
+// sealed.
+func TestProvesPrevSealed(t *testing.T) {
 	created := func(t *testing.T) (*fakeFile, *Writer) {
 		f := &fakeFile{}
 		w, err := NewMarkedWriter(f, "000007.wal", Mark{BootID: bootA})
@@ -505,28 +516,37 @@ func TestSyncedPastCreation(t *testing.T) {
 		name  string
 		steps func(t *testing.T, w *Writer)
 		want  bool
+		// first: the proof comes before the first batch, which damage
+		// then cannot hide.
+		first bool
 	}{
-		{"created", func(*testing.T, *Writer) {}, false},
-		{"written", func(t *testing.T, w *Writer) { write(t, w, "a"); write(t, w, "b") }, false},
-		{"written, synced", func(t *testing.T, w *Writer) { write(t, w, "a"); mustSync(t, w) }, false},
-		{"written, synced, written", func(t *testing.T, w *Writer) { write(t, w, "a"); mustSync(t, w); write(t, w, "b") }, true},
-		{"sealed unwritten", func(t *testing.T, w *Writer) { mustSeal(t, w) }, false},
-		{"written, sealed", func(t *testing.T, w *Writer) { write(t, w, "a"); mustSeal(t, w) }, true},
+		{"created", func(*testing.T, *Writer) {}, false, false},
+		{"written", func(t *testing.T, w *Writer) { write(t, w, "a"); write(t, w, "b") }, false, false},
+		{"written, synced", func(t *testing.T, w *Writer) { write(t, w, "a"); mustSync(t, w) }, false, false},
+		{"written, synced, written", func(t *testing.T, w *Writer) { write(t, w, "a"); mustSync(t, w); write(t, w, "b") }, true, false},
+		{"sealed unwritten", func(t *testing.T, w *Writer) { mustSeal(t, w) }, false, false},
+		{"written, sealed", func(t *testing.T, w *Writer) { write(t, w, "a"); mustSeal(t, w) }, true, false},
+		{"written, marked prev sealed", func(t *testing.T, w *Writer) { write(t, w, "a"); mustMarkPrevSealed(t, w) }, true, false},
+		{"marked prev sealed, written, synced", func(t *testing.T, w *Writer) {
+			mustMarkPrevSealed(t, w)
+			write(t, w, "a")
+			mustSync(t, w)
+		}, true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f, w := created(t)
 			tc.steps(t, w)
 			data := bytes.Clone(f.Bytes())
-			got, err := SyncedPastCreation(testFS, writeFile(t, data))
+			got, err := ProvesPrevSealed(testFS, writeFile(t, data))
 			if err != nil || got != tc.want {
-				t.Fatalf("SyncedPastCreation = %v, %v; want %v", got, err, tc.want)
+				t.Fatalf("ProvesPrevSealed = %v, %v; want %v", got, err, tc.want)
 			}
-			if tc.want {
+			if tc.want && !tc.first {
 				// Damage before the mark hides it: only marks read in
 				// order count, never bytes that look like one.
 				data[fileHeaderSize+recordHeaderSize+markLen+recordHeaderSize+markLen+recordHeaderSize] ^= 1
-				if got, err := SyncedPastCreation(testFS, writeFile(t, data)); err != nil || got {
-					t.Fatalf("with the first batch damaged: SyncedPastCreation = %v, %v; want false", got, err)
+				if got, err := ProvesPrevSealed(testFS, writeFile(t, data)); err != nil || got {
+					t.Fatalf("with the first batch damaged: ProvesPrevSealed = %v, %v; want false", got, err)
 				}
 			}
 		})
@@ -536,6 +556,13 @@ func TestSyncedPastCreation(t *testing.T) {
 func mustSync(t *testing.T, w *Writer) {
 	t.Helper()
 	if err := w.Sync(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func mustMarkPrevSealed(t *testing.T, w *Writer) {
+	t.Helper()
+	if err := w.MarkPrevSealed(); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -576,5 +603,87 @@ func TestReadFirstMark(t *testing.T) {
 		if m, ok := ReadFirstMark(testFS, tc.path); m != tc.want || ok != tc.wantOK {
 			t.Errorf("%s: ReadFirstMark = %+v, %v; want %+v, %v", tc.name, m, ok, tc.want, tc.wantOK)
 		}
+	}
+}
+
+// TestMarkPrevSealedBesideWrites: the store's sync role writes the
+// prev-sealed mark while the commit leader appends groups to the same
+// log, so the two appends must not interleave. Every batch and every mark
+// reads back whole, in the order each goroutine wrote them, and the log
+// proves the older logs sealed. (Under the race detector, an append
+// without the Writer's lock is also reported as a race.)
+func TestMarkPrevSealedBesideWrites(t *testing.T) {
+	f := &fakeFile{}
+	w, err := NewMarkedWriter(f, "000007.wal", Mark{BootID: bootA})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const batches, marks = 2000, 50
+	done := make(chan error, 1)
+	go func() {
+		for range marks {
+			if err := w.MarkPrevSealed(); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	for i := range batches {
+		if _, err := w.WriteRecords(fmt.Appendf(nil, "batch %d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	data := bytes.Clone(f.Bytes())
+	var got []string
+	if _, err := Recover(testFS, writeFile(t, data), RecoverOptions{}, func(p []byte, _ int64) error {
+		got = append(got, string(p))
+		return nil
+	}); err != nil {
+		t.Fatalf("Recover: %v", err)
+	}
+	if len(got) != batches {
+		t.Fatalf("recovered %d batches, want %d", len(got), batches)
+	}
+	for i, p := range got {
+		if want := fmt.Sprintf("batch %d", i); p != want {
+			t.Fatalf("batch %d reads %q, want %q", i, p, want)
+		}
+	}
+	want := int64(fileHeaderSize + (1+marks)*(recordHeaderSize+markLen))
+	for _, p := range got {
+		want += int64(recordHeaderSize + len(p))
+	}
+	if int64(len(data)) != want {
+		t.Fatalf("log of %d bytes; want %d: the first mark, %d prev-sealed marks and %d batches", len(data), want, marks, batches)
+	}
+	if ok, err := ProvesPrevSealed(testFS, writeFile(t, data)); err != nil || !ok {
+		t.Fatalf("ProvesPrevSealed = %v, %v; want true", ok, err)
+	}
+}
+
+// TestMarkPrevSealedAfterFailedWrite: after a failed write the log may
+// end in a partial record, and a mark after it would make that tail look
+// like damage to durable data; MarkPrevSealed refuses, writing nothing.
+func TestMarkPrevSealedAfterFailedWrite(t *testing.T) {
+	f := &fakeFile{}
+	w, err := NewMarkedWriter(f, "000007.wal", Mark{BootID: bootA})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.failWrites, f.writeLimit, f.writeErr = true, 3, errors.New("disk full")
+	if _, err := w.WriteRecords([]byte("a batch that fails part way")); err == nil {
+		t.Fatal("WriteRecords succeeded on a failing file")
+	}
+	size := f.Len()
+	f.failWrites = false
+	if err := w.MarkPrevSealed(); err == nil {
+		t.Fatal("MarkPrevSealed after a failed write succeeded")
+	}
+	if f.Len() != size {
+		t.Fatalf("MarkPrevSealed after a failed write wrote %d bytes", f.Len()-size)
 	}
 }

@@ -47,10 +47,11 @@ type Reader struct {
 	err     error
 	first   *Mark // the log's first mark, once read
 	sealed  bool  // the last record read is a seal (Mark.Seal)
-	// firstEnd is where the first mark ends; claimed says a later mark
-	// claims bytes past it synced (SyncedPastCreation).
+	// firstEnd is where the first mark ends; proof says a later mark
+	// claims bytes past it synced, or that the older logs were sealed
+	// (ProvesPrevSealed).
 	firstEnd int64
-	claimed  bool
+	proof    bool
 
 	unsyncedMayBeLost bool     // AllowUnsyncedLoss was called
 	boot              [16]byte // the current boot, for AllowUnsyncedLoss
@@ -90,13 +91,15 @@ func (r *Reader) Whole(boot [16]byte) (marked, sealed, thisBoot bool) {
 	return marked, r.sealed, marked && knownBoot(boot) && r.first.BootID == boot
 }
 
-// SyncedPastCreation reports whether a mark Next has read, after the
-// log's first, claims bytes synced that were written after that first
-// mark: an fsync of the log covered a write made to it, not just the
-// fsync that created it (which covers the file header and the first
-// mark). The store fsyncs a log past its creation only once every older
-// log is sealed, so such a mark proves they were (see FORMAT.md).
-func (r *Reader) SyncedPastCreation() bool { return r.claimed }
+// ProvesPrevSealed reports whether a mark Next has read proves that
+// every older log the store's recovery reads ended in a durable seal
+// (FORMAT.md, "A later log's proof"): a mark with the prev-sealed flag, or
+// a mark after the log's first that claims bytes synced that were written
+// after that first mark (an fsync of the log covered a write made to it,
+// not just the fsync that created it, which covers the file header and
+// the first mark). The store fsyncs a log past its creation only once
+// every older log is sealed, and writes the prev-sealed mark only then.
+func (r *Reader) ProvesPrevSealed() bool { return r.proof }
 
 // Offset returns the end of the last record Next returned, or of the file
 // header. After a torn tail, this is the size the log should be truncated
@@ -134,14 +137,17 @@ func (r *Reader) next() ([]byte, error) {
 			return p, nil
 		}
 		m, ok := parseMark(p)
-		if !ok || m.Seal && r.version < sealFormatVersion {
+		if !ok || m.Seal && r.version < sealFormatVersion || m.PrevSealed && r.version < prevSealedFormatVersion {
 			return nil, r.corrupt("malformed mark record")
 		}
 		if r.first == nil {
 			r.first = &m
 			r.firstEnd = r.off + recordHeaderSize + markLen
 		} else if m.Synced > r.firstEnd {
-			r.claimed = true
+			r.proof = true
+		}
+		if m.PrevSealed {
+			r.proof = true
 		}
 		r.sealed = m.Seal
 		r.off += recordHeaderSize + markLen

@@ -135,25 +135,24 @@ func zeroFrom(f io.ReaderAt, off, end int64) (bool, error) {
 	return true, nil
 }
 
-// SyncedPastCreation reads the log at path, up to its end or its first
-// damage, and reports whether it holds a mark that claims bytes synced
-// past its first mark (Reader.SyncedPastCreation), which proves that
-// every older log of the store was sealed. Damage ends the search
-// without an error: only an I/O error is returned.
-func SyncedPastCreation(fsys vfs.FS, path string) (bool, error) {
+// ProvesPrevSealed reads the log at path, up to its end or its first
+// damage, and reports whether it holds a mark that proves every older log
+// of the store ended in a durable seal (Reader.ProvesPrevSealed). Damage
+// ends the search without an error: only an I/O error is returned.
+func ProvesPrevSealed(fsys vfs.FS, path string) (bool, error) {
 	f, err := fsys.Open(path)
 	if err != nil {
 		return false, fmt.Errorf("wal: %w", err)
 	}
 	defer f.Close()
 	r := NewReader(f, filepath.Base(path))
-	for !r.SyncedPastCreation() {
+	for !r.ProvesPrevSealed() {
 		_, err := r.Next()
 		var ce *base.CorruptError
 		switch {
 		case err == nil:
 		case err == io.EOF, errors.Is(err, ErrTornTail), errors.As(err, &ce):
-			return r.SyncedPastCreation(), nil
+			return r.ProvesPrevSealed(), nil
 		default:
 			return false, err
 		}

@@ -54,13 +54,15 @@ var ErrUnsyncedTail = errors.New("wal: damage after the last sync (power cut)")
 var ErrTornTail = errors.New("wal: torn tail")
 
 // formatVersion is the on-disk format version written in the file header.
-// Version 2 adds mark records, version 3 the seal flag of a mark; logs of
-// versions 1 (no marks) and 2 are still read.
+// Version 2 adds mark records, version 3 the seal flag of a mark, version
+// 4 the prev-sealed flag; logs of versions 1 (no marks) to 3 are still
+// read.
 const (
-	formatVersion       = 3
-	sealFormatVersion   = 3
-	markFormatVersion   = 2
-	legacyFormatVersion = 1
+	formatVersion           = 4
+	prevSealedFormatVersion = 4
+	sealFormatVersion       = 3
+	markFormatVersion       = 2
+	legacyFormatVersion     = 1
 )
 
 // FormatVersion is the version of the log format this package writes

@@ -24,10 +24,11 @@ const maxRetainedBuffer = 1 << 20
 
 // Writer appends records to a log file. One goroutine at a time may call
 // WriteRecords, Seal and Close (the DB's commit leader), and one at a time
-// may call Sync — concurrently with a WriteRecords: the DB fsyncs one
-// group commit while the next is copied in (pipelined commit). A Sync
-// makes durable what the WriteRecords calls that returned before it began
-// wrote, and perhaps more; Synced tells how much it covered.
+// may call Sync or MarkPrevSealed — concurrently with a WriteRecords: the
+// DB fsyncs one group commit while the next is copied in (pipelined
+// commit). A Sync makes durable what the WriteRecords calls that returned
+// before it began wrote, and perhaps more; Synced tells how much it
+// covered.
 //
 // After a failed write the Writer is broken for writing and every later
 // WriteRecords returns that same error: the file may hold a partial record,
@@ -38,14 +39,18 @@ const maxRetainedBuffer = 1 << 20
 // Writer is broken for good: after an fsync error the kernel may already
 // have dropped the dirty pages, so a retry could falsely report success.
 type Writer struct {
-	f      File
-	name   string
+	f    File
+	name string
+	// amu orders the appends of WriteRecords and Seal with the one of
+	// MarkPrevSealed, which another goroutine makes; it is held across
+	// the copy into the file, never across an fsync.
+	amu    sync.Mutex
 	buf    []byte       // encoding buffer, reused across calls (writer only)
 	size   atomic.Int64 // bytes written; stored after the bytes are in the file
 	synced atomic.Int64 // bytes fsynced
 	boot   [16]byte     // for marks; zero when the log has none
 	marks  bool         // write a mark before a write that follows a sync
-	marked int64        // the Synced of the last mark written (writer only)
+	marked int64        // the Synced of the last mark written (under amu)
 
 	errMu  sync.Mutex // guards the sticky errors; never held across I/O
 	werr   error      // set by the first failed write: fails writes
@@ -169,6 +174,8 @@ func (w *Writer) WriteRecords(payloads ...[]byte) (int64, error) {
 	if len(payloads) == 0 {
 		return 0, nil
 	}
+	w.amu.Lock()
+	defer w.amu.Unlock()
 	total := 0
 	synced := w.synced.Load()
 	mark := w.marks && synced > w.marked
@@ -315,13 +322,46 @@ func (w *Writer) Seal() error {
 	if !w.marks {
 		return nil
 	}
-	synced := w.synced.Load()
-	b := appendMark(make([]byte, 0, recordHeaderSize+markLen), Mark{BootID: w.boot, Synced: synced, Seal: true})
-	if _, err := w.write(b); err != nil {
+	w.amu.Lock()
+	err := w.appendMark(Mark{Seal: true})
+	w.amu.Unlock()
+	if err != nil {
 		return err
 	}
-	w.marked = synced
 	return w.Sync()
+}
+
+// MarkPrevSealed appends a mark with the prev-sealed flag: the caller
+// has seen the seal of every older log the store's recovery reads made
+// durable, so that recovery may take the mark for proof that those logs
+// ended in a seal (FORMAT.md, "A later log's proof"). The store calls it
+// before the log's first fsync past its creation, so the writes that
+// fsync acknowledges come with the proof. It may run concurrently with
+// WriteRecords; it fails, writing nothing, once a write has failed (a
+// mark after a partial record would make that tail look like damage to
+// durable data) or the Writer is closed. A log without marks takes none.
+func (w *Writer) MarkPrevSealed() error {
+	if err := w.writeErr(); err != nil {
+		return err
+	}
+	if !w.marks {
+		return nil
+	}
+	w.amu.Lock()
+	defer w.amu.Unlock()
+	return w.appendMark(Mark{PrevSealed: true})
+}
+
+// appendMark appends the mark m with the log's boot ID and its synced
+// bytes. amu is held.
+func (w *Writer) appendMark(m Mark) error {
+	m.BootID, m.Synced = w.boot, w.synced.Load()
+	var b [recordHeaderSize + markLen]byte
+	if _, err := w.write(appendMark(b[:0], m)); err != nil {
+		return err
+	}
+	w.marked = m.Synced
+	return nil
 }
 
 // Size returns the number of bytes written to the file so far, file header

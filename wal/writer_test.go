@@ -64,7 +64,7 @@ func TestFormatLayout(t *testing.T) {
 	castagnoli := crc32.MakeTable(crc32.Castagnoli)
 	var want []byte
 	want = append(want, "bkvwal\x00\x00"...)
-	want = append(want, 3, 0, 0, 0)
+	want = append(want, 4, 0, 0, 0)
 	want = binary.LittleEndian.AppendUint32(want, crc32.Checksum(want, castagnoli))
 	for _, p := range []string{"hi", ""} {
 		body := append([]byte{byte(len(p)), 0, 0, 0, 1}, p...)
