@@ -246,7 +246,7 @@ func (c *checker) checkMeta(m meta, slot int) error {
 	filePages := uint64(len(c.data) / c.ps)
 	switch {
 	case m.magic != boltMagic:
-		return c.corrupt(off, "meta page %d: magic %#x, want %#x", slot, m.magic, boltMagic)
+		return c.corrupt(off, "meta page %d: magic %#x, want %#x", slot, m.magic, uint32(boltMagic))
 	case m.version != boltVersion:
 		return c.corrupt(off+4, "meta page %d: version %d, want %d", slot, m.version, boltVersion)
 	case m.sum != m.want:

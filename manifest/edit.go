@@ -116,7 +116,7 @@ func (s State) apply(e Edit, counter uint64) (State, error) {
 		next.NextFileNum = max(next.NextFileNum, seg.FileNum+1)
 	}
 	if next.NextFileNum > MaxFileNum {
-		return State{}, invalidf("next file number %d exceeds %d", next.NextFileNum, MaxFileNum)
+		return State{}, invalidf("next file number %d exceeds %d", next.NextFileNum, uint64(MaxFileNum))
 	}
 	next.Legacy = false // the commit writes format 2
 	return next, nil
