@@ -341,6 +341,7 @@ func verifyClosedDir(ctx context.Context, fsys vfs.FS, dir string, st manifest.S
 			sawLog = sawLog || num == st.LogNum
 			i := slices.Index(logs, num)
 			opts := walRecoverOptions(fsys, dir, logs, i, boot)
+			notes := len(rep.Notes)
 			res, err := verifyWALFile(ctx, fsys, filepath.Join(dir, name), name, opts, rep)
 			if err != nil {
 				return err
@@ -348,6 +349,9 @@ func verifyClosedDir(ctx context.Context, fsys vfs.FS, dir string, st manifest.S
 			lost := i < len(logs)-1 && mayHaveLostTail(opts, res)
 			if res.Unsynced || i < len(logs)-1 && unsealed(opts, res) {
 				if err := sealProven(fsys, dir, logs, i, res); err != nil {
+					// The tail is corruption, not the torn or unsynced
+					// tail the scan noted that Open would get past.
+					rep.Notes = rep.Notes[:notes]
 					rep.problem(name, err)
 					continue
 				}
