@@ -250,6 +250,12 @@ func TestEdgeErrors(t *testing.T) {
 	mustDo(t, err)
 	mustDo(t, it.Close())
 	one("second Iterator.Close", it.Close(), ErrIteratorClosed, ErrClosed)
+	txn := db.NewTransaction(true)
+	tit, err := txn.NewIterator(nil)
+	mustDo(t, err)
+	mustDo(t, tit.Close())
+	one("second TxnIterator.Close", tit.Close(), ErrIteratorClosed, ErrClosed)
+	txn.Discard()
 
 	mustDo(t, db.Close())
 	one("second DB.Close", db.Close(), ErrClosed)

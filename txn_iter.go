@@ -430,10 +430,11 @@ func (it *TxnIterator) Error() error {
 
 // Close releases the iterator and returns the iteration's error, if any.
 // In a read-write transaction still open, what it traversed stays in the
-// read set. Closing again does nothing.
+// read set. Closing again does nothing but return ErrIteratorClosed, as
+// Iterator.Close does.
 func (it *TxnIterator) Close() error {
 	if it.closed {
-		return nil
+		return ErrIteratorClosed
 	}
 	t := it.t
 	if it.track && !t.done {
