@@ -772,3 +772,43 @@ func BenchmarkDeleteRangeCalls(b *testing.B) {
 		mustDo(b, db.Close())
 	}
 }
+
+// BenchmarkPickBesideRangeDels: the compaction pick, under db.mu, looks
+// for segments that the range tombstones of newer segments delete
+// entirely (deletedSegmentsLocked). Here four segments hold n range
+// deletions each, each overlapping ~50 others, and four segments of other
+// keys sit between them, so no segment is deleted. One op is one search.
+//
+//	go test -run '^$' -bench PickBesideRangeDels .
+func BenchmarkPickBesideRangeDels(b *testing.B) {
+	for _, n := range []int{1000, 30_000} {
+		b.Run(fmt.Sprint("n=", n), func(b *testing.B) {
+			db := mustOpen(b, b.TempDir(), &Options{MemtableSize: 64 << 20, DisableAutoCompaction: true})
+			defer db.Close()
+			for seg := range 8 {
+				if seg%2 == 0 {
+					batch := NewBatch()
+					for i := range n {
+						mustDo(b, batch.DeleteRange(overlappingRange(i+seg*n)))
+					}
+					mustDo(b, db.Write(batch))
+				} else {
+					for i := range 1000 {
+						mustDo(b, db.Put(fmt.Appendf(nil, "r%07d-%d", (seg-1)*n+i*n/1000, i), []byte("v")))
+					}
+				}
+				mustDo(b, db.Flush())
+			}
+			db.mu.Lock()
+			defer db.mu.Unlock()
+			if len(db.segments) != 8 {
+				b.Fatalf("%d segments, want 8", len(db.segments))
+			}
+			for b.Loop() {
+				if out := db.deletedSegmentsLocked(db.segments); len(out) != 0 {
+					b.Fatalf("%d segments deleted, want none", len(out))
+				}
+			}
+		})
+	}
+}

@@ -282,23 +282,58 @@ func (l *List) Filter(keep func(seqs []uint64) []uint64) *List {
 // segment all of whose versions are older than minSeq is then entirely
 // deleted for readers at readSeq.
 func (l *List) CoversSpan(start, last []byte, minSeq, readSeq uint64) bool {
-	i := l.Find(start)
-	if i < 0 {
-		return false
-	}
-	for ; i < len(l.frags); i++ {
-		f := &l.frags[i]
-		if f.Visible(readSeq) <= minSeq {
-			return false
+	return CoverSpan([]*List{l}, start, last, minSeq, readSeq)
+}
+
+// CoverSpan is CoversSpan for the union of lists, without building it
+// (Merge): from start, it moves to the farthest key the fragments of any
+// list that contain the current key reach without a gap, until it passes
+// last or finds a key none covers. A list's fragments are walked at most
+// once, and each move costs a binary search per list, so the work is
+// bounded by the fragments that lie in [start, last], not by all of
+// them: a compaction pick asks it, holding the DB's mutex, for every
+// segment below range tombstones, which may number in the hundreds of
+// thousands.
+func CoverSpan(lists []*List, start, last []byte, minSeq, readSeq uint64) bool {
+	key := start
+	for {
+		var next []byte // the farthest end reached from key
+		for _, l := range lists {
+			if end := l.reach(key, last, minSeq, readSeq); end != nil && (next == nil || bytes.Compare(end, next) > 0) {
+				next = end
+			}
 		}
-		if bytes.Compare(last, f.End) < 0 {
+		if next == nil {
+			return false // no list covers key
+		}
+		if bytes.Compare(last, next) < 0 {
 			return true
 		}
-		if i+1 < len(l.frags) && !bytes.Equal(l.frags[i+1].Start, f.End) {
-			return false // a gap right after f
+		key = next
+	}
+}
+
+// reach returns the end of the run of contiguous fragments, from the one
+// that contains key, whose visible sequence number at readSeq is above
+// minSeq (CoversSpan), or nil if the fragment that contains key, if any,
+// is not one of them. It stops at the first end past last: CoverSpan
+// needs no more.
+func (l *List) reach(key, last []byte, minSeq, readSeq uint64) []byte {
+	i := l.Find(key)
+	if i < 0 {
+		return nil
+	}
+	var end []byte
+	for ; i < len(l.frags); i++ {
+		f := &l.frags[i]
+		if f.Visible(readSeq) <= minSeq || end != nil && !bytes.Equal(f.Start, end) {
+			break // not visible, or a gap before f
+		}
+		if end = f.End; bytes.Compare(last, end) < 0 {
+			break
 		}
 	}
-	return false
+	return end
 }
 
 // Cursor answers "which fragment contains key" for a run of nearby keys,

@@ -373,3 +373,58 @@ func TestCursorAgreesWithFind(t *testing.T) {
 		t.Errorf("zero Cursor: At = %v, want nil", f)
 	}
 }
+
+// TestCoverSpanMatchesModel checks CoverSpan over the union of several
+// lists against a key-by-key model: a key is covered if a tombstone of any
+// list covers it with a sequence number in (minSeq, readSeq]. Keys and
+// bounds come from a small universe (one or two letters of a to f), which
+// makes the model exact: a gap between two fragments starts at a key of
+// the universe, and so does the span, so a gap inside the span holds one.
+func TestCoverSpanMatchesModel(t *testing.T) {
+	var universe []string
+	for a := 'a'; a <= 'f'; a++ {
+		universe = append(universe, string(a))
+		for b := 'a'; b <= 'f'; b++ {
+			universe = append(universe, string(a)+string(b))
+		}
+	}
+	slices.Sort(universe)
+	rng := rand.New(rand.NewPCG(7, 11))
+	for iter := range 3000 {
+		var lists []*List
+		var all []Tombstone
+		for range 1 + rng.IntN(4) {
+			var ts []Tombstone
+			for range rng.IntN(6) {
+				i, j := rng.IntN(len(universe)), rng.IntN(len(universe))
+				if i > j {
+					i, j = j, i
+				}
+				ts = append(ts, Tombstone{Start: []byte(universe[i]), End: []byte(universe[j]), Seq: 1 + uint64(rng.IntN(20))})
+			}
+			all = append(all, ts...)
+			lists = append(lists, Build(ts))
+		}
+		i, j := rng.IntN(len(universe)), rng.IntN(len(universe))
+		if i > j {
+			i, j = j, i
+		}
+		start, last := universe[i], universe[j]
+		minSeq, readSeq := uint64(rng.IntN(20)), uint64(rng.IntN(22))
+		want := true
+		for _, k := range universe[i : j+1] {
+			if !slices.ContainsFunc(all, func(ts Tombstone) bool {
+				return string(ts.Start) <= k && k < string(ts.End) && ts.Seq > minSeq && ts.Seq <= readSeq
+			}) {
+				want = false
+				break
+			}
+		}
+		if got := CoverSpan(lists, []byte(start), []byte(last), minSeq, readSeq); got != want {
+			t.Fatalf("iteration %d: CoverSpan(%v, %s, %s, %d, %d) = %v, want %v", iter, all, start, last, minSeq, readSeq, got, want)
+		}
+		if got := Merge(lists...).CoversSpan([]byte(start), []byte(last), minSeq, readSeq); got != want {
+			t.Fatalf("iteration %d: CoversSpan of the merged lists = %v, want %v", iter, got, want)
+		}
+	}
+}
