@@ -519,8 +519,9 @@ type sealFailFS struct {
 	release chan struct{}
 	mu      sync.Mutex
 	failW   string
-	// failSeals fails every write of a seal mark, to any WAL.
-	failSeals bool
+	// failSeals fails every write of a seal mark, to any WAL, and
+	// failPrevSealed every write of a prev-sealed mark.
+	failSeals, failPrevSealed bool
 	// failSegs fails the segment fsyncs held, once released: the flush
 	// fails, and the WAL it would have made obsolete stays live.
 	failSegs bool
@@ -531,6 +532,12 @@ type sealFailFS struct {
 // byte holds the flags, bit 1 the seal), as the writer writes it alone.
 func isSealMark(b []byte) bool {
 	return len(b) == 9+25 && b[8] == 2 && b[len(b)-1]&2 != 0
+}
+
+// isPrevSealedMark is isSealMark for the mark with the prev-sealed flag
+// (bit 2), which the writer also writes alone.
+func isPrevSealedMark(b []byte) bool {
+	return len(b) == 9+25 && b[8] == 2 && b[len(b)-1]&4 != 0
 }
 
 func (s *sealFailFS) Create(name string) (vfs.File, error) {
@@ -559,7 +566,7 @@ type sealFailFile struct {
 
 func (f *sealFailFile) Write(b []byte) (int, error) {
 	f.fs.mu.Lock()
-	fail := f.fs.failW == f.name || f.fs.failSeals && isSealMark(b)
+	fail := f.fs.failW == f.name || f.fs.failSeals && isSealMark(b) || f.fs.failPrevSealed && isPrevSealedMark(b)
 	f.fs.mu.Unlock()
 	if fail {
 		return 0, errors.New("injected write failure")

@@ -421,3 +421,58 @@ func TestCutReplacedWALSameBoot(t *testing.T) {
 		})
 	}
 }
+
+// TestPrevSealedMarkFailure: once the seal of a WAL a rotation replaced is
+// durable, the next WAL gets the mark that proves it before its first
+// fsync. If that write fails, no write in the next WAL may be
+// acknowledged as synced (it would have no proof, and a damaged seal
+// would lose it): the synced write fails with ErrReadOnly, as after a
+// failed seal, and the store is read-only. Where the boot is unknown the
+// rotation writes the mark itself, and the write that rotates fails. A
+// store reopened as after a reboot holds every acknowledged write.
+func TestPrevSealedMarkFailure(t *testing.T) {
+	for _, boot := range []bool{true, false} {
+		t.Run(fmt.Sprint("boot ID ", boot), func(t *testing.T) {
+			s := &sealFailFS{FS: vfs.Default, release: make(chan struct{}), failPrevSealed: true}
+			var fsys vfs.FS = s
+			if !boot {
+				fsys = noBootFS{s}
+			}
+			o := smallOptions()
+			o.FS, o.DisableMmap = fsys, true
+			dir := t.TempDir()
+			db := mustOpen(t, dir, o)
+			var once sync.Once
+			release := func() { once.Do(func() { close(s.release) }) }
+			defer func() { release(); db.Close() }()
+
+			logNum := func() uint64 { db.mu.Lock(); defer db.mu.Unlock(); return db.logNum }
+			first := logNum()
+			acked := 0
+			var err error
+			for ; logNum() == first && err == nil; acked++ {
+				if err = db.Put(faultKey(acked), faultValue(acked)); err != nil {
+					acked--
+				}
+			}
+			if err == nil {
+				b := NewBatch()
+				mustDo(t, b.Put(faultKey(acked), faultValue(acked)))
+				if err = db.WriteSync(b); err == nil {
+					t.Fatalf("WriteSync in the WAL after %s succeeded without the mark that proves its seal", base.WALFileName(first))
+				}
+			}
+			if !errors.Is(err, ErrReadOnly) {
+				t.Fatalf("write after the failed mark: %v, want ErrReadOnly", err)
+			}
+			if err := db.Put([]byte("after"), []byte("x")); !errors.Is(err, ErrReadOnly) {
+				t.Fatalf("Put after the failed mark: %v, want ErrReadOnly", err)
+			}
+			release()
+			db.Close()
+			db2 := mustOpen(t, copyStoreFiles(t, dir), &Options{FS: rebootedFS{vfs.Default}})
+			defer db2.Close()
+			wantKeys(t, db2, 0, acked, "after the failed mark, under another boot")
+		})
+	}
+}
