@@ -341,14 +341,17 @@ func (w *Writer) Seal() error {
 // mark after a partial record would make that tail look like damage to
 // durable data) or the Writer is closed. A log without marks takes none.
 func (w *Writer) MarkPrevSealed() error {
+	// Checked under amu: a WriteRecords that fails beside this call has
+	// either failed before (its partial record ends the log, and no mark
+	// may follow it) or begins after the mark.
+	w.amu.Lock()
+	defer w.amu.Unlock()
 	if err := w.writeErr(); err != nil {
 		return err
 	}
 	if !w.marks {
 		return nil
 	}
-	w.amu.Lock()
-	defer w.amu.Unlock()
 	return w.appendMark(Mark{PrevSealed: true})
 }
 
