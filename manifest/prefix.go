@@ -61,7 +61,7 @@ func loadPrefixExtractor(meta *bolt.Bucket, name string, st *State) error {
 	}
 	px, off, err := decodePrefixExtractor(v)
 	if err != nil {
-		return base.Corruptf(name, -1, "meta/%s: byte %d: %v", keyPrefixExtractor, off, err)
+		return base.Corruptf(name, valueOffset(meta, v, off), "meta/%s: byte %d: %v", keyPrefixExtractor, off, err)
 	}
 	st.PrefixExtractor = px
 	return nil

@@ -1,8 +1,10 @@
 package manifest
 
 import (
+	"bytes"
 	"encoding/binary"
 	"slices"
+	"unsafe"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -110,6 +112,7 @@ func load(tx *bolt.Tx, name string) (State, error) {
 	if err != nil {
 		return State{}, err
 	}
+	versionAt := valueOffset(meta, meta.Get([]byte(keyFormatVersion)), 0)
 	var st State
 	switch version {
 	case formatVersion:
@@ -118,13 +121,14 @@ func load(tx *bolt.Tx, name string) (State, error) {
 		err = loadLegacyCounters(meta, name, &st)
 		st.Legacy = true
 	default:
-		err = base.Corruptf(name, -1, "format version %d, this build reads %d and %d", version, legacyFormatVersion, formatVersion)
+		err = base.Corruptf(name, versionAt, "format version %d, this build reads %d and %d", version, legacyFormatVersion, formatVersion)
 	}
 	if err != nil {
 		return State{}, err
 	}
 	if err := st.checkCounters(); err != nil {
-		return State{}, base.Corruptf(name, -1, "%v", err)
+		at := valueOffset(meta, meta.Get([]byte(keyCounters)), 0) // -1 in a legacy manifest: three values
+		return State{}, base.Corruptf(name, at, "%v", err)
 	}
 	if err := loadPrefixExtractor(meta, name, &st); err != nil {
 		return State{}, err
@@ -145,7 +149,7 @@ func loadCounters(meta *bolt.Bucket, name string, st *State) error {
 	}
 	c, off, err := decodeCounters(v)
 	if err != nil {
-		return base.Corruptf(name, -1, "meta/%s: byte %d: %v", keyCounters, off, err)
+		return base.Corruptf(name, valueOffset(meta, v, off), "meta/%s: byte %d: %v", keyCounters, off, err)
 	}
 	st.NextFileNum, st.FlushedSeq, st.LogNum = c.NextFileNum, c.FlushedSeq, c.LogNum
 	return nil
@@ -172,9 +176,40 @@ func loadLegacyCounters(meta *bolt.Bucket, name string, st *State) (err error) {
 func getU64(meta *bolt.Bucket, name, key string) (uint64, error) {
 	v := meta.Get([]byte(key))
 	if len(v) != 8 {
-		return 0, base.Corruptf(name, -1, "meta/%s: %d bytes, want 8", key, len(v))
+		return 0, base.Corruptf(name, valueOffset(meta, v, 0), "meta/%s: %d bytes, want 8", key, len(v))
 	}
 	return binary.BigEndian.Uint64(v), nil
+}
+
+// valueOffset returns the offset in the file of v[off], a byte of a value
+// read from b, so that damage inside a record is reported where it is, as
+// in the store's other files; -1 if it cannot be told. bbolt returns a
+// value in place, as a slice of its read-only mapping of the file, whose
+// start DB.Info gives: the difference of the addresses is the offset
+// (nothing is read through them). A bucket small enough to be stored
+// inline in its parent may be a copy instead (bbolt copies one that is
+// not aligned); its value's bytes are then looked for in the file, which
+// tells where they are if they occur once. Only for errors: the search
+// reads the whole file.
+func valueOffset(b *bolt.Bucket, v []byte, off int) int64 {
+	if len(v) == 0 || off < 0 || off >= len(v) {
+		return -1
+	}
+	tx := b.Tx()
+	start := tx.DB().Info().Data
+	if p := uintptr(unsafe.Pointer(unsafe.SliceData(v))); p >= start && int64(p-start) <= tx.Size()-int64(len(v)) {
+		return int64(p-start) + int64(off)
+	}
+	var file bytes.Buffer
+	if _, err := tx.WriteTo(&file); err != nil {
+		return -1
+	}
+	data := file.Bytes()
+	i := bytes.Index(data, v)
+	if i < 0 || bytes.Contains(data[i+1:], v) {
+		return -1
+	}
+	return int64(i + off)
 }
 
 // loadSegments decodes every segment record, checking that each is stored
@@ -187,17 +222,17 @@ func loadSegments(tx *bolt.Tx, name string, nextFileNum uint64) ([]base.SegmentM
 	var segs []base.SegmentMeta
 	err := b.ForEach(func(k, v []byte) error {
 		if len(k) != 8 || v == nil {
-			return base.Corruptf(name, -1, "segments: key %x is not an 8-byte file number with a value", k)
+			return base.Corruptf(name, valueOffset(b, v, 0), "segments: key %x is not an 8-byte file number with a value", k)
 		}
 		fn := binary.BigEndian.Uint64(k)
 		seg, off, err := decodeSegmentMetaAt(v)
 		switch {
 		case err != nil:
-			return base.Corruptf(name, -1, "segments/%d: byte %d of value: %v", fn, off, err)
+			return base.Corruptf(name, valueOffset(b, v, off), "segments/%d: byte %d of value: %v", fn, off, err)
 		case seg.FileNum != fn:
-			return base.Corruptf(name, -1, "segments/%d: value describes file %d", fn, seg.FileNum)
+			return base.Corruptf(name, valueOffset(b, v, 0), "segments/%d: value describes file %d", fn, seg.FileNum)
 		case fn >= nextFileNum:
-			return base.Corruptf(name, -1, "segments/%d: not below next file number %d", fn, nextFileNum)
+			return base.Corruptf(name, valueOffset(b, v, 0), "segments/%d: not below next file number %d", fn, nextFileNum)
 		}
 		segs = append(segs, seg)
 		return nil
