@@ -76,13 +76,22 @@ type Txn struct {
 	// pending is the write set: for each key written, its last write,
 	// unless a DeleteRange of the transaction made after it deleted it
 	// (dels.deletes), which leaves it here and hides it. Entries are never
-	// changed, only replaced, so that an iterator may keep the sorted list
-	// it was made with.
+	// changed, only replaced, so that an iterator may keep the runs it
+	// was made with.
 	pending map[string]*pendingWrite
-	sorted  []*pendingWrite // the writes pending and not deleted, by key; nil when a write changed them
-	writes  uint64          // the transaction's writes so far, DeleteRange included: the next one's order
+	writes  uint64 // the transaction's writes so far, DeleteRange included: the next one's order
+	// runs and tail are the pending writes as iterators need them, by
+	// key (sortedRuns): runs as of the last iterator made, tail the
+	// writes since, in the order made, and cut the ranges deleted since.
+	runs [][]*pendingWrite
+	tail []*pendingWrite
+	cut  []keySpan
+	// live is the memory of the writes in pending; stale that of the
+	// writes in runs that a later write of their key replaced, which runs
+	// keep until a merge drops them (sortedRuns).
+	live, stale int
 	// dels is the union of the transaction's range deletions; replaced,
-	// never changed, as sorted.
+	// never changed, as runs.
 	dels txnDels
 
 	// reads is the read set of Gets and closed iterators; iters the open
@@ -96,7 +105,11 @@ type pendingWrite struct {
 	key, value []byte
 	del        bool
 	order      uint64 // the write's place among the transaction's writes (Txn.writes)
+	inRun      bool   // in one of Txn.runs
 }
+
+// size approximates the memory a pending write holds.
+func (w *pendingWrite) size() int { return 64 + len(w.key) + len(w.value) }
 
 // NewTransaction begins a transaction: read-write if update, else
 // read-only. Its reads see the DB as of now, plus its own writes. It
@@ -226,8 +239,15 @@ func (t *Txn) Delete(key []byte) error {
 func (t *Txn) setPending(w *pendingWrite) {
 	t.writes++
 	w.order = t.writes
+	if old, ok := t.pending[string(w.key)]; ok {
+		t.live -= old.size()
+		if old.inRun {
+			t.stale += old.size()
+		}
+	}
 	t.pending[string(w.key)] = w
-	t.sorted = nil
+	t.live += w.size()
+	t.tail = append(t.tail, w)
 }
 
 // DeleteRange deletes every key in [start, end) when the transaction
@@ -251,24 +271,135 @@ func (t *Txn) DeleteRange(start, end []byte) error {
 	// pending writes it deletes stay in t.pending, hidden (dels.deletes).
 	t.writes++
 	t.dels = t.dels.add(r, t.writes)
-	t.sorted = nil
+	if len(t.runs) > 0 {
+		t.cut = append(t.cut, r)
+	}
 	return nil
 }
 
-// sortedPending returns the pending writes by key. The slice is never
-// changed afterwards: a later write makes a new one.
+// sortedPending returns the pending writes not deleted, by key: the
+// batch Commit writes.
 func (t *Txn) sortedPending() []*pendingWrite {
-	if t.sorted == nil && len(t.pending) > 0 {
-		s := make([]*pendingWrite, 0, len(t.pending))
-		for _, w := range t.pending {
-			if !t.dels.deletes(w.key, w.order) {
-				s = append(s, w)
-			}
+	s := make([]*pendingWrite, 0, len(t.pending))
+	for _, w := range t.pending {
+		if !t.dels.deletes(w.key, w.order) {
+			s = append(s, w)
 		}
-		slices.SortFunc(s, func(a, b *pendingWrite) int { return bytes.Compare(a.key, b.key) })
-		t.sorted = s
 	}
-	return t.sorted
+	slices.SortFunc(s, comparePendingWrites)
+	return s
+}
+
+func comparePendingWrites(a, b *pendingWrite) int { return bytes.Compare(a.key, b.key) }
+
+// sortedRuns returns the pending writes as an iterator sees them: a few
+// runs, each sorted by key with one write per key, where the newest
+// write of a key that several runs hold is its pending write (older
+// ones are stale, and hidden by it). No write of the runs is deleted by
+// a DeleteRange: the runs are cut where one deleted since they were
+// made (cutRuns). Neither the runs nor the slice of them change
+// afterwards: an iterator keeps them.
+//
+// The writes since the last call are sorted into a new run, and the
+// newest runs merged while a run holds at least half the writes of the
+// one before it, so that runs grow geometrically (about log₂ n of them)
+// and each write is copied O(log n) times, amortized, as a memtable's
+// range tombstones are. Sorting every pending write again for each
+// iterator made a scan after each write O(n log n): 140 ms an iterator at
+// 10^5 pending writes. A merge keeps only writes still pending and not
+// deleted; once the stale writes hold more memory than the pending ones,
+// all runs are merged, so that runs never hold much more than the write
+// set does.
+func (t *Txn) sortedRuns() [][]*pendingWrite {
+	if len(t.tail) == 0 && len(t.cut) == 0 && t.stale <= t.live {
+		return t.runs
+	}
+	run := t.keep(nil, t.tail)
+	t.tail = nil
+	slices.SortFunc(run, comparePendingWrites)
+	runs := make([][]*pendingWrite, len(t.runs), len(t.runs)+1)
+	copy(runs, t.runs)
+	if len(t.cut) > 0 {
+		cutRuns(runs, mergeSpans(t.cut))
+		t.cut = nil
+	}
+	if len(run) > 0 {
+		for _, w := range run {
+			w.inRun = true
+		}
+		runs = append(runs, run)
+	}
+	all := t.stale > t.live
+	for n := len(runs); n >= 2 && (all || 2*len(runs[n-1]) >= len(runs[n-2])); n-- {
+		runs = append(runs[:n-2], t.mergeRuns(runs[n-2], runs[n-1]))
+	}
+	if all {
+		if len(runs) == 1 {
+			runs[0] = t.keep(nil, runs[0]) // a merge with no run
+		}
+		t.stale = 0
+	}
+	t.runs = slices.DeleteFunc(runs, func(r []*pendingWrite) bool { return len(r) == 0 }) // cut to nothing
+	return t.runs
+}
+
+// cutRuns replaces each run of runs that holds a write in cut (sorted,
+// disjoint spans: mergeSpans) by a copy without those writes. The spans
+// were deleted after every write of the runs was made, so the writes in
+// them are exactly those of the runs a DeleteRange deleted since. A run
+// cut meets no span is kept as it is: a DeleteRange costs the binary
+// searches of its span and the copy of the runs it deleted writes of.
+func cutRuns(runs [][]*pendingWrite, cut []keySpan) {
+	for i, run := range runs {
+		var out []*pendingWrite
+		from := 0 // the first write of run not yet copied or cut
+		for _, s := range cut {
+			lo, _ := slices.BinarySearchFunc(run, s.start, comparePending)
+			lo = max(lo, from)
+			hi := len(run)
+			if s.end != nil {
+				hi, _ = slices.BinarySearchFunc(run, s.end, comparePending)
+			}
+			if lo >= hi {
+				continue
+			}
+			if out == nil {
+				out = make([]*pendingWrite, 0, len(run)-(hi-lo))
+			}
+			out = append(out, run[from:lo]...)
+			from = hi
+		}
+		if out != nil {
+			runs[i] = append(out, run[from:]...)
+		}
+	}
+}
+
+// keep appends to dst the writes of ws that are still pending and not
+// deleted.
+func (t *Txn) keep(dst, ws []*pendingWrite) []*pendingWrite {
+	for _, w := range ws {
+		if t.pending[string(w.key)] == w && !t.dels.deletes(w.key, w.order) {
+			dst = append(dst, w)
+		}
+	}
+	return dst
+}
+
+// mergeRuns merges two sorted runs into a new one, keeping the writes
+// still pending and not deleted: a key's pending write is in one run at
+// most, so the result holds a key once.
+func (t *Txn) mergeRuns(a, b []*pendingWrite) []*pendingWrite {
+	out := make([]*pendingWrite, 0, len(a)+len(b))
+	for len(a) > 0 && len(b) > 0 {
+		if bytes.Compare(a[0].key, b[0].key) <= 0 {
+			out, a = t.keep(out, a[:1]), a[1:]
+		} else {
+			out, b = t.keep(out, b[:1]), b[1:]
+		}
+	}
+	out = t.keep(out, a)
+	return t.keep(out, b)
 }
 
 // Commit applies the transaction's writes atomically, as one Batch (so
@@ -334,7 +465,7 @@ func (t *Txn) Discard() {
 		ts.trimLocked()
 		ts.mu.Unlock()
 	}
-	t.pending, t.sorted, t.dels, t.reads, t.iters = nil, nil, txnDels{}, nil, nil
+	t.pending, t.runs, t.tail, t.dels, t.reads, t.iters = nil, nil, nil, txnDels{}, nil, nil
 }
 
 // View runs fn in a read-only transaction: every read in it sees one

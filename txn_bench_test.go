@@ -144,3 +144,99 @@ func BenchmarkTxnDeleteRangeAmongWrites(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkTxnIterAfterPut: a transaction holding n pending writes makes
+// one more, then an iterator that sees it (read-your-writes scans), one
+// op per Put, NewIterator, Seek and Close. The iterator's cost should not
+// follow the writes pending.
+func BenchmarkTxnIterAfterPut(b *testing.B) {
+	for _, n := range []int{1_000, 10_000, 100_000} {
+		b.Run(fmt.Sprint("pending=", n), func(b *testing.B) {
+			db := mustOpen(b, b.TempDir(), nil)
+			defer db.Close()
+			txn := db.NewTransaction(true)
+			defer txn.Discard()
+			for i := range n {
+				mustDo(b, txn.Put(fmt.Appendf(nil, "a%08d", i*2), []byte("v")))
+			}
+			warm, err := txn.NewIterator(nil) // sorts the writes so far
+			mustDo(b, err)
+			mustDo(b, warm.Close())
+			i := 0
+			for b.Loop() {
+				k := fmt.Appendf(nil, "a%08d", (i%n)*2+1)
+				mustDo(b, txn.Put(k, []byte("w")))
+				it, err := txn.NewIterator(nil)
+				mustDo(b, err)
+				if !it.Seek(k) {
+					b.Fatal("not found")
+				}
+				mustDo(b, it.Close())
+				i++
+			}
+		})
+	}
+}
+
+// BenchmarkTxnIterScan: a full scan of a transaction's n pending writes
+// (over an empty store), made with an iterator after every 1000th write,
+// one op per key scanned.
+func BenchmarkTxnIterScan(b *testing.B) {
+	for _, n := range []int{10_000, 100_000} {
+		b.Run(fmt.Sprint("pending=", n), func(b *testing.B) {
+			db := mustOpen(b, b.TempDir(), nil)
+			defer db.Close()
+			txn := db.NewTransaction(true)
+			defer txn.Discard()
+			for i := range n {
+				mustDo(b, txn.Put(fmt.Appendf(nil, "a%08d", (i*7919)%n), []byte("v")))
+				if i%1000 == 999 {
+					it, err := txn.NewIterator(nil)
+					mustDo(b, err)
+					mustDo(b, it.Close())
+				}
+			}
+			it, err := txn.NewIterator(nil)
+			mustDo(b, err)
+			defer it.Close()
+			ok := false
+			for b.Loop() {
+				if !ok {
+					ok = it.First()
+				}
+				ok = it.Next()
+			}
+		})
+	}
+}
+
+// BenchmarkTxnIterAfterDeleteRange: a transaction holding n pending
+// writes deletes one of them with DeleteRange, then makes an iterator,
+// one op per pair: the iterator's runs are cut where the deletion hit
+// them (cutRuns), a copy of the run it hit.
+func BenchmarkTxnIterAfterDeleteRange(b *testing.B) {
+	for _, n := range []int{1_000, 10_000, 100_000} {
+		b.Run(fmt.Sprint("pending=", n), func(b *testing.B) {
+			db := mustOpen(b, b.TempDir(), nil)
+			defer db.Close()
+			txn := db.NewTransaction(true)
+			defer txn.Discard()
+			for i := range n {
+				mustDo(b, txn.Put(fmt.Appendf(nil, "a%08d", i), []byte("v")))
+			}
+			warm, err := txn.NewIterator(nil) // sorts the writes so far
+			mustDo(b, err)
+			mustDo(b, warm.Close())
+			i := 0
+			for b.Loop() {
+				k := fmt.Appendf(nil, "a%08d", i%n)
+				mustDo(b, txn.DeleteRange(k, append(k, 0)))
+				it, err := txn.NewIterator(nil)
+				mustDo(b, err)
+				it.Seek(k)
+				mustDo(b, it.Close())
+				i++
+			}
+		})
+	}
+}

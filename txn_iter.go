@@ -21,23 +21,22 @@ import (
 type TxnIterator struct {
 	t    *Txn
 	base *Iterator
-	all  []*pendingWrite // the pending writes when the iterator was made, by key
-	pend []*pendingWrite // those within bounds
-	dels txnDels         // the transaction's range deletions
+	all  [][]*pendingWrite // the pending writes when the iterator was made (Txn.sortedRuns)
+	pend pendCursor        // over those within bounds
+	// allLen is the number of writes in all, and steps how many times
+	// pend stepped over several runs: see stepPending.
+	allLen, steps int
+	dels          txnDels // the transaction's range deletions
 
 	lower, upper []byte
-	// pi is, forward, the index of the first pending write at or after
-	// the position; backward, that of the last one at or before it (-1:
-	// none).
-	pi       int
-	reverse  bool
-	valid    bool
-	fromPend bool // the current key is pend[pi]'s
-	key      []byte
-	value    []byte
-	keyBuf   []byte
-	seekBuf  []byte // Seek's and SeekLT's copy of their key
-	closed   bool
+	reverse      bool
+	valid        bool
+	fromPend     bool // the current key is pend.cur's
+	key          []byte
+	value        []byte
+	keyBuf       []byte
+	seekBuf      []byte // Seek's and SeekLT's copy of their key
+	closed       bool
 
 	// The span traversed since the last seek (read-write only): [lo, hi),
 	// hi unbounded if hiInf; empty until a seek begins one.
@@ -64,7 +63,10 @@ func (t *Txn) NewIterator(opts *IterOptions) (*TxnIterator, error) {
 	if err != nil {
 		return nil, err
 	}
-	it := &TxnIterator{t: t, base: b, all: t.sortedPending(), dels: t.dels, track: t.update}
+	it := &TxnIterator{t: t, base: b, all: t.sortedRuns(), dels: t.dels, track: t.update}
+	for _, run := range it.all {
+		it.allLen += len(run)
+	}
 	it.lower, it.upper = bounds(opts)
 	it.boundPending()
 	if t.update {
@@ -75,14 +77,21 @@ func (t *Txn) NewIterator(opts *IterOptions) (*TxnIterator, error) {
 
 // boundPending sets pend to the pending writes within the bounds.
 func (it *TxnIterator) boundPending() {
-	lo, hi := 0, len(it.all)
-	if it.lower != nil {
-		lo, _ = slices.BinarySearchFunc(it.all, it.lower, comparePending)
+	c := &it.pend
+	c.runs, c.pos, c.cur = c.runs[:0], c.pos[:0], nil
+	for _, run := range it.all {
+		lo, hi := 0, len(run)
+		if it.lower != nil {
+			lo, _ = slices.BinarySearchFunc(run, it.lower, comparePending)
+		}
+		if it.upper != nil {
+			hi, _ = slices.BinarySearchFunc(run, it.upper, comparePending)
+		}
+		if lo < hi {
+			c.runs = append(c.runs, run[lo:hi])
+			c.pos = append(c.pos, 0)
+		}
 	}
-	if it.upper != nil {
-		hi, _ = slices.BinarySearchFunc(it.all, it.upper, comparePending)
-	}
-	it.pend = it.all[lo:max(lo, hi)]
 }
 
 // SetBounds changes the iterator's bounds to [lower, upper) as
@@ -110,10 +119,135 @@ func (it *TxnIterator) SetPrefix(p []byte) { it.SetBounds(p, prefixEnd(p)) }
 
 func comparePending(w *pendingWrite, key []byte) int { return bytes.Compare(w.key, key) }
 
-// searchPending returns the index of the first pending write >= key.
-func (it *TxnIterator) searchPending(key []byte) int {
-	i, _ := slices.BinarySearchFunc(it.pend, key, comparePending)
-	return i
+// pendCursor walks the pending writes an iterator shows, within its
+// bounds: the merge of the runs of Txn.sortedRuns, where of the writes of
+// one key the newest is the one shown. A run holds a key once, so the
+// runs at the current key are those whose position holds it. A change of
+// direction is a new seek.
+type pendCursor struct {
+	runs [][]*pendingWrite
+	// pos is, for each run, forward, the index of its first write at or
+	// after the position; backward, that of its last one at or before
+	// it (-1: none).
+	pos []int
+	cur *pendingWrite // the write at the position, or nil: none left
+}
+
+// seekGE positions at the first write at or after key.
+func (c *pendCursor) seekGE(key []byte) {
+	for i, run := range c.runs {
+		c.pos[i], _ = slices.BinarySearchFunc(run, key, comparePending)
+	}
+	c.settle(true)
+}
+
+// seekLT positions at the last write before key.
+func (c *pendCursor) seekLT(key []byte) {
+	for i, run := range c.runs {
+		j, _ := slices.BinarySearchFunc(run, key, comparePending)
+		c.pos[i] = j - 1
+	}
+	c.settle(false)
+}
+
+func (c *pendCursor) first() {
+	clear(c.pos)
+	c.settle(true)
+}
+
+func (c *pendCursor) last() {
+	for i, run := range c.runs {
+		c.pos[i] = len(run) - 1
+	}
+	c.settle(false)
+}
+
+// step moves past the current key, forward or backward (the direction of
+// the last seek).
+func (c *pendCursor) step(forward bool) {
+	key := c.cur.key
+	for i, run := range c.runs {
+		if p := c.pos[i]; p >= 0 && p < len(run) && bytes.Equal(run[p].key, key) {
+			if forward {
+				c.pos[i]++
+			} else {
+				c.pos[i]--
+			}
+		}
+	}
+	c.settle(forward)
+}
+
+// seekLE positions, backward, at the last write at or before key.
+func (c *pendCursor) seekLE(key []byte) {
+	for i, run := range c.runs {
+		j, found := slices.BinarySearchFunc(run, key, comparePending)
+		if found {
+			j++
+		}
+		c.pos[i] = j - 1
+	}
+	c.settle(false)
+}
+
+// settle sets cur to the newest write of the nearest key the runs hold
+// in the direction of travel.
+func (c *pendCursor) settle(forward bool) {
+	var best *pendingWrite
+	for i, run := range c.runs {
+		p := c.pos[i]
+		if p < 0 || p >= len(run) {
+			continue
+		}
+		w := run[p]
+		if best == nil {
+			best = w
+			continue
+		}
+		cmp := bytes.Compare(w.key, best.key)
+		if !forward {
+			cmp = -cmp
+		}
+		if cmp < 0 || cmp == 0 && w.order > best.order {
+			best = w
+		}
+	}
+	c.cur = best
+}
+
+// stepPending moves pend past its current key. A step over several runs
+// compares the head of each: an iterator that has taken as many of them
+// as its runs hold writes merges the runs into one, which costs about as
+// much as the steps did, so that a long scan costs what a scan of one
+// sorted list does. The merged run replaces the transaction's runs too
+// if they are still those the iterator was made with.
+func (it *TxnIterator) stepPending(forward bool) {
+	it.pend.step(forward)
+	if len(it.all) < 2 {
+		return
+	}
+	if it.steps++; it.steps < it.allLen {
+		return
+	}
+	// The newest write of each key, in key order.
+	all := pendCursor{runs: it.all, pos: make([]int, len(it.all))}
+	merged := make([]*pendingWrite, 0, it.allLen)
+	for all.first(); all.cur != nil; all.step(true) {
+		merged = append(merged, all.cur)
+	}
+	if t := it.t; !t.done && len(t.runs) == len(it.all) && &t.runs[0] == &it.all[0] {
+		t.runs = [][]*pendingWrite{merged}
+	}
+	it.all, it.allLen = [][]*pendingWrite{merged}, len(merged)
+	cur := it.pend.cur
+	it.boundPending()
+	switch {
+	case cur == nil: // none left: the next use of pend is a seek
+	case forward:
+		it.pend.seekGE(cur.key)
+	default:
+		it.pend.seekLE(cur.key)
+	}
 }
 
 // First moves to the first key in range.
@@ -123,7 +257,7 @@ func (it *TxnIterator) First() bool {
 	}
 	it.begin(it.lower, false)
 	it.base.First()
-	it.pi = 0
+	it.pend.first()
 	return it.findNext()
 }
 
@@ -134,7 +268,7 @@ func (it *TxnIterator) Last() bool {
 	}
 	it.begin(it.upper, true)
 	it.base.Last()
-	it.pi = len(it.pend) - 1
+	it.pend.last()
 	return it.findPrev()
 }
 
@@ -173,13 +307,13 @@ func (it *TxnIterator) SeekLT(key []byte) bool {
 
 func (it *TxnIterator) seekGE(key []byte) bool {
 	it.base.Seek(key)
-	it.pi = it.searchPending(key)
+	it.pend.seekGE(key)
 	return it.findNext()
 }
 
 func (it *TxnIterator) seekLT(key []byte) bool {
 	it.base.SeekLT(key)
-	it.pi = it.searchPending(key) - 1
+	it.pend.seekLT(key)
 	return it.findPrev()
 }
 
@@ -197,7 +331,7 @@ func (it *TxnIterator) Next() bool {
 		if it.base.Valid() && bytes.Equal(it.base.Key(), it.key) {
 			it.base.Next() // the snapshot's version, hidden by ours
 		}
-		it.pi++
+		it.stepPending(true)
 	} else {
 		it.base.Next()
 	}
@@ -217,7 +351,7 @@ func (it *TxnIterator) Prev() bool {
 		if it.base.Valid() && bytes.Equal(it.base.Key(), it.key) {
 			it.base.Prev()
 		}
-		it.pi--
+		it.stepPending(false)
 	} else {
 		it.base.Prev()
 	}
@@ -237,7 +371,7 @@ func (it *TxnIterator) findNext() bool {
 			}
 			it.base.Seek(r.end) // deleted by the transaction
 		}
-		bv, pv := it.base.Valid(), it.pi < len(it.pend)
+		bv, pv := it.base.Valid(), it.pend.cur != nil
 		if !bv && !pv || it.base.Error() != nil {
 			return it.stop() // the end, or the snapshot's error: Error reports it
 		}
@@ -246,15 +380,15 @@ func (it *TxnIterator) findNext() bool {
 		case !bv:
 			c = 1
 		case pv:
-			c = bytes.Compare(it.base.Key(), it.pend[it.pi].key)
+			c = bytes.Compare(it.base.Key(), it.pend.cur.key)
 		}
 		if c < 0 {
 			return it.at(it.base.Key(), it.base.Value(), false)
 		}
-		if w := it.pend[it.pi]; !w.del {
+		if w := it.pend.cur; !w.del {
 			return it.at(w.key, w.value, true)
 		}
-		it.pi++
+		it.stepPending(true)
 		if c == 0 {
 			it.base.Next()
 		}
@@ -272,7 +406,7 @@ func (it *TxnIterator) findPrev() bool {
 			}
 			it.base.SeekLT(r.start)
 		}
-		bv, pv := it.base.Valid(), it.pi >= 0
+		bv, pv := it.base.Valid(), it.pend.cur != nil
 		if !bv && !pv || it.base.Error() != nil {
 			return it.stop() // the end, or the snapshot's error: Error reports it
 		}
@@ -281,15 +415,15 @@ func (it *TxnIterator) findPrev() bool {
 		case !bv:
 			c = -1
 		case pv:
-			c = bytes.Compare(it.base.Key(), it.pend[it.pi].key)
+			c = bytes.Compare(it.base.Key(), it.pend.cur.key)
 		}
 		if c > 0 {
 			return it.at(it.base.Key(), it.base.Value(), false)
 		}
-		if w := it.pend[it.pi]; !w.del {
+		if w := it.pend.cur; !w.del {
 			return it.at(w.key, w.value, true)
 		}
-		it.pi--
+		it.stepPending(false)
 		if c == 0 {
 			it.base.Prev()
 		}
@@ -444,7 +578,7 @@ func (it *TxnIterator) Close() error {
 		}
 	}
 	err := it.base.Close()
-	it.closed, it.valid, it.key, it.value, it.pend, it.all = true, false, nil, nil, nil, nil
+	it.closed, it.valid, it.key, it.value, it.pend, it.all = true, false, nil, nil, pendCursor{}, nil
 	return err
 }
 
