@@ -240,3 +240,34 @@ func BenchmarkTxnIterAfterDeleteRange(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkTxnIterClose: a transaction holding n open iterators closes
+// the one opened in the middle of them and opens one more, one op per
+// pair.
+func BenchmarkTxnIterClose(b *testing.B) {
+	for _, n := range []int{100, 1_000, 10_000, 100_000} {
+		b.Run(fmt.Sprint("open=", n), func(b *testing.B) {
+			db := mustOpen(b, b.TempDir(), nil)
+			defer db.Close()
+			mustDo(b, db.Put([]byte("k"), []byte("v")))
+			txn := db.NewTransaction(true)
+			defer txn.Discard()
+			var its []*TxnIterator
+			for range n {
+				it, err := txn.NewIterator(nil)
+				mustDo(b, err)
+				its = append(its, it)
+			}
+			for b.Loop() {
+				mid := len(its) / 2
+				mustDo(b, its[mid].Close())
+				it, err := txn.NewIterator(nil)
+				mustDo(b, err)
+				its[mid] = it
+			}
+			for _, it := range its {
+				it.Close()
+			}
+		})
+	}
+}

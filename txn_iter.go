@@ -27,6 +27,7 @@ type TxnIterator struct {
 	// pend stepped over several runs: see stepPending.
 	allLen, steps int
 	dels          txnDels // the transaction's range deletions
+	idx           int     // in t.iters while open, in a read-write transaction
 
 	lower, upper []byte
 	reverse      bool
@@ -70,6 +71,7 @@ func (t *Txn) NewIterator(opts *IterOptions) (*TxnIterator, error) {
 	it.lower, it.upper = bounds(opts)
 	it.boundPending()
 	if t.update {
+		it.idx = len(t.iters)
 		t.iters = append(t.iters, it)
 	}
 	return it, nil
@@ -573,9 +575,14 @@ func (it *TxnIterator) Close() error {
 	t := it.t
 	if it.track && !t.done {
 		t.reads = it.appendSpans(t.reads)
-		if i := slices.Index(t.iters, it); i >= 0 {
-			t.iters = slices.Delete(t.iters, i, i+1)
-		}
+		// The last one takes its place: Commit reads every open
+		// iterator's spans in any order, and a search and a shift made
+		// closing n open iterators O(n²).
+		last := t.iters[len(t.iters)-1]
+		last.idx = it.idx
+		t.iters[it.idx] = last
+		t.iters[len(t.iters)-1] = nil
+		t.iters = t.iters[:len(t.iters)-1]
 	}
 	err := it.base.Close()
 	it.closed, it.valid, it.key, it.value, it.pend, it.all = true, false, nil, nil, pendCursor{}, nil
