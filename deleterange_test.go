@@ -812,3 +812,29 @@ func BenchmarkPickBesideRangeDels(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkNestedRangeDelsAcrossBatches: n range deletions, each its own
+// batch, each nested inside the next ([n-i, n+i)), into one memtable;
+// ns/rangedel is per DeleteRange. Each fragment keeps the sequence number
+// of every tombstone over it, so n nested ones are about n²/2 pieces and
+// a DeleteRange costs O(n) (bounded by the memtable's size, which counts
+// them): BuildNewest keeps one per fragment within a batch, not across
+// batches.
+func BenchmarkNestedRangeDelsAcrossBatches(b *testing.B) {
+	for _, n := range []int{1_000, 3_000, 10_000} {
+		b.Run(fmt.Sprint("n=", n), func(b *testing.B) {
+			for b.Loop() {
+				b.StopTimer()
+				db := mustOpen(b, b.TempDir(), &Options{MemtableSize: 64 << 20, DisableAutoCompaction: true})
+				b.StartTimer()
+				for i := range n {
+					mustDo(b, db.DeleteRange(fmt.Appendf(nil, "k%07d", n-i), fmt.Appendf(nil, "k%07d", n+i+1)))
+				}
+				b.StopTimer()
+				mustDo(b, db.Close())
+				b.StartTimer()
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/rangedel")
+		})
+	}
+}

@@ -89,3 +89,37 @@ func TestChunkSize(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkFlushBesideSnapshots: a flush of a memtable of 10^4 keys,
+// each written twice, with s snapshots open, one taken after each of the
+// first s writes; ns/key is per key flushed. The versions kept grow with
+// the snapshots, the cost of a key by a binary search among them.
+func BenchmarkFlushBesideSnapshots(b *testing.B) {
+	for _, s := range []int{0, 1_000, 10_000} {
+		b.Run(fmt.Sprint("snapshots=", s), func(b *testing.B) {
+			const keys = 10_000
+			db := mustOpen(b, b.TempDir(), &Options{MemtableSize: 64 << 20, DisableAutoCompaction: true})
+			defer db.Close()
+			var snaps []*Snapshot
+			for b.Loop() {
+				b.StopTimer()
+				for round := range 2 {
+					for i := range keys {
+						mustDo(b, db.Put(fmt.Appendf(nil, "k%06d", i), fmt.Appendf(nil, "v%d", round)))
+						if len(snaps) < s {
+							sn, err := db.NewSnapshot()
+							mustDo(b, err)
+							snaps = append(snaps, sn)
+						}
+					}
+				}
+				b.StartTimer()
+				mustDo(b, db.Flush())
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*keys), "ns/key")
+			for _, sn := range snaps {
+				sn.Close()
+			}
+		})
+	}
+}

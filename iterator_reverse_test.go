@@ -405,3 +405,48 @@ func BenchmarkReverseOverVersions(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkReverseOverSegmentVersions: as BenchmarkReverseOverVersions,
+// but the versions are in one segment, kept there by a snapshot taken
+// after each round of writes. The segment's iterator reads the value
+// record of each entry it lands on (segment.Iter.settle), so a backward
+// step over a key reads every visible version's value, not only the
+// newest's, where a forward one (NextVisible) reads one.
+func BenchmarkReverseOverSegmentVersions(b *testing.B) {
+	for _, v := range []int{1, 10, 100} {
+		for _, dir := range []string{"forward", "backward"} {
+			b.Run(fmt.Sprintf("versions=%d/%s", v, dir), func(b *testing.B) {
+				const keys = 16
+				db := mustOpen(b, b.TempDir(), &Options{MemtableSize: 256 << 20, DisableAutoCompaction: true})
+				defer db.Close()
+				val := make([]byte, 64<<10)
+				for range v {
+					for i := range keys {
+						mustDo(b, db.Put(fmt.Appendf(nil, "k%03d", i), val))
+					}
+					s, err := db.NewSnapshot()
+					mustDo(b, err)
+					defer s.Close()
+				}
+				mustDo(b, db.Flush())
+				it, err := db.NewIterator(nil)
+				mustDo(b, err)
+				defer it.Close()
+				ok := false
+				for b.Loop() {
+					if dir == "forward" {
+						if !ok {
+							ok = it.First()
+						}
+						ok = it.Next()
+					} else {
+						if !ok {
+							ok = it.Last()
+						}
+						ok = it.Prev()
+					}
+				}
+			})
+		}
+	}
+}

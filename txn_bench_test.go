@@ -296,3 +296,38 @@ func BenchmarkAdmitGroup(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkTxnCommitAfterWrites: a read-write transaction that read one
+// key commits after n other keys were written since it began, in batches
+// of 1000; one op per commit. Its check, under commit leadership, costs a
+// binary search per commit group since it began, plus the sort of each
+// group's keys by the first transaction that checks it: linear in the
+// writes since the transaction began, up to the history's limit.
+func BenchmarkTxnCommitAfterWrites(b *testing.B) {
+	for _, n := range []int{1_000, 10_000, 100_000} {
+		b.Run(fmt.Sprint("written=", n), func(b *testing.B) {
+			db := mustOpen(b, b.TempDir(), &Options{MemtableSize: 64 << 20})
+			defer db.Close()
+			hold := db.NewTransaction(true) // keeps the history
+			defer hold.Discard()
+			i := 0
+			for b.Loop() {
+				b.StopTimer()
+				txn := db.NewTransaction(true)
+				txn.Get(fmt.Appendf(nil, "zz%d", i))
+				bt := NewBatch()
+				for j := range n {
+					bt.Put(fmt.Appendf(nil, "k%08d", j), nil)
+					if (j+1)%1000 == 0 {
+						mustDo(b, db.Write(bt))
+						bt = NewBatch()
+					}
+				}
+				mustDo(b, txn.Put(fmt.Appendf(nil, "zz%d", i), []byte("v")))
+				b.StartTimer()
+				mustDo(b, txn.Commit())
+				i++
+			}
+		})
+	}
+}
