@@ -66,7 +66,6 @@ func (b *bench) filterMemory(ctx context.Context) (err error) {
 		b.rep.printf("skipped: -disable-filters leaves nothing to compare\n")
 		return nil
 	}
-	start := time.Now()
 	s, d := b.main, b.data
 	if n := b.cfg.FilterMemoryKeys; n > 0 {
 		d = newDataset(n, b.cfg.ValueSize, b.cfg.Seed+3)
@@ -190,12 +189,12 @@ func (b *bench) filterMemory(ctx context.Context) (err error) {
 		}
 	}
 	bar.done()
-	b.printFilterMemory(built, rows, time.Since(start))
+	b.printFilterMemory(built, rows)
 	return nil
 }
 
 // printFilterMemory writes the curve as a table.
-func (b *bench) printFilterMemory(built fmPoint, rows [][3]fmPoint, took time.Duration) {
+func (b *bench) printFilterMemory(built fmPoint, rows [][3]fmPoint) {
 	store := "the store of fill-random"
 	if b.cfg.FilterMemoryKeys > 0 {
 		store = "a fresh store, random fill"
@@ -222,5 +221,4 @@ func (b *bench) printFilterMemory(built fmPoint, rows [][3]fmPoint, took time.Du
 	t.write(b.rep.text)
 	b.rep.printf("as built by the fill (FilterOptimal, %d bits/key, no budget): %s of filters (%.0f%%), pred %.4f, meas %.4f blocks per absent Get.\n",
 		fmBitsPerKey, fmtBytes(float64(built.FilterBytes)), 100*built.Share, built.Predicted, built.Measured)
-	b.rep.printf("(section took %s)\n", took.Round(time.Millisecond))
 }

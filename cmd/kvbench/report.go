@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"time"
 )
 
 // reporter sends the human report to text and, with -json, every record
@@ -13,12 +14,29 @@ type reporter struct {
 	text io.Writer
 	json *json.Encoder // nil without -json
 	html *htmlReport   // nil without -report
+	// sectionStart is when the open section began (zero: none open), so
+	// that each section ends with its own time: a user sizing a run, or
+	// trimming the default, sees what each part costs.
+	sectionStart time.Time
 }
 
 func (r *reporter) printf(format string, args ...any) { fmt.Fprintf(r.text, format, args...) }
 
-// section starts a part of the report.
-func (r *reporter) section(title string) { r.printf("\n== %s ==\n", title) }
+// section ends the open section, if any, and starts a part of the report.
+func (r *reporter) section(title string) {
+	r.endSection()
+	r.printf("\n== %s ==\n", title)
+	r.sectionStart = time.Now()
+}
+
+// endSection closes the open section, if any, with the time it took.
+func (r *reporter) endSection() {
+	if r.sectionStart.IsZero() {
+		return
+	}
+	r.printf("(section took %s)\n", time.Since(r.sectionStart).Round(time.Millisecond))
+	r.sectionStart = time.Time{}
+}
 
 // record writes v as one JSON line, if -json was given.
 func (r *reporter) record(v any) error {

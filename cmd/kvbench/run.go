@@ -78,6 +78,7 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) (err error) 
 			return err
 		}
 	}
+	b.rep.endSection()
 	b.rep.printf("\ntotal time %s\n", time.Since(start).Round(time.Millisecond))
 	b.printMemory()
 	if b.rep.html != nil {
