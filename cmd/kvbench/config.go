@@ -36,6 +36,10 @@ type config struct {
 	Compression  string // "snappy", "none" or "zstd" (Options.Compression)
 	DropCache    bool
 	NegSegments  int
+	// ColdOps is the Gets of each cold row (at most Ops when that is set).
+	// A count, not a duration: without filters every cold Get may go to
+	// the device once per segment, so the rows' times differ by 20×.
+	ColdOps int
 	// FillReportKeys is the size of the fill report (0: skipped).
 	FillReportKeys int
 	// FilterMemoryKeys, if > 0, fills a fresh store of that many keys for
@@ -54,20 +58,27 @@ type config struct {
 	Quiet       bool
 }
 
-// defaultConfig is what `kvbench` without flags runs: 1–2 minutes on a
-// 2-core machine, with stores several times larger than the block cache.
+// defaultConfig is what `kvbench` without flags runs: about a minute on a
+// 2-core machine, with stores 20 times larger than the block cache. The
+// sizes are the smallest at which every section's counters still come out
+// within a few percent from run to run: 2 s of reads are 10^5 to 10^6
+// Gets, and 10,000 cold Gets give several hundred of the filters' rare
+// false positives. A fill costs about 3 s per 10^6 keys and is done three
+// times (fill-seq, fill-random, the twin without filters), so -keys is
+// what sets the run's length most.
 func defaultConfig() config {
 	return config{
-		Keys:           3_000_000,
+		Keys:           2_000_000,
 		ValueSize:      100,
 		Seed:           1,
 		BitsPerKey:     10,
-		Duration:       4 * time.Second,
+		Duration:       2 * time.Second,
 		HitRatio:       0.5,
 		CacheSize:      8 << 20,
 		MemtableSize:   4 << 20,
 		Compression:    "snappy",
 		NegSegments:    200,
+		ColdOps:        10_000,
 		FillReportKeys: 500_000,
 		FPRKeys:        200_000,
 		FPRProbes:      1_000_000,
@@ -77,9 +88,11 @@ func defaultConfig() config {
 const usageHead = `Usage: kvbench [flags]
 
 kvbench measures bloomkv on data it generates itself. Without flags it
-creates a temporary directory, runs everything below (1–2 minutes on two
-cores), prints a report to stdout and removes the directory. Progress bars
-go to stderr when it is a terminal.
+creates a temporary directory, runs everything below (about a minute on
+two cores), prints a report to stdout and removes the directory. Progress
+bars go to stderr when it is a terminal. Each section ends with the time it
+took; -keys 3000000 -duration 4s -cold-ops 20000 is the larger run of
+earlier versions (about a minute and a half).
 
 Workloads, each fill on a fresh store (16-byte random keys, values of
 -value-size bytes that snappy compresses to about half; -compression picks
@@ -103,7 +116,10 @@ Sections after the workloads:
                        each); ops/s summed over the goroutines
   disk reads avoided   get-miss on the fill-random store and on a twin
                        store with the same data but no filters
-                       (Options.DisableFilters), side by side
+                       (Options.DisableFilters), side by side; then both
+                       cold, -cold-ops get-miss and get-hit each after
+                       evicting the store's files from the page cache
+                       (Linux)
   negative lookups     Bigtable-style: -keys/8 keys in -neg-segments
                        segments (a Flush every so many Puts, compaction
                        off), 90% of the Gets for absent keys, with filters
@@ -180,6 +196,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&cfg.NoMmap, "no-mmap", false, "read segments with pread instead of mmap (Options.DisableMmap)")
 	fs.BoolVar(&cfg.DropCache, "drop-cache", false, "before every read phase, close the store, evict its files from the OS page cache and reopen it (Linux)")
 	fs.IntVar(&cfg.NegSegments, "neg-segments", cfg.NegSegments, "segments of the negative-lookup store")
+	fs.IntVar(&cfg.ColdOps, "cold-ops", cfg.ColdOps, "Gets per row of the cold comparison (files evicted from the page cache first); at most -ops when that is set")
 	fs.IntVar(&cfg.FillReportKeys, "fill-report-keys", cfg.FillReportKeys, "keys of the fill report (0 skips it; 10000000 for the full report)")
 	fs.IntVar(&cfg.FilterMemoryKeys, "filter-memory-keys", 0, "keys of a fresh store for the filter-memory curve (0: the fill-random store; 10000000 for the long run)")
 	fs.IntVar(&cfg.FPRKeys, "fpr-keys", cfg.FPRKeys, "keys per filter in the FPR sweep")
@@ -233,6 +250,7 @@ func (c config) validate() error {
 	check(c.CacheSize > 0, "-cache-size must be positive")
 	check(c.MemtableSize >= 64<<10 && c.MemtableSize <= 1<<30, "-memtable-size %d: want 64KiB..1GiB", c.MemtableSize)
 	check(c.NegSegments >= 1 && c.NegSegments <= 10_000, "-neg-segments %d: want 1..10000", c.NegSegments)
+	check(c.ColdOps >= 1 && c.ColdOps <= 1<<30, "-cold-ops %d: want 1..2^30", c.ColdOps)
 	check(c.FillReportKeys >= 0 && c.FillReportKeys <= 1<<30, "-fill-report-keys %d: want 0..2^30", c.FillReportKeys)
 	check(c.FilterMemoryKeys >= 0 && c.FilterMemoryKeys <= 1<<30, "-filter-memory-keys %d: want 0..2^30", c.FilterMemoryKeys)
 	check(c.FPRKeys >= 1 && c.FPRKeys <= 1<<30, "-fpr-keys %d: want 1..2^30", c.FPRKeys)

@@ -16,13 +16,13 @@ func TestParseFlags(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(cfg, defaultConfig()) {
 		t.Fatalf("no flags: %+v, %v; want the defaults", cfg, err)
 	}
-	cfg, err = parseFlags(strings.Fields("-keys 5000 -ops 100 -cache-size 1MiB -memtable-size 128k -baseline bbolt -duration 2s -hit-ratio 0.25 -compression zstd -readers 1,4,16"), io.Discard)
+	cfg, err = parseFlags(strings.Fields("-keys 5000 -ops 100 -cache-size 1MiB -memtable-size 128k -baseline bbolt -duration 2s -hit-ratio 0.25 -compression zstd -readers 1,4,16 -cold-ops 300"), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if cfg.Keys != 5000 || cfg.Ops != 100 || cfg.CacheSize != 1<<20 || cfg.MemtableSize != 128<<10 ||
 		cfg.Baseline != "bbolt" || cfg.Duration != 2*time.Second || cfg.HitRatio != 0.25 || cfg.Compression != "zstd" ||
-		!slices.Equal(cfg.Readers, []int{1, 4, 16}) {
+		!slices.Equal(cfg.Readers, []int{1, 4, 16}) || cfg.ColdOps != 300 {
 		t.Errorf("parsed %+v", cfg)
 	}
 }
@@ -30,7 +30,7 @@ func TestParseFlags(t *testing.T) {
 func TestParseFlagsRejects(t *testing.T) {
 	for _, args := range []string{
 		"-keys 0", "-hit-ratio 1.5", "-baseline leveldb", "-cache-size lots", "-memtable-size 1KiB",
-		"-ops 0 -duration 0s", "-bits-per-key -1", "subcommand", "-neg-segments 0", "-compression lz4",
+		"-ops 0 -duration 0s", "-bits-per-key -1", "subcommand", "-neg-segments 0", "-cold-ops 0", "-compression lz4",
 		"-readers 0", "-readers 1,x", "-readers 4,",
 		"-ops -5",                                          // not a silent fall back to -duration
 		"-fpr-keys 99999999999", "-fpr-probes 99999999999", // would fail only at the end of the run
@@ -48,7 +48,7 @@ func TestHelpDocumentsEveryFlag(t *testing.T) {
 	if !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("-h returned %v, want flag.ErrHelp", err)
 	}
-	for _, want := range []string{"fill-seq", "get-miss", "disk reads avoided", "Bigtable", "-drop-cache", "-json", "-plot", "-baseline", "-hit-ratio", "scan-100", "-fill-report-keys", "-compression"} {
+	for _, want := range []string{"fill-seq", "get-miss", "disk reads avoided", "Bigtable", "-drop-cache", "-json", "-plot", "-baseline", "-hit-ratio", "scan-100", "-fill-report-keys", "-compression", "-cold-ops"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("-h does not mention %q", want)
 		}

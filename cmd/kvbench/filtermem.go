@@ -14,9 +14,9 @@ import (
 const (
 	// fmProbes is the number of absent-key Gets per point (at most -ops
 	// when that is set): at the
-	// smallest predicted figure of the default run (≈0.0045 blocks per
-	// Get at 150% memory, optimal) that is ≈220 events, ±7%; at 50%
-	// memory (≈0.33 per Get) ±0.8%.
+	// smallest predicted figure of the default run (≈0.004 blocks per
+	// Get at 150% memory, optimal) that is ≈200 events, ±7%; at 50%
+	// memory (≈0.29 per Get) ±0.8%.
 	fmProbes = 50_000
 	// fmBitsPerKey is the reference: memory is given as a share of what
 	// 10 bits per key would use.

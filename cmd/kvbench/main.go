@@ -4,7 +4,7 @@
 // rates against theory, and optionally the same workloads on bbolt.
 //
 // Without flags it runs everything on a generated data set in a temporary
-// directory, in one to two minutes on two cores. `kvbench -h` documents every
+// directory, in about a minute on two cores. `kvbench -h` documents every
 // flag and every line of the report.
 package main
 

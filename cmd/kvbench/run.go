@@ -281,10 +281,6 @@ func (b *bench) filterComparison(ctx context.Context) (err error) {
 	return b.coldComparison(ctx, nf)
 }
 
-// coldOps caps each cold phase: without filters every cold Get may go to
-// the device once per segment.
-const coldOps = 20_000
-
 // coldComparison runs get-miss and get-hit again on both stores after
 // evicting their files from the page cache, so that the table shows what
 // the filters save at the device (read_bytes) and in page faults, not
@@ -295,9 +291,9 @@ func (b *bench) coldComparison(ctx context.Context, nf kvStore) error {
 		b.rep.printf("skipped: needs Linux with /proc/self/io (device bytes) and fadvise (eviction)\n")
 		return nil
 	}
-	ops := coldOps
+	ops := b.cfg.ColdOps
 	if b.cfg.Ops > 0 {
-		ops = int(min(b.cfg.Ops, coldOps))
+		ops = int(min(b.cfg.Ops, int64(ops)))
 	}
 	var results []result
 	for _, run := range []struct {
