@@ -59,6 +59,9 @@ func TestRunSmoke(t *testing.T) {
 	if stderr.Len() != 0 {
 		t.Errorf("quiet run wrote to stderr: %q", stderr.String())
 	}
+	if sections, took := strings.Count(out, "\n== "), strings.Count(out, "(section took "); took != sections {
+		t.Errorf("%d sections, %d of them end with the time they took", sections, took)
+	}
 
 	records := readJSONLines(t, cfg.JSON)
 	seen := map[string]int{}
