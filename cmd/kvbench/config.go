@@ -38,7 +38,9 @@ type config struct {
 	NegSegments  int
 	// ColdOps is the Gets of each cold row (at most Ops when that is set).
 	// A count, not a duration: without filters every cold Get may go to
-	// the device once per segment, so the rows' times differ by 20×.
+	// the device once per segment, so the rows' times differ tenfold and
+	// more, and a duration would give the filtered rows too few of their
+	// rare false positives.
 	ColdOps int
 	// FillReportKeys is the size of the fill report (0: skipped).
 	FillReportKeys int
@@ -60,12 +62,12 @@ type config struct {
 
 // defaultConfig is what `kvbench` without flags runs: about a minute on a
 // 2-core machine, with stores 20 times larger than the block cache. The
-// sizes are the smallest at which every section's counters still come out
-// within a few percent from run to run: 2 s of reads are 10^5 to 10^6
-// Gets, and 10,000 cold Gets give several hundred of the filters' rare
-// false positives. A fill costs about 3 s per 10^6 keys and is done three
-// times (fill-seq, fill-random, the twin without filters), so -keys is
-// what sets the run's length most.
+// sizes still give every section's counters to within a few percent from
+// run to run: 2 s of reads are 10^5 to 10^6 Gets, and 10,000 cold Gets
+// give several hundred of the filters' rare false positives. A fill of
+// 10^6 keys costs about 3 s and is done three times (fill-seq,
+// fill-random, the twin without filters), and the filter-memory curve
+// rescans the store 14 times, so -keys is what sets the run's length most.
 func defaultConfig() config {
 	return config{
 		Keys:           2_000_000,
@@ -148,7 +150,8 @@ Sections after the workloads:
   baseline             with -baseline bbolt: fill-random, get-hit and
                        get-miss on go.etcd.io/bbolt (one bucket; the fill
                        commits a transaction every 1000 Puts, NoSync
-                       unless -sync); adds about 45 s to the default run
+                       unless -sync); adds about two thirds to the
+                       default run's time, most of it bbolt's fill
 
 Per workload: ops/s, latency mean/p50/p99/p99.9/max (log-bucketed
 histogram, within 3.1%), and per operation the DB's counters (segments
