@@ -256,8 +256,9 @@ func firstLines(s string, n int) string {
 // reduce shrinks a failing log, for at most budget: it cuts the log after
 // the first op that differs, then removes ever smaller runs of ops as long
 // as what is left still differs from the model (delta debugging). Ops
-// that name an iterator or snapshot that is no longer made print the same
-// "no such" line in the model and the store, so any subset is a valid log.
+// that name an iterator, snapshot or transaction that is no longer made
+// print the same "no such" line in the model and the store, so any subset
+// is a valid log.
 func reduce(t *testing.T, opts optionSet, ops []op, budget time.Duration) []op {
 	deadline := time.Now().Add(budget)
 	fails := func(ops []op) bool {
@@ -287,13 +288,14 @@ func reduce(t *testing.T, opts optionSet, ops []op, budget time.Duration) []op {
 	return ops
 }
 
-// dropDangling removes the ops that name an iterator or snapshot the log
-// no longer makes: they change nothing, in the model or in a store.
+// dropDangling removes the ops that name an iterator, snapshot or
+// transaction the log no longer makes: they change nothing, in the model
+// or in a store.
 func dropDangling(ops []op) []op {
 	want := expected(ops)
 	var out []op
 	for i, o := range ops {
-		if want[i] != resNoIter && want[i] != resNoSnap {
+		if want[i] != resNoIter && want[i] != resNoSnap && want[i] != resNoTxn {
 			out = append(out, o)
 		}
 	}

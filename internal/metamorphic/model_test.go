@@ -13,23 +13,65 @@ import (
 type kv struct{ key, val string }
 
 // model is what a store must answer: a map from key to value, the maps of
-// the open snapshots, and the open iterators, each over a sorted copy of
-// the keys in its range when it was made (an iterator sees the writes
-// before its creation only).
+// the open snapshots, the transactions, and the open iterators, each over a
+// sorted copy of the keys in its range when it was made (an iterator sees
+// the writes before its creation only).
 type model struct {
 	state map[string]string
 	snaps map[int]map[string]string
 	iters map[int]*modelIter
+	txns  map[int]*modelTxn // open and ended (until a reopen), to answer uses after the end
+
+	// written is what each write since the oldest open read-write
+	// transaction began wrote, in commit order: a point key as the span
+	// [key, key+"\x00"), a range deletion as its range. A transaction's
+	// commit conflicts if one of these, from its own beginning on, meets
+	// its read set. Empty while no read-write transaction is open.
+	written []span
+	open    int // read-write transactions open
 }
 
 type modelIter struct {
 	src map[string]string // what the iterator reads, for SetBounds; never changed
 	kvs []kv
 	pos int // -1: not positioned
+
+	// A read-write transaction's iterator adds what it traverses to the
+	// transaction's read set: for each positioning call, the span from
+	// its target through every key it stopped at, to its bound if it ran
+	// off the end (TxnIterator's doc).
+	txn          *modelTxn
+	lower, upper []byte // the bounds in force, nil: none
+	inSpan       bool
+	lo, hi       string // the span so far, [lo, hi); hi unbounded if hiInf
+	loSet, hiSet bool
+	hiInf        bool
+}
+
+// modelTxn is a transaction: its view (the snapshot it began with, its
+// own writes applied in order), its writes, and, read-write, its read set
+// and where in model.written its conflicts start.
+type modelTxn struct {
+	update bool
+	done   bool // committed or discarded
+	view   map[string]string
+	writes []op   // put, delete, and the delete-ranges that delete a range
+	reads  []span // point reads and the iterators' finished spans
+	since  int    // len(model.written) when it began
+}
+
+// span is a key range [start, end), unbounded above if inf.
+type span struct {
+	start, end string
+	inf        bool
+}
+
+func (a span) meets(b span) bool {
+	return (a.inf || b.start < a.end) && (b.inf || a.start < b.end)
 }
 
 func newModel() *model {
-	return &model{state: map[string]string{}, snaps: map[int]map[string]string{}, iters: map[int]*modelIter{}}
+	return &model{state: map[string]string{}, snaps: map[int]map[string]string{}, iters: map[int]*modelIter{}, txns: map[int]*modelTxn{}}
 }
 
 // Results shared by the model and the runner.
@@ -39,6 +81,11 @@ const (
 	resInvalid  = "invalid"
 	resNoSnap   = "no-such-snapshot"
 	resNoIter   = "no-such-iterator"
+	resNoTxn    = "no-such-txn"
+	// The transaction errors, as errString prints them.
+	resConflict     = "err-conflict"
+	resTxnDiscarded = "err-txn-discarded"
+	resTxnReadOnly  = "err-txn-read-only"
 )
 
 func posResult(key, val string) string { return strconv.Quote(key) + " " + val }
@@ -71,20 +118,38 @@ func inRange(k string, o op) bool {
 		(o.prefix == nil || strings.HasPrefix(k, string(o.prefix)))
 }
 
+// write applies a committed write (a plain one, a batch's, a
+// transaction's) and records what it wrote for the open transactions'
+// conflict checks.
 func (m *model) write(o op) {
+	applyWrite(m.state, o)
+	if m.open == 0 {
+		return
+	}
+	switch {
+	case o.kind != opDeleteRange:
+		m.written = append(m.written, pointSpan(string(o.key)))
+	case string(o.key) < string(o.end): // a range that deletes nothing writes nothing
+		m.written = append(m.written, span{start: string(o.key), end: string(o.end)})
+	}
+}
+
+func applyWrite(state map[string]string, o op) {
 	switch o.kind {
-	case opPut:
-		m.state[string(o.key)] = describe(o.val.bytes())
-	case opDelete:
-		delete(m.state, string(o.key))
-	case opDeleteRange:
-		for k := range m.state {
+	case opPut, opTxnPut:
+		state[string(o.key)] = describe(o.val.bytes())
+	case opDelete, opTxnDelete:
+		delete(state, string(o.key))
+	case opDeleteRange, opTxnDeleteRange:
+		for k := range state {
 			if k >= string(o.key) && k < string(o.end) {
-				delete(m.state, k)
+				delete(state, k)
 			}
 		}
 	}
 }
+
+func pointSpan(k string) span { return span{start: k, end: k + "\x00"} }
 
 func lookup(m map[string]string, k []byte) string {
 	if v, ok := m[string(k)]; ok {
@@ -128,6 +193,9 @@ func (m *model) apply(o op) string {
 		}
 		delete(m.snaps, o.id)
 	case opIterNew:
+		if o.txn != 0 {
+			return m.newTxnIter(o)
+		}
 		src := m.state
 		if o.snap != 0 {
 			var ok bool
@@ -156,6 +224,13 @@ func (m *model) apply(o op) string {
 			}
 		}
 		it.kvs, it.pos = sortedRange(it.src, r), -1
+		// The read set keeps what the iterator traversed; the new bounds
+		// are where the next scan runs off to.
+		it.finishSpan()
+		it.lower, it.upper = r.lower, r.upper
+		if r.prefix != nil {
+			it.lower, it.upper = r.prefix, prefixEnd(r.prefix)
+		}
 	case opIterFirst, opIterLast, opIterSeek, opIterSeekLT, opIterSeekOwn, opIterSeekLTOwn, opIterNext, opIterPrev:
 		it, ok := m.iters[o.id]
 		if !ok {
@@ -163,23 +238,301 @@ func (m *model) apply(o op) string {
 		}
 		return it.move(o)
 	case opIterClose:
-		if _, ok := m.iters[o.id]; !ok {
+		it, ok := m.iters[o.id]
+		if !ok {
 			return resNoIter
 		}
+		it.finishSpan()
 		delete(m.iters, o.id)
 	case opScan, opCheckpoint:
 		return digest(sortedRange(m.state, op{}))
 	case opReopen, opReadOnly:
 		clear(m.iters)
 		clear(m.snaps)
+		clear(m.txns)
+		m.written, m.open = nil, 0
 		if o.kind == opReadOnly {
 			return digest(sortedRange(m.state, op{}))
 		}
+	case opTxnNew:
+		if _, ok := m.txns[o.id]; ok {
+			return "duplicate-txn"
+		}
+		m.txns[o.id] = &modelTxn{update: o.update, view: maps.Clone(m.state), since: len(m.written)}
+		if o.update {
+			m.open++
+		}
+	case opTxnGet, opTxnHas, opTxnPut, opTxnDelete, opTxnDeleteRange, opTxnCommit, opTxnDiscard:
+		return m.applyTxn(o)
 	}
 	return resOK
 }
 
+// applyTxn runs a transaction's op.
+func (m *model) applyTxn(o op) string {
+	t, ok := m.txns[o.id]
+	switch {
+	case !ok:
+		return resNoTxn
+	case o.kind == opTxnDiscard:
+		m.end(t)
+		return resOK
+	case t.done:
+		return resTxnDiscarded
+	}
+	switch o.kind {
+	case opTxnGet, opTxnHas:
+		// A read of what the transaction wrote itself (a key it put or
+		// deleted, or one in a range it deleted) is its own business;
+		// any other read, found or not, joins the read set.
+		if t.update && !t.wrote(string(o.key)) {
+			t.reads = append(t.reads, pointSpan(string(o.key)))
+		}
+		if o.kind == opTxnHas {
+			_, ok := t.view[string(o.key)]
+			return strconv.FormatBool(ok)
+		}
+		return lookup(t.view, o.key)
+	case opTxnPut, opTxnDelete, opTxnDeleteRange:
+		if !t.update {
+			return resTxnReadOnly
+		}
+		if o.kind == opTxnDeleteRange && string(o.key) >= string(o.end) {
+			return resOK // deletes nothing, and is no write
+		}
+		applyWrite(t.view, o)
+		t.writes = append(t.writes, o)
+	case opTxnCommit:
+		return m.commit(t)
+	}
+	return resOK
+}
+
+// wrote reports whether the transaction wrote k: put or deleted it, or
+// deleted a range holding it.
+func (t *modelTxn) wrote(k string) bool {
+	for _, w := range t.writes {
+		if w.kind == opTxnDeleteRange && k >= string(w.key) && k < string(w.end) || string(w.key) == k {
+			return true
+		}
+	}
+	return false
+}
+
+// commit ends t and applies its writes unless it conflicts: a read-write
+// transaction that wrote something conflicts if a write committed since
+// it began (m.written from t.since) meets what it read, its point reads
+// and every span its iterators traversed, open ones included. One that
+// read nothing (blind writes) or wrote nothing commits unchecked.
+func (m *model) commit(t *modelTxn) string {
+	if !t.update || len(t.writes) == 0 {
+		m.end(t)
+		return resOK
+	}
+	for _, it := range m.iters {
+		if it.txn == t {
+			it.finishSpan()
+		}
+	}
+	conflict := false
+	for _, w := range m.written[t.since:] {
+		for _, r := range t.reads {
+			conflict = conflict || w.meets(r)
+		}
+	}
+	m.end(t)
+	if conflict {
+		return resConflict
+	}
+	for _, w := range t.writes {
+		m.write(w)
+	}
+	return resOK
+}
+
+// end ends t (a second end does nothing, as a second Discard). With the
+// last read-write transaction gone, no write needs recording.
+func (m *model) end(t *modelTxn) {
+	if t.done {
+		return
+	}
+	t.done = true
+	if t.update {
+		if m.open--; m.open == 0 {
+			m.written = nil
+		}
+	}
+}
+
+// newTxnIter is iter-new on a transaction: it reads the transaction's
+// view as it is now (its later writes are not seen).
+func (m *model) newTxnIter(o op) string {
+	if _, ok := m.iters[o.id]; ok {
+		return "duplicate-iterator"
+	}
+	t, ok := m.txns[o.txn]
+	switch {
+	case !ok:
+		return resNoTxn
+	case t.done:
+		return resTxnDiscarded
+	}
+	it := &modelIter{src: maps.Clone(t.view), kvs: sortedRange(t.view, o), pos: -1}
+	if t.update {
+		it.txn = t
+		// The bounds as IterOptions makes them: the prefix narrows the
+		// range [lower, upper).
+		it.lower, it.upper = o.lower, o.upper
+		if o.prefix != nil {
+			if it.lower == nil || string(o.prefix) > string(it.lower) {
+				it.lower = o.prefix
+			}
+			if end := prefixEnd(o.prefix); end != nil && (it.upper == nil || string(end) < string(it.upper)) {
+				it.upper = end
+			}
+		}
+	}
+	m.iters[o.id] = it
+	return resOK
+}
+
+// prefixEnd is the first key after every key that begins with p, or nil
+// if there is none (p is all 0xff).
+func prefixEnd(p []byte) []byte {
+	end := slices.Clone(p)
+	for i := len(end) - 1; i >= 0; i-- {
+		if end[i] != 0xff {
+			end[i]++
+			return end[:i+1]
+		}
+	}
+	return nil
+}
+
+// beginSpan finishes the current span and begins one at target, a seek's
+// target; a nil target is the smallest key, or with top the end of the key
+// space (Last without an upper bound).
+func (it *modelIter) beginSpan(target []byte, top bool) {
+	it.finishSpan()
+	it.inSpan, it.loSet, it.hiSet, it.hiInf = true, false, false, false
+	if target == nil && top {
+		it.hiInf = true
+		return
+	}
+	it.extend(string(target), false)
+}
+
+// extend widens the span to hold p: the key p itself (inclusive) or the
+// boundary before it.
+func (it *modelIter) extend(p string, inclusive bool) {
+	if !it.inSpan {
+		return
+	}
+	if !it.loSet || p < it.lo {
+		it.lo, it.loSet = p, true
+	}
+	if inclusive {
+		p += "\x00"
+	}
+	if !it.hiInf && (!it.hiSet || p > it.hi) {
+		it.hi, it.hiSet = p, true
+	}
+}
+
+// stopSpan extends the span to the bound an iterator moving forward (or
+// not) ran off to.
+func (it *modelIter) stopSpan(forward bool) {
+	switch {
+	case !forward:
+		it.extend(string(it.lower), false)
+	case it.upper == nil:
+		if it.inSpan {
+			it.hiInf = true
+		}
+	default:
+		it.extend(string(it.upper), false)
+	}
+}
+
+// finishSpan adds the current span, if it holds anything, to the read set
+// of the iterator's transaction while that is open.
+func (it *modelIter) finishSpan() {
+	if !it.inSpan {
+		return
+	}
+	it.inSpan = false
+	if it.txn == nil || it.txn.done || !it.loSet || !it.hiSet && !it.hiInf || !it.hiInf && it.lo >= it.hi {
+		return
+	}
+	it.txn.reads = append(it.txn.reads, span{start: it.lo, end: it.hi, inf: it.hiInf})
+}
+
+// track follows the read span of a read-write transaction's iterator
+// through one move: seeks begin a span at their target (a Seek below the
+// lower bound seeks the bound, a SeekLT above the upper one seeks that),
+// and every move extends it to the key it reached, or to the bound it ran
+// off to. A step of an unpositioned iterator does nothing.
+func (it *modelIter) track(o op, wasAt string, wasValid bool) {
+	if it.txn == nil {
+		return
+	}
+	forward := true
+	switch o.kind {
+	case opIterFirst:
+		it.beginSpan(it.lower, false)
+	case opIterLast:
+		it.beginSpan(it.upper, true)
+		forward = false
+	case opIterSeek, opIterSeekOwn:
+		k := o.key
+		if o.kind == opIterSeekOwn {
+			k = nil
+			if wasValid {
+				k = []byte(wasAt)
+			}
+		}
+		if it.lower != nil && string(k) < string(it.lower) {
+			k = it.lower
+		}
+		it.beginSpan(k, false)
+	case opIterSeekLT, opIterSeekLTOwn:
+		k := o.key
+		if o.kind == opIterSeekLTOwn {
+			k = nil
+			if wasValid {
+				k = []byte(wasAt)
+			}
+		}
+		if it.upper != nil && string(k) > string(it.upper) {
+			k = it.upper
+		}
+		it.beginSpan(k, false)
+		forward = false
+	case opIterNext, opIterPrev:
+		if !wasValid {
+			return
+		}
+		forward = o.kind == opIterNext
+	}
+	if it.pos >= 0 {
+		it.extend(it.kvs[it.pos].key, true)
+	} else {
+		it.stopSpan(forward)
+	}
+}
+
 func (it *modelIter) move(o op) string {
+	var wasAt string
+	wasValid := it.pos >= 0 && it.pos < len(it.kvs)
+	if wasValid {
+		wasAt = it.kvs[it.pos].key
+	}
+	res := it.step(o)
+	it.track(o, wasAt, wasValid)
+	return res
+}
+
+func (it *modelIter) step(o op) string {
 	n := len(it.kvs)
 	switch o.kind {
 	case opIterFirst:

@@ -52,6 +52,20 @@ const (
 	opCheckpoint       opKind = "checkpoint"      // checkpoint, open the copy, scan it
 	opSetBudget        opKind = "set-filter-budget"
 	opRebuild          opKind = "rebuild-filters"
+
+	// Transactions, named t<n>: txn-new begins one (update=1: read-write,
+	// 0: read-only); the reads and writes name it first; txn-commit and
+	// txn-discard end it, and later uses of it print the store's error.
+	// An iterator reads one with iter-new's txn=t<n>, and moves with the
+	// iter- ops as any other.
+	opTxnNew         opKind = "txn-new"
+	opTxnGet         opKind = "txn-get"
+	opTxnHas         opKind = "txn-has"
+	opTxnPut         opKind = "txn-put"
+	opTxnDelete      opKind = "txn-delete"
+	opTxnDeleteRange opKind = "txn-delete-range"
+	opTxnCommit      opKind = "txn-commit"
+	opTxnDiscard     opKind = "txn-discard"
 )
 
 // valSpec describes a value by how to make it, so that a 64 KiB value
@@ -130,8 +144,10 @@ type op struct {
 	key    []byte  // the key; a range's start; a seek's target
 	end    []byte  // a range's end
 	val    valSpec // put
-	id     int     // the snapshot or iterator it names
+	id     int     // the snapshot, iterator or transaction it names
 	snap   int     // iter-new: the snapshot it reads (0: the DB)
+	txn    int     // iter-new: the transaction it reads (0: none)
+	update bool    // txn-new: read-write
 	lower  []byte  // iter-new bounds; nil: none
 	upper  []byte
 	prefix []byte
@@ -169,6 +185,9 @@ func (o op) String() string {
 		if o.snap != 0 {
 			s += fmt.Sprintf(" snap=s%d", o.snap)
 		}
+		if o.txn != 0 {
+			s += fmt.Sprintf(" txn=t%d", o.txn)
+		}
 		if o.lower != nil {
 			s += " lower=" + q(o.lower)
 		}
@@ -187,6 +206,16 @@ func (o op) String() string {
 		return fmt.Sprintf("%s i%d %d", o.kind, o.id, o.n)
 	case opSetBudget:
 		return fmt.Sprintf("%s %d", o.kind, o.n)
+	case opTxnNew:
+		return fmt.Sprintf("%s t%d update=%d", o.kind, o.id, b2i(o.update))
+	case opTxnGet, opTxnHas, opTxnDelete:
+		return fmt.Sprintf("%s t%d %s", o.kind, o.id, q(o.key))
+	case opTxnPut:
+		return fmt.Sprintf("%s t%d %s %s", o.kind, o.id, q(o.key), o.val)
+	case opTxnDeleteRange:
+		return fmt.Sprintf("%s t%d %s %s", o.kind, o.id, q(o.key), q(o.end))
+	case opTxnCommit, opTxnDiscard:
+		return fmt.Sprintf("%s t%d", o.kind, o.id)
 	}
 	return string(o.kind)
 }
@@ -309,6 +338,12 @@ func parseOp(line string) (op, error) {
 					break
 				}
 				o.snap, err = parseID(v, "s")
+			case "txn":
+				if o.kind != opIterNew {
+					err = fmt.Errorf("%s: unknown %q", o.kind, a)
+					break
+				}
+				o.txn, err = parseID(v, "t")
 			case "lower":
 				o.lower = []byte(v)
 			case "upper":
@@ -343,6 +378,34 @@ func parseOp(line string) (op, error) {
 		}
 	case opScan, opFlush, opCompact, opWait, opSync, opReopen, opReadOnly, opCheckpoint, opRebuild:
 		err = want(0)
+	case opTxnNew:
+		if err = want(2); err == nil {
+			if o.id, err = parseID(args[0], "t"); err == nil && args[1] != "update=0" && args[1] != "update=1" {
+				err = fmt.Errorf("txn-new wants update=0|1: %q", line)
+			}
+			o.update = args[1] == "update=1"
+		}
+	case opTxnGet, opTxnHas, opTxnDelete:
+		if err = want(2); err == nil {
+			o.id, err = parseID(args[0], "t")
+			o.key = []byte(args[1])
+		}
+	case opTxnPut:
+		if err = want(3); err == nil {
+			if o.id, err = parseID(args[0], "t"); err == nil {
+				o.key = []byte(args[1])
+				o.val, err = parseValSpec(args[2])
+			}
+		}
+	case opTxnDeleteRange:
+		if err = want(3); err == nil {
+			o.id, err = parseID(args[0], "t")
+			o.key, o.end = []byte(args[1]), []byte(args[2])
+		}
+	case opTxnCommit, opTxnDiscard:
+		if err = want(1); err == nil {
+			o.id, err = parseID(args[0], "t")
+		}
 	default:
 		err = fmt.Errorf("unknown op %q", w[0])
 	}

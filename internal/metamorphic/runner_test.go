@@ -25,8 +25,9 @@ type runner struct {
 	dir   string
 	opts  optionSet
 	db    *bloomkv.DB
-	iters map[int]*bloomkv.Iterator
+	iters map[int]iterator
 	snaps map[int]*runSnap
+	txns  map[int]*bloomkv.Txn // open and ended ones, until a reopen
 	ckpts int
 	opens int       // Opens so far
 	cur   optionSet // the options of the open store (opts.variant with vary)
@@ -39,6 +40,29 @@ type runner struct {
 	bgErrMu sync.Mutex
 	bgErr   string
 }
+
+// iterator is what the runner does with a DB's, a snapshot's or a
+// transaction's iterator.
+type iterator interface {
+	First() bool
+	Last() bool
+	Seek(key []byte) bool
+	SeekLT(key []byte) bool
+	Next() bool
+	Prev() bool
+	Valid() bool
+	Key() []byte
+	Value() []byte
+	Error() error
+	SetBounds(lower, upper []byte)
+	SetPrefix(p []byte)
+	Close() error
+}
+
+var (
+	_ iterator = (*bloomkv.Iterator)(nil)
+	_ iterator = (*bloomkv.TxnIterator)(nil)
+)
 
 // runSnap is an open snapshot and, in concurrent runs, the reader that
 // checks it in the background until it is closed.
@@ -63,6 +87,9 @@ var errNames = []struct {
 	{bloomkv.ErrIteratorClosed, "err-iterator-closed"},
 	{bloomkv.ErrInvalidOptions, "err-invalid-options"},
 	{bloomkv.ErrLocked, "err-locked"},
+	{bloomkv.ErrConflict, resConflict},
+	{bloomkv.ErrTxnDiscarded, resTxnDiscarded},
+	{bloomkv.ErrTxnReadOnly, resTxnReadOnly},
 }
 
 func errString(err error) string {
@@ -80,7 +107,7 @@ func errString(err error) string {
 // runLog runs ops against a store in dir with opts and returns its
 // output. A panic or a failed open ends the run with a line saying so.
 func runLog(dir string, opts optionSet, ops []op) []string {
-	r := &runner{dir: dir, opts: opts, iters: map[int]*bloomkv.Iterator{}, snaps: map[int]*runSnap{}}
+	r := &runner{dir: dir, opts: opts, iters: map[int]iterator{}, snaps: map[int]*runSnap{}, txns: map[int]*bloomkv.Txn{}}
 	if opts.concurrent {
 		r.shadow = newModel()
 	}
@@ -132,6 +159,10 @@ func (r *runner) close() error {
 	for id, s := range r.snaps {
 		r.closeSnap(s)
 		delete(r.snaps, id)
+	}
+	for id, t := range r.txns {
+		t.Discard()
+		delete(r.txns, id)
 	}
 	if r.db == nil {
 		return nil
@@ -220,9 +251,15 @@ func (r *runner) step(o op) (res string, fatal bool) {
 		// iterators also read blocks that iterators put there. Drawn from
 		// the id, not the log: the logs kept in testdata replay as before.
 		io := &bloomkv.IterOptions{LowerBound: o.lower, UpperBound: o.upper, Prefix: o.prefix, FillCache: o.id%2 == 1}
-		var it *bloomkv.Iterator
+		var it iterator
 		var err error
-		if o.snap != 0 {
+		if o.txn != 0 {
+			t, ok := r.txns[o.txn]
+			if !ok {
+				return resNoTxn, false
+			}
+			it, err = t.NewIterator(io)
+		} else if o.snap != 0 {
 			rs, ok := r.snaps[o.snap]
 			if !ok {
 				return resNoSnap, false
@@ -267,6 +304,18 @@ func (r *runner) step(o op) (res string, fatal bool) {
 		}
 		delete(r.iters, o.id)
 		return errString(it.Close()), false
+	case opTxnNew:
+		if _, ok := r.txns[o.id]; ok {
+			return "duplicate-txn", false
+		}
+		r.txns[o.id] = r.db.NewTransaction(o.update)
+		return resOK, false
+	case opTxnGet, opTxnHas, opTxnPut, opTxnDelete, opTxnDeleteRange, opTxnCommit, opTxnDiscard:
+		t, ok := r.txns[o.id]
+		if !ok {
+			return resNoTxn, false
+		}
+		return txnStep(t, o), false
 	case opScan:
 		return scanDigest(r.db), false
 	case opFlush:
@@ -327,6 +376,33 @@ func (r *runner) step(o op) (res string, fatal bool) {
 	return "unknown op " + string(o.kind), false
 }
 
+// txnStep runs a transaction's op. An ended transaction stays in
+// r.txns, so that its later uses print the store's answer to them.
+func txnStep(t *bloomkv.Txn, o op) string {
+	switch o.kind {
+	case opTxnGet:
+		return valueResult(t.Get(o.key))
+	case opTxnHas:
+		ok, err := t.Has(o.key)
+		if err != nil {
+			return errString(err)
+		}
+		return strconv.FormatBool(ok)
+	case opTxnPut:
+		return errString(t.Put(o.key, o.val.bytes()))
+	case opTxnDelete:
+		return errString(t.Delete(o.key))
+	case opTxnDeleteRange:
+		return errString(t.DeleteRange(o.key, o.end))
+	case opTxnCommit:
+		return errString(t.Commit())
+	case opTxnDiscard:
+		t.Discard()
+		return resOK
+	}
+	return "unknown op " + string(o.kind)
+}
+
 func valueResult(v []byte, err error) string {
 	if err != nil {
 		return errString(err)
@@ -334,7 +410,7 @@ func valueResult(v []byte, err error) string {
 	return describe(v)
 }
 
-func moveIter(it *bloomkv.Iterator, o op) string {
+func moveIter(it iterator, o op) string {
 	var ok bool
 	switch o.kind {
 	case opIterFirst:
