@@ -214,10 +214,32 @@ type generator struct {
 	nextVal  uint64
 	nextSnap int
 	nextIter int
+	nextTxn  int
 	snaps    []int
 	iters    []int
+	txns     []*genTxn // open, oldest first
+	ended    []int     // the last few transactions ended, for uses after the end
 	ops      []op
 }
+
+// genTxn is an open transaction: the keys it read, which other writes
+// sometimes hit so that commits conflict, and those it wrote, which its
+// reads sometimes ask for so that it reads its own writes.
+type genTxn struct {
+	id     int
+	update bool
+	born   int // len(generator.ops) when it began
+	read   [][]byte
+	wrote  [][]byte
+}
+
+// maxTxnAge is how many ops a transaction stays open at most. The store's
+// record of the writes a transaction's commit is checked against is
+// capped (64 MiB of keys), and a transaction older than what it holds
+// fails its commit whatever it read; a short life keeps every log far from
+// the cap, however many ops it has, so that the model's rule is the
+// store's.
+const maxTxnAge = 150
 
 // prefixes of the keys: several end in '/', the separator of the
 // SeparatorPrefix option set; "" and 0xff test the ends of the key space.
@@ -238,6 +260,8 @@ var opWeights = []struct {
 	{opScan, 1}, {opFlush, 2}, {opCompact, 1}, {opWait, 1}, {opSync, 1},
 	{opReopen, 1}, {opReadOnly, 1}, {opCheckpoint, 1},
 	{opSetBudget, 1}, {opRebuild, 1},
+	{opTxnNew, 3}, {opTxnGet, 6}, {opTxnHas, 1}, {opTxnPut, 6}, {opTxnDelete, 2}, {opTxnDeleteRange, 1},
+	{opTxnCommit, 3}, {opTxnDiscard, 1},
 }
 
 func generate(seed uint64, n int) []op {
@@ -247,6 +271,10 @@ func generate(seed uint64, n int) []op {
 		total += w.w
 	}
 	for len(g.ops) < n {
+		if len(g.txns) > 0 && len(g.ops)-g.txns[0].born > maxTxnAge {
+			g.endTxn(0, "")
+			continue
+		}
 		x := g.r.IntN(total)
 		for _, w := range opWeights {
 			if x -= w.w; x < 0 {
@@ -328,12 +356,33 @@ func (g *generator) value() valSpec {
 	return v
 }
 
+// writeKey is the key of a write outside a transaction: sometimes one an
+// open transaction read, so that its commit conflicts.
+func (g *generator) writeKey() []byte {
+	if k := g.readKey(); k != nil && g.r.IntN(5) == 0 {
+		return k
+	}
+	return g.key()
+}
+
+// readKey returns a key an open transaction read, or nil if none did.
+func (g *generator) readKey() []byte {
+	if len(g.txns) == 0 {
+		return nil
+	}
+	t := g.txns[g.r.IntN(len(g.txns))]
+	if len(t.read) == 0 {
+		return nil
+	}
+	return t.read[g.r.IntN(len(t.read))]
+}
+
 func (g *generator) write() op {
 	switch x := g.r.IntN(100); {
 	case x < 78:
-		return op{kind: opPut, key: g.key(), val: g.value()}
+		return op{kind: opPut, key: g.writeKey(), val: g.value()}
 	case x < 88:
-		return op{kind: opDelete, key: g.key()}
+		return op{kind: opDelete, key: g.writeKey()}
 	default:
 		return g.deleteRange()
 	}
@@ -373,9 +422,9 @@ func (g *generator) emit(kind opKind) {
 	o := op{kind: kind}
 	switch kind {
 	case opPut:
-		o.key, o.val = g.key(), g.value()
+		o.key, o.val = g.writeKey(), g.value()
 	case opDelete:
-		o.key = g.key()
+		o.key = g.writeKey()
 	case opDeleteRange:
 		o = g.deleteRange()
 	case opBatch:
@@ -411,6 +460,9 @@ func (g *generator) emit(kind opKind) {
 		g.iters = append(g.iters, o.id)
 		if len(g.snaps) > 0 && g.r.IntN(3) == 0 {
 			o.snap = g.snaps[g.r.IntN(len(g.snaps))]
+		}
+		if len(g.txns) > 0 && g.r.IntN(2) == 0 {
+			o.snap, o.txn = 0, g.txnID()
 		}
 		if g.r.IntN(3) == 0 {
 			o.lower, o.upper = g.bounds()
@@ -466,8 +518,86 @@ func (g *generator) emit(kind opKind) {
 		if g.r.IntN(4) == 0 {
 			o.n = 0
 		}
+	case opTxnNew:
+		if len(g.txns) >= 3 {
+			return
+		}
+		g.nextTxn++
+		o.id, o.update = g.nextTxn, g.r.IntN(5) > 0
+		g.txns = append(g.txns, &genTxn{id: o.id, update: o.update, born: len(g.ops)})
+	case opTxnGet, opTxnHas, opTxnPut, opTxnDelete, opTxnDeleteRange, opTxnCommit, opTxnDiscard:
+		if len(g.txns) == 0 {
+			g.emit(opTxnNew)
+			return
+		}
+		if kind == opTxnCommit || kind == opTxnDiscard {
+			g.endTxn(g.r.IntN(len(g.txns)), kind)
+			return
+		}
+		o.id = g.txnID()
+		t := &genTxn{} // an ended one: what it does is not kept
+		for _, open := range g.txns {
+			if open.id == o.id {
+				t = open
+			}
+		}
+		switch kind {
+		case opTxnGet, opTxnHas:
+			o.key = g.key()
+			if len(t.wrote) > 0 && g.r.IntN(3) == 0 {
+				o.key = t.wrote[g.r.IntN(len(t.wrote))]
+			}
+			if len(t.read) < 32 {
+				t.read = append(t.read, o.key)
+			}
+		case opTxnDeleteRange:
+			r := g.deleteRange()
+			o.key, o.end = r.key, r.end
+		default:
+			// Mostly a key read before (read, modify, write back), or
+			// one another transaction read.
+			switch x := g.r.IntN(6); {
+			case x < 2 && len(t.read) > 0:
+				o.key = t.read[g.r.IntN(len(t.read))]
+			case x < 3:
+				o.key = g.writeKey()
+			default:
+				o.key = g.key()
+			}
+			if kind == opTxnPut {
+				o.val = g.value()
+			}
+			t.wrote = append(t.wrote, o.key)
+		}
 	}
 	g.ops = append(g.ops, o)
+}
+
+// txnID returns the transaction an op uses: an open one, or rarely one
+// that has ended, whose every use the store refuses.
+func (g *generator) txnID() int {
+	if len(g.ended) > 0 && g.r.IntN(25) == 0 {
+		return g.ended[g.r.IntN(len(g.ended))]
+	}
+	return g.txns[g.r.IntN(len(g.txns))].id
+}
+
+// endTxn ends the i-th open transaction with kind, commit or discard
+// (none: mostly commit).
+func (g *generator) endTxn(i int, kind opKind) {
+	t := g.txns[i]
+	if kind == "" {
+		kind = opTxnCommit
+		if g.r.IntN(5) == 0 {
+			kind = opTxnDiscard
+		}
+	}
+	g.ops = append(g.ops, op{kind: kind, id: t.id})
+	g.txns = slices.Delete(g.txns, i, i+1)
+	g.ended = append(g.ended, t.id)
+	if len(g.ended) > 4 {
+		g.ended = g.ended[1:]
+	}
 }
 
 // bounds returns an iterator's lower and upper bounds: each a bound key or
@@ -521,7 +651,8 @@ func (g *generator) prefix() []byte {
 	return p
 }
 
-// closeAll closes every open iterator and snapshot, as a reopen needs.
+// closeAll closes every open iterator and snapshot and ends every open
+// transaction, as a reopen needs.
 func (g *generator) closeAll() {
 	for _, id := range g.iters {
 		g.ops = append(g.ops, op{kind: opIterClose, id: id})
@@ -529,5 +660,8 @@ func (g *generator) closeAll() {
 	for _, id := range g.snaps {
 		g.ops = append(g.ops, op{kind: opSnapClose, id: id})
 	}
-	g.iters, g.snaps = nil, nil
+	for len(g.txns) > 0 {
+		g.endTxn(0, "")
+	}
+	g.iters, g.snaps, g.ended = nil, nil, nil
 }
