@@ -217,20 +217,25 @@ type generator struct {
 	nextTxn  int
 	snaps    []int
 	iters    []int
-	txns     []*genTxn // open, oldest first
-	ended    []int     // the last few transactions ended, for uses after the end
+	txns     []*genTxn       // open, oldest first
+	ended    []int           // the last few transactions ended, for uses after the end
+	iterTxn  map[int]*genTxn // the transaction of each iterator made on one
+	recent   [][]byte        // the last keys put outside transactions: mostly live
 	ops      []op
 }
 
 // genTxn is an open transaction: the keys it read, which other writes
-// sometimes hit so that commits conflict, and those it wrote, which its
-// reads sometimes ask for so that it reads its own writes.
+// sometimes hit so that commits conflict; those it wrote, which its reads,
+// range deletions and iterators often cover so that it meets its own
+// writes; and where its iterators' ranges begin, where other writes
+// sometimes add a key its scans ran past (a phantom).
 type genTxn struct {
 	id     int
 	update bool
 	born   int // len(generator.ops) when it began
 	read   [][]byte
 	wrote  [][]byte
+	starts [][]byte
 }
 
 // maxTxnAge is how many ops a transaction stays open at most. The store's
@@ -260,12 +265,12 @@ var opWeights = []struct {
 	{opScan, 1}, {opFlush, 2}, {opCompact, 1}, {opWait, 1}, {opSync, 1},
 	{opReopen, 1}, {opReadOnly, 1}, {opCheckpoint, 1},
 	{opSetBudget, 1}, {opRebuild, 1},
-	{opTxnNew, 3}, {opTxnGet, 6}, {opTxnHas, 1}, {opTxnPut, 6}, {opTxnDelete, 2}, {opTxnDeleteRange, 1},
+	{opTxnNew, 3}, {opTxnGet, 6}, {opTxnHas, 1}, {opTxnPut, 6}, {opTxnDelete, 2}, {opTxnDeleteRange, 2},
 	{opTxnCommit, 3}, {opTxnDiscard, 1},
 }
 
 func generate(seed uint64, n int) []op {
-	g := &generator{r: rand.New(rand.NewPCG(seed, 0x6f70730a))}
+	g := &generator{r: rand.New(rand.NewPCG(seed, 0x6f70730a)), iterTxn: map[int]*genTxn{}}
 	total := 0
 	for _, w := range opWeights {
 		total += w.w
@@ -357,12 +362,39 @@ func (g *generator) value() valSpec {
 }
 
 // writeKey is the key of a write outside a transaction: sometimes one an
-// open transaction read, so that its commit conflicts.
+// open transaction read, or a new one in the range of one of its
+// iterators, after the keys there (a byte high in the alphabet appended
+// to where the range begins), so that its commit conflicts.
 func (g *generator) writeKey() []byte {
-	if k := g.readKey(); k != nil && g.r.IntN(5) == 0 {
-		return k
+	switch x := g.r.IntN(10); {
+	case x < 2:
+		if k := g.readKey(); k != nil {
+			return k
+		}
+	case x < 3 && len(g.txns) > 0:
+		if t := g.txns[g.r.IntN(len(g.txns))]; len(t.starts) > 0 {
+			k := slices.Clone(t.starts[g.r.IntN(len(t.starts))])
+			return append(k, "yz\xff"[g.r.IntN(3)])
+		}
 	}
 	return g.key()
+}
+
+// pick returns one of keys, or nil if there are none.
+func (g *generator) pick(keys [][]byte) []byte {
+	if len(keys) == 0 {
+		return nil
+	}
+	return keys[g.r.IntN(len(keys))]
+}
+
+// putKey is writeKey for a put, which it remembers (recent).
+func (g *generator) putKey() []byte {
+	k := g.writeKey()
+	if g.recent = append(g.recent, k); len(g.recent) > 32 {
+		g.recent = g.recent[1:]
+	}
+	return k
 }
 
 // readKey returns a key an open transaction read, or nil if none did.
@@ -380,7 +412,7 @@ func (g *generator) readKey() []byte {
 func (g *generator) write() op {
 	switch x := g.r.IntN(100); {
 	case x < 78:
-		return op{kind: opPut, key: g.writeKey(), val: g.value()}
+		return op{kind: opPut, key: g.putKey(), val: g.value()}
 	case x < 88:
 		return op{kind: opDelete, key: g.writeKey()}
 	default:
@@ -422,7 +454,7 @@ func (g *generator) emit(kind opKind) {
 	o := op{kind: kind}
 	switch kind {
 	case opPut:
-		o.key, o.val = g.writeKey(), g.value()
+		o.key, o.val = g.putKey(), g.value()
 	case opDelete:
 		o.key = g.writeKey()
 	case opDeleteRange:
@@ -463,6 +495,25 @@ func (g *generator) emit(kind opKind) {
 		}
 		if len(g.txns) > 0 && g.r.IntN(2) == 0 {
 			o.snap, o.txn = 0, g.txnID()
+			if t := g.openTxn(o.txn); t != nil {
+				g.iterTxn[o.id] = t
+				// Mostly over keys it wrote: a prefix of one, or from one on.
+				if k := g.pick(t.wrote); k != nil && g.r.IntN(3) > 0 {
+					p := slices.Clone(k[:g.r.IntN(len(k)+1)])
+					o.lower, o.upper, o.prefix = nil, nil, nil
+					if g.r.IntN(2) == 0 {
+						o.prefix = p
+					} else {
+						o.lower = p
+					}
+				}
+				switch {
+				case o.prefix != nil:
+					t.starts = append(t.starts, o.prefix)
+				case o.lower != nil:
+					t.starts = append(t.starts, o.lower)
+				}
+			}
 		}
 		if g.r.IntN(3) == 0 {
 			o.lower, o.upper = g.bounds()
@@ -501,6 +552,10 @@ func (g *generator) emit(kind opKind) {
 		o.id = g.iters[i]
 		if kind == opIterSeek || kind == opIterSeekLT {
 			o.key = g.boundKey()
+			// A transaction's iterator seeks its writes half the time.
+			if t := g.iterTxn[o.id]; t != nil && len(t.wrote) > 0 && g.r.IntN(2) == 0 {
+				o.key = g.pick(t.wrote)
+			}
 		}
 		if kind == opIterClose {
 			g.iters = slices.Delete(g.iters, i, i+1)
@@ -535,17 +590,21 @@ func (g *generator) emit(kind opKind) {
 			return
 		}
 		o.id = g.txnID()
-		t := &genTxn{} // an ended one: what it does is not kept
-		for _, open := range g.txns {
-			if open.id == o.id {
-				t = open
-			}
+		t := g.openTxn(o.id)
+		if t == nil {
+			t = &genTxn{} // an ended one: what it does is not kept
 		}
 		switch kind {
 		case opTxnGet, opTxnHas:
-			o.key = g.key()
-			if len(t.wrote) > 0 && g.r.IntN(3) == 0 {
-				o.key = t.wrote[g.r.IntN(len(t.wrote))]
+			// A key it wrote (its own write, or what its range
+			// deletion hid), one put lately (mostly found), or any.
+			switch x := g.r.IntN(3); {
+			case x == 0 && len(t.wrote) > 0:
+				o.key = g.pick(t.wrote)
+			case x == 1 && len(g.recent) > 0:
+				o.key = g.pick(g.recent)
+			default:
+				o.key = g.key()
 			}
 			if len(t.read) < 32 {
 				t.read = append(t.read, o.key)
@@ -553,14 +612,22 @@ func (g *generator) emit(kind opKind) {
 		case opTxnDeleteRange:
 			r := g.deleteRange()
 			o.key, o.end = r.key, r.end
+			// Mostly over a key it wrote, which the range hides.
+			if k := g.pick(t.wrote); k != nil && g.r.IntN(3) > 0 {
+				o.key = slices.Clone(k[:g.r.IntN(len(k)+1)])
+				o.end = append(slices.Clone(k), g.suffixByte())
+			}
 		default:
-			// Mostly a key read before (read, modify, write back), or
-			// one another transaction read.
+			// Mostly a key read before (read, modify, write back), one
+			// another transaction read, or one put lately (so that the
+			// write hides a value of the snapshot).
 			switch x := g.r.IntN(6); {
 			case x < 2 && len(t.read) > 0:
-				o.key = t.read[g.r.IntN(len(t.read))]
+				o.key = g.pick(t.read)
 			case x < 3:
 				o.key = g.writeKey()
+			case x < 4 && len(g.recent) > 0:
+				o.key = g.pick(g.recent)
 			default:
 				o.key = g.key()
 			}
@@ -569,8 +636,63 @@ func (g *generator) emit(kind opKind) {
 			}
 			t.wrote = append(t.wrote, o.key)
 		}
+		if t.update && (kind == opTxnPut || kind == opTxnDelete || kind == opTxnDeleteRange) {
+			g.ops = append(g.ops, o)
+			g.afterTxnWrite(t, o)
+			return
+		}
 	}
 	g.ops = append(g.ops, o)
+}
+
+// afterTxnWrite sometimes looks at a transaction's write at once, so that
+// reads of its own writes are many: a Get of the key (a range's start),
+// or a new iterator on the transaction over the key's prefix that seeks
+// to it and steps on.
+func (g *generator) afterTxnWrite(t *genTxn, w op) {
+	switch g.r.IntN(4) {
+	case 0:
+		if len(w.key) == 0 {
+			return // a range from the first key: no key to get
+		}
+		g.ops = append(g.ops, op{kind: opTxnGet, id: t.id, key: w.key})
+		t.read = append(t.read, w.key)
+	case 1:
+		if len(g.iters) >= 5 {
+			return
+		}
+		g.nextIter++
+		it := op{kind: opIterNew, id: g.nextIter, txn: t.id}
+		g.iters = append(g.iters, it.id)
+		g.iterTxn[it.id] = t
+		p := slices.Clone(w.key[:g.r.IntN(len(w.key)+1)])
+		if g.r.IntN(2) == 0 {
+			it.prefix = p
+		} else {
+			it.lower = p
+		}
+		t.starts = append(t.starts, p)
+		g.ops = append(g.ops, it)
+		seek := op{kind: opIterSeek, id: it.id, key: w.key}
+		if g.r.IntN(2) == 0 {
+			seek.kind, seek.key = opIterSeekLT, append(slices.Clone(w.key), 0)
+		}
+		g.ops = append(g.ops, seek)
+		step := op{kind: []opKind{opIterNext, opIterPrev}[g.r.IntN(2)], id: it.id}
+		for range g.r.IntN(4) {
+			g.ops = append(g.ops, step)
+		}
+	}
+}
+
+// openTxn returns the open transaction id, or nil.
+func (g *generator) openTxn(id int) *genTxn {
+	for _, t := range g.txns {
+		if t.id == id {
+			return t
+		}
+	}
+	return nil
 }
 
 // txnID returns the transaction an op uses: an open one, or rarely one
@@ -664,4 +786,5 @@ func (g *generator) closeAll() {
 		g.endTxn(0, "")
 	}
 	g.iters, g.snaps, g.ended = nil, nil, nil
+	clear(g.iterTxn)
 }
