@@ -265,8 +265,8 @@ var opWeights = []struct {
 	{opScan, 1}, {opFlush, 2}, {opCompact, 1}, {opWait, 1}, {opSync, 1},
 	{opReopen, 1}, {opReadOnly, 1}, {opCheckpoint, 1},
 	{opSetBudget, 1}, {opRebuild, 1},
-	{opTxnNew, 3}, {opTxnGet, 6}, {opTxnHas, 1}, {opTxnPut, 6}, {opTxnDelete, 2}, {opTxnDeleteRange, 2},
-	{opTxnCommit, 3}, {opTxnDiscard, 1},
+	{opTxnNew, 2}, {opTxnGet, 6}, {opTxnHas, 1}, {opTxnPut, 6}, {opTxnDelete, 2}, {opTxnDeleteRange, 2},
+	{opTxnCommit, 2}, {opTxnDiscard, 1},
 }
 
 func generate(seed uint64, n int) []op {
@@ -371,10 +371,13 @@ func (g *generator) writeKey() []byte {
 		if k := g.readKey(); k != nil {
 			return k
 		}
-	case x < 3 && len(g.txns) > 0:
-		if t := g.txns[g.r.IntN(len(g.txns))]; len(t.starts) > 0 {
-			k := slices.Clone(t.starts[g.r.IntN(len(t.starts))])
-			return append(k, "yz\xff"[g.r.IntN(3)])
+	case x < 4:
+		var starts [][]byte
+		for _, t := range g.txns {
+			starts = append(starts, t.starts...)
+		}
+		if k := g.pick(starts); k != nil {
+			return append(slices.Clone(k), "yz\xff"[g.r.IntN(3)])
 		}
 	}
 	return g.key()
@@ -425,6 +428,11 @@ func (g *generator) write() op {
 // sometimes one between two keys drawn apart, which may delete many, or,
 // reversed, none.
 func (g *generator) deleteRange() op {
+	// Sometimes over a key an open transaction read, so that its commit
+	// conflicts.
+	if k := g.readKey(); k != nil && g.r.IntN(2) == 0 {
+		return op{kind: opDeleteRange, key: slices.Clone(k[:g.r.IntN(len(k)+1)]), end: append(slices.Clone(k), g.suffixByte())}
+	}
 	a := g.boundKey()
 	var b []byte
 	switch g.r.IntN(4) {
@@ -621,7 +629,11 @@ func (g *generator) emit(kind opKind) {
 			// Mostly a key read before (read, modify, write back), one
 			// another transaction read, or one put lately (so that the
 			// write hides a value of the snapshot).
-			switch x := g.r.IntN(6); {
+			x := g.r.IntN(6)
+			if kind == opTxnDelete && x >= 3 && g.r.IntN(2) == 0 {
+				x = 3 // a delete that hides a value is worth more
+			}
+			switch {
 			case x < 2 && len(t.read) > 0:
 				o.key = g.pick(t.read)
 			case x < 3:
@@ -646,17 +658,30 @@ func (g *generator) emit(kind opKind) {
 }
 
 // afterTxnWrite sometimes looks at a transaction's write at once, so that
-// reads of its own writes are many: a Get of the key (a range's start),
-// or a new iterator on the transaction over the key's prefix that seeks
+// reads of its own writes are many: a Get of the key (after a range
+// deletion, of a key it wrote there), or a new iterator on the transaction over the key's prefix that seeks
 // to it and steps on.
 func (g *generator) afterTxnWrite(t *genTxn, w op) {
-	switch g.r.IntN(4) {
+	x := g.r.IntN(4)
+	if w.kind == opTxnDeleteRange && x == 2 {
+		x = 0 // whether the range hid the transaction's write
+	}
+	switch x {
 	case 0:
-		if len(w.key) == 0 {
-			return // a range from the first key: no key to get
+		k := w.key
+		if w.kind == opTxnDeleteRange { // a key it wrote that the range hides
+			k = nil
+			for _, x := range t.wrote {
+				if string(x) >= string(w.key) && string(x) < string(w.end) {
+					k = x
+				}
+			}
 		}
-		g.ops = append(g.ops, op{kind: opTxnGet, id: t.id, key: w.key})
-		t.read = append(t.read, w.key)
+		if len(k) == 0 {
+			return
+		}
+		g.ops = append(g.ops, op{kind: opTxnGet, id: t.id, key: k})
+		t.read = append(t.read, k)
 	case 1:
 		if len(g.iters) >= 5 {
 			return
