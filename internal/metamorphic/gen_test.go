@@ -501,6 +501,14 @@ func (g *generator) emit(kind opKind) {
 		if len(g.snaps) > 0 && g.r.IntN(3) == 0 {
 			o.snap = g.snaps[g.r.IntN(len(g.snaps))]
 		}
+		if g.r.IntN(3) == 0 {
+			o.lower, o.upper = g.bounds()
+		} else if g.r.IntN(2) == 0 {
+			o.upper = g.boundKey()
+		}
+		if g.r.IntN(3) == 0 {
+			o.prefix = g.prefix()
+		}
 		if len(g.txns) > 0 && g.r.IntN(2) == 0 {
 			o.snap, o.txn = 0, g.txnID()
 			if t := g.openTxn(o.txn); t != nil {
@@ -522,14 +530,6 @@ func (g *generator) emit(kind opKind) {
 					t.starts = append(t.starts, o.lower)
 				}
 			}
-		}
-		if g.r.IntN(3) == 0 {
-			o.lower, o.upper = g.bounds()
-		} else if g.r.IntN(2) == 0 {
-			o.upper = g.boundKey()
-		}
-		if g.r.IntN(3) == 0 {
-			o.prefix = g.prefix()
 		}
 	case opIterSetBounds, opIterSetPrefix, opIterSetPrefixOwn:
 		if len(g.iters) == 0 {
@@ -659,8 +659,8 @@ func (g *generator) emit(kind opKind) {
 
 // afterTxnWrite sometimes looks at a transaction's write at once, so that
 // reads of its own writes are many: a Get of the key (after a range
-// deletion, of a key it wrote there), or a new iterator on the transaction over the key's prefix that seeks
-// to it and steps on.
+// deletion, of a key it wrote there), or a new iterator on the transaction
+// over the key's prefix that seeks to it and steps on.
 func (g *generator) afterTxnWrite(t *genTxn, w op) {
 	x := g.r.IntN(4)
 	if w.kind == opTxnDeleteRange && x == 2 {
