@@ -233,6 +233,7 @@ type genTxn struct {
 	id     int
 	update bool
 	born   int // len(generator.ops) when it began
+	life   int // ops after which it ends, if nothing ended it before
 	read   [][]byte
 	wrote  [][]byte
 	starts [][]byte
@@ -243,8 +244,18 @@ type genTxn struct {
 // capped (64 MiB of keys), and a transaction older than what it holds
 // fails its commit whatever it read; a short life keeps every log far from
 // the cap, however many ops it has, so that the model's rule is the
-// store's.
+// store's. Most live much shorter (txnLife): a transaction that many
+// writes hit conflicts whatever the rule for any one of them says, and
+// then no bug in that rule shows.
 const maxTxnAge = 150
+
+// txnLife draws how long a transaction stays open at most.
+func (g *generator) txnLife() int {
+	if g.r.IntN(5) == 0 {
+		return maxTxnAge
+	}
+	return 4 + g.r.IntN(40)
+}
 
 // prefixes of the keys: several end in '/', the separator of the
 // SeparatorPrefix option set; "" and 0xff test the ends of the key space.
@@ -265,7 +276,7 @@ var opWeights = []struct {
 	{opScan, 1}, {opFlush, 2}, {opCompact, 1}, {opWait, 1}, {opSync, 1},
 	{opReopen, 1}, {opReadOnly, 1}, {opCheckpoint, 1},
 	{opSetBudget, 1}, {opRebuild, 1},
-	{opTxnNew, 2}, {opTxnGet, 6}, {opTxnHas, 1}, {opTxnPut, 6}, {opTxnDelete, 2}, {opTxnDeleteRange, 2},
+	{opTxnNew, 3}, {opTxnGet, 8}, {opTxnHas, 1}, {opTxnPut, 8}, {opTxnDelete, 2}, {opTxnDeleteRange, 2},
 	{opTxnCommit, 2}, {opTxnDiscard, 1},
 }
 
@@ -276,8 +287,8 @@ func generate(seed uint64, n int) []op {
 		total += w.w
 	}
 	for len(g.ops) < n {
-		if len(g.txns) > 0 && len(g.ops)-g.txns[0].born > maxTxnAge {
-			g.endTxn(0, "")
+		if i := slices.IndexFunc(g.txns, func(t *genTxn) bool { return len(g.ops)-t.born > t.life }); i >= 0 {
+			g.endTxn(i, "")
 			continue
 		}
 		x := g.r.IntN(total)
@@ -367,11 +378,11 @@ func (g *generator) value() valSpec {
 // to where the range begins), so that its commit conflicts.
 func (g *generator) writeKey() []byte {
 	switch x := g.r.IntN(10); {
-	case x < 2:
+	case x < 1:
 		if k := g.readKey(); k != nil {
 			return k
 		}
-	case x < 4:
+	case x < 2:
 		var starts [][]byte
 		for _, t := range g.txns {
 			starts = append(starts, t.starts...)
@@ -513,15 +524,16 @@ func (g *generator) emit(kind opKind) {
 			o.snap, o.txn = 0, g.txnID()
 			if t := g.openTxn(o.txn); t != nil {
 				g.iterTxn[o.id] = t
-				// Mostly over keys it wrote: a prefix of one, or from one on.
-				if k := g.pick(t.wrote); k != nil && g.r.IntN(3) > 0 {
-					p := slices.Clone(k[:g.r.IntN(len(k)+1)])
-					o.lower, o.upper, o.prefix = nil, nil, nil
-					if g.r.IntN(2) == 0 {
-						o.prefix = p
-					} else {
-						o.lower = p
+				// Mostly over the prefix of a key, often one it wrote: a
+				// scan to the end of the key space is a read that most
+				// later writes conflict with, whatever the rule for any
+				// one of them.
+				if g.r.IntN(4) > 0 {
+					k := g.pick(t.wrote)
+					if k == nil || g.r.IntN(3) == 0 {
+						k = g.key()
 					}
+					o.lower, o.upper, o.prefix = nil, nil, g.txnPrefix(k)
 				}
 				switch {
 				case o.prefix != nil:
@@ -587,7 +599,7 @@ func (g *generator) emit(kind opKind) {
 		}
 		g.nextTxn++
 		o.id, o.update = g.nextTxn, g.r.IntN(5) > 0
-		g.txns = append(g.txns, &genTxn{id: o.id, update: o.update, born: len(g.ops)})
+		g.txns = append(g.txns, &genTxn{id: o.id, update: o.update, born: len(g.ops), life: g.txnLife()})
 	case opTxnGet, opTxnHas, opTxnPut, opTxnDelete, opTxnDeleteRange, opTxnCommit, opTxnDiscard:
 		if len(g.txns) == 0 {
 			g.emit(opTxnNew)
@@ -690,11 +702,11 @@ func (g *generator) afterTxnWrite(t *genTxn, w op) {
 		it := op{kind: opIterNew, id: g.nextIter, txn: t.id}
 		g.iters = append(g.iters, it.id)
 		g.iterTxn[it.id] = t
-		p := slices.Clone(w.key[:g.r.IntN(len(w.key)+1)])
-		if g.r.IntN(2) == 0 {
-			it.prefix = p
-		} else {
+		p := g.txnPrefix(w.key)
+		if g.r.IntN(4) == 0 {
 			it.lower = p
+		} else {
+			it.prefix = p
 		}
 		t.starts = append(t.starts, p)
 		g.ops = append(g.ops, it)
@@ -708,6 +720,17 @@ func (g *generator) afterTxnWrite(t *genTxn, w op) {
 			g.ops = append(g.ops, step)
 		}
 	}
+}
+
+// txnPrefix is the prefix of a transaction's iterator over k: mostly all
+// of k but its last byte or two, so that the scan holds k and its
+// neighbours, not a large part of the key space.
+func (g *generator) txnPrefix(k []byte) []byte {
+	n := len(k) - 1 - g.r.IntN(2)
+	if g.r.IntN(4) == 0 {
+		n = g.r.IntN(len(k) + 1)
+	}
+	return slices.Clone(k[:max(n, 0)])
 }
 
 // openTxn returns the open transaction id, or nil.
