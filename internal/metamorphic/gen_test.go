@@ -375,14 +375,19 @@ func (g *generator) value() valSpec {
 // writeKey is the key of a write outside a transaction: sometimes one an
 // open transaction read, or a new one in the range of one of its
 // iterators, after the keys there (a byte high in the alphabet appended
-// to where the range begins), so that its commit conflicts.
+// to where the range begins), so that its commit conflicts; or one it
+// wrote (and may have read back), which must not make it conflict.
 func (g *generator) writeKey() []byte {
 	switch x := g.r.IntN(10); {
 	case x < 1:
 		if k := g.readKey(); k != nil {
 			return k
 		}
-	case x < 2:
+	case x < 2 && len(g.txns) > 0:
+		if k := g.pick(g.txns[g.r.IntN(len(g.txns))].wrote); k != nil {
+			return k
+		}
+	case x < 3:
 		var starts [][]byte
 		for _, t := range g.txns {
 			starts = append(starts, t.starts...)
