@@ -7,12 +7,30 @@
 // returns, so any difference between two runs, or between a run and the
 // model, is a bug.
 //
+// Transactions are in the logs too: up to three open at once, read-write
+// or read-only, with Get, Has, Put, Delete, DeleteRange and iterators
+// (bounds, prefix, both directions, SetBounds) interleaved with plain
+// writes and with each other, then committed or discarded, and used after
+// that. The model predicts what each read returns (the transaction's
+// snapshot with its own writes over it) and which commits fail with
+// ErrConflict, from the documented rule rather than from the store: a
+// read-write transaction that wrote something conflicts if a write
+// committed after it began (plain, batch or another transaction's) hit a
+// key it read with Get or Has (not one it wrote itself), or the span one
+// of its iterators traversed, from where a seek positioned it through the
+// keys it stopped at, to its bound if it ran off the end. Nothing of that
+// depends on timing: flushes and compactions write no keys, and
+// transactions stay open for a bounded number of ops, far from the cap on
+// the store's record of writes.
+//
 // Everything is in the package's tests (go test ./internal/metamorphic):
 //
 //   - ops_test.go: the operations and their text form, one per line, which
 //     parses back, so a failing log replays (-meta-replay FILE).
 //   - gen_test.go: the seeded generators of operation logs and option sets.
-//   - model_test.go: the expected output of each operation, from a map.
+//   - model_test.go: the expected output of each operation, from a map
+//     (and, for a transaction, a map of its view, its writes and its read
+//     set).
 //   - runner_test.go: the same operations against a store, with
 //     background snapshot readers and flushes in some runs.
 //   - meta_test.go: the tests, their flags, the failure files and the
