@@ -127,7 +127,7 @@ func (m *model) write(o op) {
 		return
 	}
 	switch {
-	case o.kind != opDeleteRange:
+	case o.kind != opDeleteRange && o.kind != opTxnDeleteRange:
 		m.written = append(m.written, pointSpan(string(o.key)))
 	case string(o.key) < string(o.end): // a range that deletes nothing writes nothing
 		m.written = append(m.written, span{start: string(o.key), end: string(o.end)})
