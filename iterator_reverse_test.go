@@ -387,21 +387,27 @@ func BenchmarkReverseOverVersions(b *testing.B) {
 				it, err := db.NewIterator(nil)
 				mustDo(b, err)
 				defer it.Close()
-				ok := false
-				for b.Loop() {
-					if dir == "forward" {
-						if !ok {
-							ok = it.First()
-						}
-						ok = it.Next()
-					} else {
-						if !ok {
-							ok = it.Last()
-						}
-						ok = it.Prev()
-					}
-				}
+				benchSteps(b, it, dir == "forward")
 			})
+		}
+	}
+}
+
+// benchSteps steps it once per iteration of b, forward or backward,
+// starting over from First or Last at the end.
+func benchSteps(b *testing.B, it *Iterator, forward bool) {
+	ok := false
+	for b.Loop() {
+		if forward {
+			if !ok {
+				ok = it.First()
+			}
+			ok = it.Next()
+		} else {
+			if !ok {
+				ok = it.Last()
+			}
+			ok = it.Prev()
 		}
 	}
 }
@@ -432,20 +438,7 @@ func BenchmarkReverseOverSegmentVersions(b *testing.B) {
 				it, err := db.NewIterator(nil)
 				mustDo(b, err)
 				defer it.Close()
-				ok := false
-				for b.Loop() {
-					if dir == "forward" {
-						if !ok {
-							ok = it.First()
-						}
-						ok = it.Next()
-					} else {
-						if !ok {
-							ok = it.Last()
-						}
-						ok = it.Prev()
-					}
-				}
+				benchSteps(b, it, dir == "forward")
 			})
 		}
 	}

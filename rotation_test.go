@@ -583,15 +583,8 @@ func (f *sealFailFile) Write(b []byte) (int, error) {
 // as after a reboot must hold the write if it was acknowledged.
 func TestSealFailureFailsLaterSyncedWrites(t *testing.T) {
 	s := &sealFailFS{FS: vfs.Default, release: make(chan struct{})}
-	o := smallOptions()
-	o.FS, o.DisableMmap = s, true
-	dir := t.TempDir()
-	db := mustOpen(t, dir, o)
-	var once sync.Once
-	release := func() { once.Do(func() { close(s.release) }) }
-	defer func() { release(); db.Close() }()
-
-	logNum := func() uint64 { db.mu.Lock(); defer db.mu.Unlock(); return db.logNum }
+	db, dir, _ := openSealFail(t, s, s)
+	logNum := func() uint64 { return activeLogNum(db) }
 	first := logNum()
 	for i := 0; logNum() == first; i++ {
 		mustDo(t, db.Put(faultKey(i), faultValue(i)))
@@ -620,6 +613,29 @@ func TestSealFailureFailsLaterSyncedWrites(t *testing.T) {
 	if err := db.Put([]byte("after"), []byte("x")); !errors.Is(err, ErrReadOnly) {
 		t.Fatalf("Put after the failed seal: %v, want ErrReadOnly", err)
 	}
+}
+
+// openSealFail opens a store on fsys, which is s or s without its boot
+// ID, with small memtables and no mapping (so that every WAL write goes
+// through s). The store is closed when the test ends, after release,
+// which lets s's held segment fsyncs go (and which a test may call first).
+func openSealFail(t *testing.T, s *sealFailFS, fsys vfs.FS) (db *DB, dir string, release func()) {
+	t.Helper()
+	o := smallOptions()
+	o.FS, o.DisableMmap = fsys, true
+	dir = t.TempDir()
+	db = mustOpen(t, dir, o)
+	var once sync.Once
+	release = func() { once.Do(func() { close(s.release) }) }
+	t.Cleanup(func() { release(); db.Close() })
+	return db, dir, release
+}
+
+// activeLogNum returns the number of db's active WAL.
+func activeLogNum(db *DB) uint64 {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	return db.logNum
 }
 
 // holdSegmentsFS is the OS file system, with or without its boot ID,

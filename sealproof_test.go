@@ -205,13 +205,7 @@ func testDamagedSeal(t *testing.T, syncedWrites int, boot bool) {
 func sealFailure(t *testing.T, fsys func(*sealFailFS) vfs.FS) (db *DB, dir string, n int, replaced, next uint64, release func()) {
 	t.Helper()
 	s := &sealFailFS{FS: vfs.Default, release: make(chan struct{}), failSegs: true}
-	o := smallOptions()
-	o.FS, o.DisableMmap = fsys(s), true
-	dir = t.TempDir()
-	db = mustOpen(t, dir, o)
-	var once sync.Once
-	release = func() { once.Do(func() { close(s.release) }) }
-	t.Cleanup(func() { release(); db.Close() })
+	db, dir, release = openSealFail(t, s, fsys(s))
 	n, replaced = fillUntilRotated(t, db)
 	s.mu.Lock()
 	s.failW = base.WALFileName(replaced)
@@ -438,15 +432,8 @@ func TestPrevSealedMarkFailure(t *testing.T) {
 			if !boot {
 				fsys = noBootFS{s}
 			}
-			o := smallOptions()
-			o.FS, o.DisableMmap = fsys, true
-			dir := t.TempDir()
-			db := mustOpen(t, dir, o)
-			var once sync.Once
-			release := func() { once.Do(func() { close(s.release) }) }
-			defer func() { release(); db.Close() }()
-
-			logNum := func() uint64 { db.mu.Lock(); defer db.mu.Unlock(); return db.logNum }
+			db, dir, release := openSealFail(t, s, fsys)
+			logNum := func() uint64 { return activeLogNum(db) }
 			first := logNum()
 			acked := 0
 			var err error
