@@ -220,8 +220,12 @@ type generator struct {
 	txns     []*genTxn       // open, oldest first
 	ended    []int           // the last few transactions ended, for uses after the end
 	iterTxn  map[int]*genTxn // the transaction of each iterator made on one
-	recent   [][]byte        // the last keys put outside transactions: mostly live
-	ops      []op
+	// fresh holds the iterators made and not yet positioned: a step of
+	// one does nothing but report false, so a step drawn for one is
+	// mostly preceded by a First or Last.
+	fresh  map[int]bool
+	recent [][]byte // the last keys put outside transactions: mostly live
+	ops    []op
 }
 
 // genTxn is an open transaction: the keys it read, which other writes
@@ -281,7 +285,7 @@ var opWeights = []struct {
 }
 
 func generate(seed uint64, n int) []op {
-	g := &generator{r: rand.New(rand.NewPCG(seed, 0x6f70730a)), iterTxn: map[int]*genTxn{}}
+	g := &generator{r: rand.New(rand.NewPCG(seed, 0x6f70730a)), iterTxn: map[int]*genTxn{}, fresh: map[int]bool{}}
 	total := 0
 	for _, w := range opWeights {
 		total += w.w
@@ -514,6 +518,7 @@ func (g *generator) emit(kind opKind) {
 		g.nextIter++
 		o.id = g.nextIter
 		g.iters = append(g.iters, o.id)
+		g.fresh[o.id] = true
 		if len(g.snaps) > 0 && g.r.IntN(3) == 0 {
 			o.snap = g.snaps[g.r.IntN(len(g.snaps))]
 		}
@@ -565,6 +570,7 @@ func (g *generator) emit(kind opKind) {
 		// A reused iterator serves lookups: a seek, and a few steps.
 		g.ops = append(g.ops, o)
 		o = op{kind: []opKind{opIterFirst, opIterLast, opIterSeek, opIterSeekLT}[g.r.IntN(4)], id: o.id}
+		delete(g.fresh, o.id)
 		if o.kind == opIterSeek || o.kind == opIterSeekLT {
 			o.key = g.boundKey()
 		}
@@ -584,6 +590,16 @@ func (g *generator) emit(kind opKind) {
 		}
 		if kind == opIterClose {
 			g.iters = slices.Delete(g.iters, i, i+1)
+		}
+		if kind != opIterNext && kind != opIterPrev {
+			delete(g.fresh, o.id) // positioned, or closed
+		} else if g.fresh[o.id] && g.r.IntN(4) > 0 {
+			start := op{kind: opIterFirst, id: o.id}
+			if kind == opIterPrev {
+				start.kind = opIterLast
+			}
+			g.ops = append(g.ops, start)
+			delete(g.fresh, o.id)
 		}
 		// Steps come in runs, so iterators walk and change direction.
 		if kind == opIterNext || kind == opIterPrev {
