@@ -186,11 +186,12 @@ func (db *DB) verifyWALs(ctx context.Context, wals []uint64, rep *VerifyReport) 
 			rep.problemf(name, "cannot be opened: %v", err)
 			continue
 		}
-		_, err = scanWAL(ctx, f, name, i == len(wals)-1, wal.RecoverOptions{}, rep)
+		_, tail, err := scanWAL(ctx, f, name, i == len(wals)-1, wal.RecoverOptions{}, rep)
 		f.Close()
 		if err != nil {
 			return err
 		}
+		rep.noteTail(name, tail)
 	}
 	return nil
 }
@@ -341,8 +342,7 @@ func verifyClosedDir(ctx context.Context, fsys vfs.FS, dir string, st manifest.S
 			sawLog = sawLog || num == st.LogNum
 			i := slices.Index(logs, num)
 			opts := walRecoverOptions(fsys, dir, logs, i, boot)
-			notes := len(rep.Notes)
-			res, err := verifyWALFile(ctx, fsys, filepath.Join(dir, name), name, opts, rep)
+			res, tail, err := verifyWALFile(ctx, fsys, filepath.Join(dir, name), name, opts, rep)
 			if err != nil {
 				return err
 			}
@@ -350,12 +350,12 @@ func verifyClosedDir(ctx context.Context, fsys vfs.FS, dir string, st manifest.S
 			if res.Unsynced || i < len(logs)-1 && unsealed(opts, res) {
 				if err := sealProven(fsys, dir, logs, i, res); err != nil {
 					// The tail is corruption, not the torn or unsynced
-					// tail the scan noted that Open would get past.
-					rep.Notes = rep.Notes[:notes]
+					// tail that Open would get past.
 					rep.problem(name, err)
 					continue
 				}
 			}
+			rep.noteTail(name, tail)
 			if lost {
 				rep.notef(name, "not sealed, and written under another boot: a power cut may have lost its last writes, so Open recovers it and ignores the %d later WALs (none of their writes was synced)", len(logs)-i-1)
 			}
@@ -466,11 +466,11 @@ func checkResidentFilter(ctx context.Context, r *segment.Reader, f *bloom.Filter
 	return nil
 }
 
-func verifyWALFile(ctx context.Context, fsys vfs.FS, path, name string, opts wal.RecoverOptions, rep *VerifyReport) (wal.Result, error) {
+func verifyWALFile(ctx context.Context, fsys vfs.FS, path, name string, opts wal.RecoverOptions, rep *VerifyReport) (wal.Result, string, error) {
 	f, err := fsys.Open(path)
 	if err != nil {
 		rep.problemf(name, "cannot be opened: %v", err)
-		return wal.Result{}, nil
+		return wal.Result{}, "", nil
 	}
 	defer f.Close()
 	return scanWAL(ctx, f, name, false, opts, rep)
@@ -479,8 +479,11 @@ func verifyWALFile(ctx context.Context, fsys vfs.FS, path, name string, opts wal
 // scanWAL reads a WAL record by record and decodes each batch, without
 // the truncation that recovery does. active says a writer may be
 // appending to it, so that a torn tail is a write in progress, not worth
-// a note. Damage goes into rep; the error is ctx's.
-func scanWAL(ctx context.Context, f io.Reader, name string, active bool, opts wal.RecoverOptions, rep *VerifyReport) (wal.Result, error) {
+// a note. Damage goes into rep; the error is ctx's. A tail Open would
+// recover past (torn, or unsynced after a power cut) is returned as the
+// note to make of it (noteTail), not made here: where a later WAL proves
+// the WAL sealed, the caller reports that tail as a problem instead.
+func scanWAL(ctx context.Context, f io.Reader, name string, active bool, opts wal.RecoverOptions, rep *VerifyReport) (res wal.Result, tail string, err error) {
 	rep.WALs++
 	r := wal.NewReader(f, name)
 	if opts.UnsyncedMayBeLost {
@@ -488,7 +491,7 @@ func scanWAL(ctx context.Context, f io.Reader, name string, active bool, opts wa
 	}
 	for n := 1; ; n++ {
 		if n%ctxEvery == 0 && ctx.Err() != nil {
-			return wal.Result{}, ctx.Err()
+			return wal.Result{}, "", ctx.Err()
 		}
 		off := r.Offset()
 		rec, err := r.Next()
@@ -496,22 +499,29 @@ func scanWAL(ctx context.Context, f io.Reader, name string, active bool, opts wa
 		case err == nil:
 			if err := batch.Decode(rec, name, off, func(uint64, batch.Op) {}); err != nil {
 				rep.problem(name, err)
-				return wal.Result{}, nil
+				return wal.Result{}, "", nil
 			}
 			rep.WALRecords++
 			continue
 		case errors.Is(err, io.EOF):
 		case errors.Is(err, wal.ErrUnsyncedTail):
-			rep.notef(name, "damage after the last sync at offset %d, as a power cut leaves it; Open recovers the writes before it (the rest was never synced)", r.Offset())
+			tail = fmt.Sprintf("damage after the last sync at offset %d, as a power cut leaves it; Open recovers the writes before it (the rest was never synced)", r.Offset())
 		case errors.Is(err, wal.ErrTornTail):
 			if !active {
-				rep.notef(name, "torn tail after offset %d (a write that was never acknowledged); Open ignores it", r.Offset())
+				tail = fmt.Sprintf("torn tail after offset %d (a write that was never acknowledged); Open ignores it", r.Offset())
 			}
 		default:
 			rep.problem(name, err)
 		}
-		res := wal.Result{ValidSize: r.Offset(), Unsynced: errors.Is(err, wal.ErrUnsyncedTail)}
+		res = wal.Result{ValidSize: r.Offset(), Unsynced: errors.Is(err, wal.ErrUnsyncedTail)}
 		res.Marked, res.Sealed, res.ThisBoot = r.Whole(opts.BootID)
-		return res, nil
+		return res, tail, nil
+	}
+}
+
+// noteTail notes the tail scanWAL found in file, if any.
+func (r *VerifyReport) noteTail(file, tail string) {
+	if tail != "" {
+		r.notef(file, "%s", tail)
 	}
 }
