@@ -371,27 +371,7 @@ func TestIteratorReverseLargeVersionsModel(t *testing.T) {
 // a forward one does, not a copy of every version's value.
 //
 //	go test -run '^$' -bench ReverseOverVersions .
-func BenchmarkReverseOverVersions(b *testing.B) {
-	for _, v := range []int{1, 10, 100} {
-		for _, dir := range []string{"forward", "backward"} {
-			b.Run(fmt.Sprintf("versions=%d/%s", v, dir), func(b *testing.B) {
-				const keys = 16
-				db := mustOpen(b, b.TempDir(), &Options{MemtableSize: 256 << 20, DisableAutoCompaction: true})
-				defer db.Close()
-				val := make([]byte, 64<<10)
-				for range v {
-					for i := range keys {
-						mustDo(b, db.Put(fmt.Appendf(nil, "k%03d", i), val))
-					}
-				}
-				it, err := db.NewIterator(nil)
-				mustDo(b, err)
-				defer it.Close()
-				benchSteps(b, it, dir == "forward")
-			})
-		}
-	}
-}
+func BenchmarkReverseOverVersions(b *testing.B) { benchOverVersions(b, false) }
 
 // benchSteps steps it once per iteration of b, forward or backward,
 // starting over from First or Last at the end.
@@ -418,7 +398,13 @@ func benchSteps(b *testing.B, it *Iterator, forward bool) {
 // record of each entry it lands on (segment.Iter.settle), so a backward
 // step over a key reads every visible version's value, not only the
 // newest's, where a forward one (NextVisible) reads one.
-func BenchmarkReverseOverSegmentVersions(b *testing.B) {
+func BenchmarkReverseOverSegmentVersions(b *testing.B) { benchOverVersions(b, true) }
+
+// benchOverVersions steps forward and backward over 16 keys, each written
+// v times with a 64 KiB value, in the memtable, or in one segment, with a
+// snapshot taken after each round of writes so that the segment keeps
+// every version.
+func benchOverVersions(b *testing.B, segment bool) {
 	for _, v := range []int{1, 10, 100} {
 		for _, dir := range []string{"forward", "backward"} {
 			b.Run(fmt.Sprintf("versions=%d/%s", v, dir), func(b *testing.B) {
@@ -430,11 +416,15 @@ func BenchmarkReverseOverSegmentVersions(b *testing.B) {
 					for i := range keys {
 						mustDo(b, db.Put(fmt.Appendf(nil, "k%03d", i), val))
 					}
-					s, err := db.NewSnapshot()
-					mustDo(b, err)
-					defer s.Close()
+					if segment {
+						s, err := db.NewSnapshot()
+						mustDo(b, err)
+						defer s.Close()
+					}
 				}
-				mustDo(b, db.Flush())
+				if segment {
+					mustDo(b, db.Flush())
+				}
 				it, err := db.NewIterator(nil)
 				mustDo(b, err)
 				defer it.Close()

@@ -85,6 +85,20 @@ func wantKeys(t *testing.T, db *DB, lo, hi int, what string) {
 	}
 }
 
+// wantVerifyProblem checks that VerifyDir on store, through fsys, reports
+// a problem for the file name at offset off exactly when want, and
+// returns its report.
+func wantVerifyProblem(t *testing.T, fsys vfs.FS, store, name string, off int, want bool) *VerifyReport {
+	t.Helper()
+	rep, err := VerifyDir(context.Background(), fsys, store)
+	mustDo(t, err)
+	flagged := slices.ContainsFunc(rep.Problems, func(p Problem) bool { return p.File == name && p.Offset == int64(off) })
+	if flagged != want {
+		t.Errorf("VerifyDir problems %v; want one for %s at %d: %v", rep.Problems, name, off, want)
+	}
+	return rep
+}
+
 // sealedThenSynced makes a store whose WAL a rotation replaced and sealed
 // (its flush held, so it stays live), with synced writes acknowledged by
 // WriteSync in the next WAL after it, each after an fsync; and returns a
@@ -162,12 +176,7 @@ func testDamagedSeal(t *testing.T, syncedWrites int, boot bool) {
 				bad = tc.damage(append([]byte(nil), data...))
 				mustDo(t, os.WriteFile(filepath.Join(store, name), bad, 0o644))
 			}
-			rep, err := VerifyDir(context.Background(), rebootedFS{vfs.Default}, store)
-			mustDo(t, err)
-			flagged := slices.ContainsFunc(rep.Problems, func(p Problem) bool { return p.File == name && p.Offset == int64(seal) })
-			if flagged != (tc.damage != nil) {
-				t.Errorf("VerifyDir problems %v; want one for %s at %d: %v", rep.Problems, name, seal, tc.damage != nil)
-			}
+			rep := wantVerifyProblem(t, rebootedFS{vfs.Default}, store, name, seal, tc.damage != nil)
 			// A note that Open ignores a torn tail there, or recovers
 			// the writes before it, would contradict the problem.
 			if i := slices.IndexFunc(rep.Notes, func(p Problem) bool { return p.File == name }); i >= 0 {
@@ -388,12 +397,7 @@ func TestCutReplacedWALSameBoot(t *testing.T) {
 			if tc.cut > 0 {
 				mustDo(t, os.WriteFile(filepath.Join(store, name), data[:tc.cut], 0o644))
 			}
-			rep, err := VerifyDir(context.Background(), vfs.Default, store)
-			mustDo(t, err)
-			flagged := slices.ContainsFunc(rep.Problems, func(p Problem) bool { return p.File == name && p.Offset == int64(tc.cut) })
-			if flagged != (tc.cut > 0) {
-				t.Errorf("VerifyDir problems %v; want one for %s at %d: %v", rep.Problems, name, tc.cut, tc.cut > 0)
-			}
+			wantVerifyProblem(t, vfs.Default, store, name, tc.cut, tc.cut > 0)
 			db2, err := Open(store, &Options{MemtableSize: 64 << 10})
 			if tc.cut == 0 {
 				mustDo(t, err)

@@ -129,13 +129,7 @@ func BenchmarkBatchTransfer(b *testing.B) {
 func BenchmarkTxnDeleteRangeAmongWrites(b *testing.B) {
 	for _, pending := range []int{0, 1_000, 10_000, 100_000} {
 		b.Run(fmt.Sprintf("pending=%d", pending), func(b *testing.B) {
-			db := mustOpen(b, b.TempDir(), nil)
-			defer db.Close()
-			txn := db.NewTransaction(true)
-			defer txn.Discard()
-			for i := range pending {
-				mustDo(b, txn.Put(fmt.Appendf(nil, "a%08d", i), []byte("v")))
-			}
+			txn := pendingTxn(b, pending, func(i int) int { return i })
 			i := 0
 			for b.Loop() {
 				mustDo(b, txn.DeleteRange(fmt.Appendf(nil, "b%08d", i), fmt.Appendf(nil, "b%08d~", i)))
@@ -145,6 +139,30 @@ func BenchmarkTxnDeleteRangeAmongWrites(b *testing.B) {
 	}
 }
 
+// pendingTxn returns a read-write transaction, on a store of its own
+// closed when b ends, holding n pending writes of the keys "a%08d" of
+// key(0) to key(n-1), each value "v".
+func pendingTxn(b *testing.B, n int, key func(int) int) *Txn {
+	b.Helper()
+	db := mustOpen(b, b.TempDir(), nil)
+	b.Cleanup(func() { db.Close() })
+	txn := db.NewTransaction(true)
+	b.Cleanup(txn.Discard)
+	for i := range n {
+		mustDo(b, txn.Put(fmt.Appendf(nil, "a%08d", key(i)), []byte("v")))
+	}
+	return txn
+}
+
+// warmIterator makes and closes an iterator of txn, which sorts the
+// writes pending so far, so that a benchmark times only what follows.
+func warmIterator(b *testing.B, txn *Txn) {
+	b.Helper()
+	it, err := txn.NewIterator(nil)
+	mustDo(b, err)
+	mustDo(b, it.Close())
+}
+
 // BenchmarkTxnIterAfterPut: a transaction holding n pending writes makes
 // one more, then an iterator that sees it (read-your-writes scans), one
 // op per Put, NewIterator, Seek and Close. The iterator's cost should not
@@ -152,16 +170,8 @@ func BenchmarkTxnDeleteRangeAmongWrites(b *testing.B) {
 func BenchmarkTxnIterAfterPut(b *testing.B) {
 	for _, n := range []int{1_000, 10_000, 100_000} {
 		b.Run(fmt.Sprint("pending=", n), func(b *testing.B) {
-			db := mustOpen(b, b.TempDir(), nil)
-			defer db.Close()
-			txn := db.NewTransaction(true)
-			defer txn.Discard()
-			for i := range n {
-				mustDo(b, txn.Put(fmt.Appendf(nil, "a%08d", i*2), []byte("v")))
-			}
-			warm, err := txn.NewIterator(nil) // sorts the writes so far
-			mustDo(b, err)
-			mustDo(b, warm.Close())
+			txn := pendingTxn(b, n, func(i int) int { return i * 2 })
+			warmIterator(b, txn)
 			i := 0
 			for b.Loop() {
 				k := fmt.Appendf(nil, "a%08d", (i%n)*2+1)
@@ -217,16 +227,8 @@ func BenchmarkTxnIterScan(b *testing.B) {
 func BenchmarkTxnIterAfterDeleteRange(b *testing.B) {
 	for _, n := range []int{1_000, 10_000, 100_000} {
 		b.Run(fmt.Sprint("pending=", n), func(b *testing.B) {
-			db := mustOpen(b, b.TempDir(), nil)
-			defer db.Close()
-			txn := db.NewTransaction(true)
-			defer txn.Discard()
-			for i := range n {
-				mustDo(b, txn.Put(fmt.Appendf(nil, "a%08d", i), []byte("v")))
-			}
-			warm, err := txn.NewIterator(nil) // sorts the writes so far
-			mustDo(b, err)
-			mustDo(b, warm.Close())
+			txn := pendingTxn(b, n, func(i int) int { return i })
+			warmIterator(b, txn)
 			i := 0
 			for b.Loop() {
 				k := fmt.Appendf(nil, "a%08d", i%n)
