@@ -114,6 +114,7 @@ type Iterator struct {
 	value     []byte
 	keyBuf    []byte
 	valBuf    []byte
+	valRef    segment.ValueRef // findPrevSeg's record of the version it shows
 	err       error
 	// lease guards key and value in an invariants build: it expires at
 	// the next positioning call and at Close, when the Iterator's promise
@@ -465,6 +466,7 @@ func (it *Iterator) Last() bool {
 		if it.segAllBack() {
 			return it.prevSegAll(it.seg.Last())
 		}
+		it.seg.DeferValueRecords(true) // findPrevSeg reads the record it shows
 		it.seg.Last()
 		return it.findPrevSeg()
 	}
@@ -526,6 +528,7 @@ func (it *Iterator) seekLT(key []byte) bool {
 		if it.segAllBack() {
 			return it.prevSegAll(it.seg.SeekLT(key))
 		}
+		it.seg.DeferValueRecords(true)
 		it.seg.SeekLT(key)
 		return it.findPrevSeg()
 	}
@@ -636,11 +639,15 @@ func (it *Iterator) segBound() []byte {
 // and the value stay aliases of the block unless the step past them
 // leaves the block, whose memory the next block may be decoded into; a
 // key that is not in the block (the segment rebuilds it at each step) is
-// copied.
+// copied. A value stored apart from its key (a value record) is read only
+// for the version shown: seg leaves the records of the versions it steps
+// over unread (DeferValueRecords), so a key with many large versions
+// costs one record's read, not one per version.
 func (it *Iterator) findPrevSeg() bool {
 	it.lease.Expire()
 	it.reverse, it.segAt = true, false
 	s := it.seg
+	s.DeferValueRecords(true)
 	for s.Valid() {
 		k, trailer := s.InternalKey()
 		if it.segLower && bytes.Compare(k, it.lower) < 0 {
@@ -651,16 +658,18 @@ func (it *Iterator) findPrevSeg() bool {
 			it.keyBuf = append(it.keyBuf[:0], k...)
 			key = it.keyBuf
 		}
-		found, value, aliased := false, []byte(nil), false
+		found, value, aliased, deferred := false, []byte(nil), false, false
 		for {
 			// Backward, a key's versions come oldest first: the last
 			// visible one is its newest.
 			if seq, kind := base.SplitTrailer(trailer); seq <= it.seq {
-				found, value, aliased = kind == base.KindPut, nil, false
+				found, value, aliased, deferred = kind == base.KindPut, nil, false, false
 				if found {
-					// A value stored apart from its key (a value record)
-					// does not live in the block.
-					value, aliased = s.Value(), s.ValueInBlock()
+					// A value record does not live in the block; it is
+					// read once the version shown is known.
+					if it.valRef, deferred = s.DeferredValue(); !deferred {
+						value, aliased = s.Value(), s.ValueInBlock()
+					}
 				}
 			}
 			if (aliased || keyAliased) && s.LeavesBlock() {
@@ -684,11 +693,19 @@ func (it *Iterator) findPrevSeg() bool {
 		if s.Error() != nil {
 			break
 		}
+		if found && deferred {
+			var err error
+			if value, err = s.LoadValue(&it.valRef); err != nil {
+				break
+			}
+		}
 		if found {
+			s.DeferValueRecords(false)
 			it.key, it.value, it.valid = it.lease.Guard(key), it.lease.Guard(value), true
 			return true
 		}
 	}
+	s.DeferValueRecords(false)
 	return it.stop()
 }
 

@@ -1,12 +1,17 @@
 package bloomkv
 
 import (
+	"bytes"
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/bloomkv/bloomkv/internal/base"
 )
 
 // TestIteratorSingleSegmentReverseModel checks the single-segment path
@@ -394,10 +399,11 @@ func benchSteps(b *testing.B, it *Iterator, forward bool) {
 
 // BenchmarkReverseOverSegmentVersions: as BenchmarkReverseOverVersions,
 // but the versions are in one segment, kept there by a snapshot taken
-// after each round of writes. The segment's iterator reads the value
-// record of each entry it lands on (segment.Iter.settle), so a backward
-// step over a key reads every visible version's value, not only the
-// newest's, where a forward one (NextVisible) reads one.
+// after each round of writes. A backward step leaves the value records
+// of the versions it steps over unread (segment.Iter.DeferValueRecords)
+// and reads the one it shows, as a forward step (NextVisible) does: when
+// it read each one, a step over a key of 100 versions took 5.7 ms, now
+// 0.09 ms (2 cores, one run each).
 func BenchmarkReverseOverSegmentVersions(b *testing.B) { benchOverVersions(b, true) }
 
 // benchOverVersions steps forward and backward over 16 keys, each written
@@ -431,5 +437,142 @@ func benchOverVersions(b *testing.B, segment bool) {
 				benchSteps(b, it, dir == "forward")
 			})
 		}
+	}
+}
+
+// versionsStore writes keys keys, each in rounds versions of valueSize
+// bytes stored apart from their keys (version r of key i is marked
+// "k<i>/v<r>/" and otherwise incompressible), a snapshot after each round
+// keeping every version, and flushes them into one segment. It returns
+// the store's directory and the segment's name; the store is closed, its
+// snapshots with it.
+func versionsStore(t *testing.T, keys, rounds, valueSize int, o *Options) (dir, seg string) {
+	t.Helper()
+	dir = t.TempDir()
+	db := mustOpen(t, dir, o)
+	for r := range rounds {
+		for i := range keys {
+			mustDo(t, db.Put(fmt.Appendf(nil, "k%03d", i), versionValue(i, r, valueSize)))
+		}
+		if _, err := db.NewSnapshot(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustDo(t, db.Flush())
+	if n := db.Stats().Segments; n != 1 {
+		t.Fatalf("%d segments, want 1", n)
+	}
+	mustDo(t, db.Close())
+	segs, _ := filepath.Glob(filepath.Join(dir, "*"+base.SegmentExt))
+	return dir, filepath.Base(segs[0])
+}
+
+// versionValue is version r of key i, for versionsStore.
+func versionValue(i, r, size int) []byte {
+	v := make([]byte, size)
+	rng := rand.New(rand.NewPCG(uint64(i), uint64(r)))
+	for j := range v {
+		v[j] = byte(rng.Uint32())
+	}
+	copy(v, fmt.Sprintf("k%03d/v%03d/", i, r))
+	return v
+}
+
+// TestReverseReadsOneRecordPerKey checks that a backward scan over one
+// segment reads the value record of the version it shows, not those of
+// the versions it steps over: a fresh backward scan of keys with 40
+// versions each reads about the bytes a fresh forward scan does (every
+// record is read, and its checksum verified, once per open), not 40 times
+// them. Values read at snapshots must still be their versions'.
+func TestReverseReadsOneRecordPerKey(t *testing.T) {
+	const keys, rounds, size = 20, 40, 4 << 10
+	o := smallOptions()
+	o.MemtableSize = 8 << 20
+	o.DisableAutoCompaction = true
+	dir, _ := versionsStore(t, keys, rounds, size, o)
+	scanBytes := func(backward bool) uint64 {
+		db := mustOpen(t, dir, o)
+		defer db.Close()
+		before := db.Stats().BytesRead
+		it, err := db.NewIterator(nil)
+		mustDo(t, err)
+		seq := it.All()
+		if backward {
+			seq = it.Backward()
+		}
+		n := 0
+		for k, v := range seq {
+			i := 0
+			fmt.Sscanf(string(k), "k%03d", &i)
+			if !bytes.Equal(v, versionValue(i, rounds-1, size)) {
+				t.Fatalf("backward=%v: %s = %.9q, want its last version", backward, k, v)
+			}
+			n++
+		}
+		mustDo(t, it.Close())
+		if n != keys {
+			t.Fatalf("backward=%v: %d keys, want %d", backward, n, keys)
+		}
+		return db.Stats().BytesRead - before
+	}
+	fwd, back := scanBytes(false), scanBytes(true)
+	if back > fwd+fwd/2 {
+		t.Fatalf("a fresh backward scan read %d bytes, a forward one %d: it read the records of versions it does not show", back, fwd)
+	}
+	t.Logf("fresh scans read %d bytes forward, %d backward", fwd, back)
+}
+
+// TestReverseDeferredRecordDamage checks the backward scan's deferred
+// reads of value records against damage: a damaged record of the version
+// a scan shows fails it with ErrCorrupt at the record, and one of a
+// version it steps over does not, as forward, where it is never read.
+func TestReverseDeferredRecordDamage(t *testing.T) {
+	const keys, rounds, size = 6, 5, 2 << 10
+	for _, mmap := range []bool{true, false} {
+		o := smallOptions()
+		o.MemtableSize = 8 << 20
+		o.DisableAutoCompaction = true
+		o.DisableCompression = true
+		o.DisableMmap = !mmap
+		dir, seg := versionsStore(t, keys, rounds, size, o)
+		path := filepath.Join(dir, seg)
+		data, err := os.ReadFile(path)
+		mustDo(t, err)
+		// Damage the record of key 3's newest version and of key 1's
+		// second version, past their markers.
+		newest := bytes.Index(data, []byte(fmt.Sprintf("k003/v%03d/", rounds-1)))
+		older := bytes.Index(data, []byte("k001/v001/"))
+		if newest < 0 || older < 0 {
+			t.Fatal("value markers not found in the segment")
+		}
+		data[newest+100] ^= 1
+		data[older+100] ^= 1
+		mustDo(t, os.WriteFile(path, data, 0o644))
+
+		db := mustOpen(t, dir, o)
+		it, err := db.NewIterator(nil)
+		mustDo(t, err)
+		var got []string
+		for k := range it.Backward() {
+			got = append(got, string(k))
+		}
+		if want := []string{"k005", "k004"}; !slices.Equal(got, want) {
+			t.Fatalf("mmap=%v: backward scan yields %q before the damage at k003, want %q", mmap, got, want)
+		}
+		wantCorrupt(t, it.Close(), seg, newest-32, newest, "backward scan over a damaged shown record")
+
+		// Key 1's damaged version is older than the one shown: a backward
+		// scan from k002 steps over it without reading it.
+		it, err = db.NewIterator(&IterOptions{UpperBound: []byte("k003")})
+		mustDo(t, err)
+		got = got[:0]
+		for k := range it.Backward() {
+			got = append(got, string(k))
+		}
+		mustDo(t, it.Close())
+		if want := []string{"k002", "k001", "k000"}; !slices.Equal(got, want) {
+			t.Fatalf("mmap=%v: backward scan below k003 yields %q, want %q", mmap, got, want)
+		}
+		mustDo(t, db.Close())
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/bloomkv/bloomkv/internal/base"
+	"github.com/bloomkv/bloomkv/internal/invariants"
 )
 
 var errIterClosed = errors.New("segment: iterator closed")
@@ -27,6 +28,9 @@ type Iter struct {
 	err      error
 	left     []byte // the user key a step leaves a block with, for sameUser
 	keysOnly bool   // SkipValueRecords: settle does not read value records
+	// deferRecords (DeferValueRecords): settle leaves a value record
+	// unread, and says so in deferred, until LoadValue reads it.
+	deferRecords, deferred bool
 	// distinct: the segment holds one entry per user key, so no step
 	// lands on another version of the key it left (blockIter.distinct),
 	// where its properties say so truly (blockIter.checking).
@@ -84,6 +88,64 @@ func (r *Reader) InitIter(it *Iter, fillCache bool) {
 // caller that reads keys only (rebuilding a filter, checking one), which
 // would otherwise read, and at first checksum, every large value.
 func (it *Iter) SkipValueRecords() { it.keysOnly = true }
+
+// DeferValueRecords makes the steps that follow it (until it is called
+// with false) leave value records unread: at an entry whose value is one,
+// ValueDeferred is true, Value must not be called (in an invariants build
+// it panics), and DeferredValue names the record for LoadValue to read
+// later, after the Iter has moved on. A backward scan meets a key's
+// versions oldest first and shows only the newest one visible: it reads
+// that one record rather than every version's.
+func (it *Iter) DeferValueRecords(on bool) { it.deferRecords = on }
+
+// ValueDeferred reports whether the current entry's value is a value
+// record left unread (DeferValueRecords).
+func (it *Iter) ValueDeferred() bool { return it.inApart && it.deferred }
+
+// A ValueRef names the value record of an entry that an Iter stepped over
+// without reading it (DeferValueRecords), for LoadValue.
+type ValueRef struct {
+	block int // the data block of the entry
+	n     int
+	enc   [maxValueHandleLen]byte // the entry's handle: enc[:n]
+}
+
+// DeferredValue returns the ref of the current entry's unread value
+// record; ok is false at an entry whose value is not one.
+func (it *Iter) DeferredValue() (ref ValueRef, ok bool) {
+	if !it.ValueDeferred() {
+		return ValueRef{}, false
+	}
+	ref.block, ref.n = it.idx, len(it.blk.val) // too long a handle: LoadValue reports it
+	copy(ref.enc[:], it.blk.val)
+	return ref, true
+}
+
+// LoadValue reads the value record ref names, checking it as a step that
+// read it would have. The value lives in the file's mapping or a buffer
+// of its own, not in a block: later steps of the Iter leave it valid,
+// until the Iter is closed. A damaged record stops the Iter with its
+// error, which LoadValue returns too.
+func (it *Iter) LoadValue(ref *ValueRef) ([]byte, error) {
+	if it.err != nil {
+		return nil, it.err
+	}
+	var v []byte
+	var err error
+	if ref.n > len(ref.enc) {
+		err = it.r.corrupt(it.r.index[ref.block].h.offset, "bad value handle")
+	} else {
+		v, err = it.r.value(ref.block, ref.enc[:ref.n], it.mode, false)
+	}
+	if err != nil {
+		it.err, it.blk.valid = err, false
+		return nil, err
+	}
+	if v == nil {
+		v = []byte{} // an empty value stored apart (not by this writer)
+	}
+	return v, nil
+}
 
 // KeepValueRecords makes the Iter, at an entry whose value is a value
 // record that decodes to at least minLen bytes (minLen > 0), verify the
@@ -429,6 +491,9 @@ func (it *Iter) trailer() uint64 {
 // not be modified.
 func (it *Iter) Value() []byte {
 	if it.inApart {
+		if invariants.Enabled && it.deferred {
+			panic("segment: Value at an entry whose value record was deferred (DeferValueRecords)")
+		}
 		return it.apart
 	}
 	return it.blk.val
@@ -462,9 +527,13 @@ func (it *Iter) settleKind() bool {
 // settleApart is settle at an entry whose value is a value record; apart
 // from settle, which every step calls, so that settle inlines.
 func (it *Iter) settleApart() bool {
-	it.inApart, it.rawKept = true, false
+	it.inApart, it.rawKept, it.deferred = true, false, false
 	if it.keysOnly {
 		it.apart = []byte{}
+		return true
+	}
+	if it.deferRecords {
+		it.apart, it.deferred = nil, true
 		return true
 	}
 	if it.rawMin > 0 {

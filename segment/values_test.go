@@ -11,6 +11,7 @@ import (
 
 	"github.com/bloomkv/bloomkv/bloom"
 	"github.com/bloomkv/bloomkv/internal/base"
+	"github.com/bloomkv/bloomkv/internal/invariants"
 )
 
 // largeEntries is randomEntries with values of 0 to 3,000 bytes, so that
@@ -775,4 +776,97 @@ func TestValueRecordCacheKeyedByLength(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestDeferValueRecords checks deferred value records: walking a segment
+// backward with DeferValueRecords, each entry whose value is a record says
+// so and reads, through DeferredValue and LoadValue, the value the eager
+// walk read — also once the Iter has moved on past it; other entries read
+// as ever. A damaged record is reported by LoadValue, not by the step;
+// and in an invariants build Value at a deferred entry panics.
+func TestDeferValueRecords(t *testing.T) {
+	rng := rand.New(rand.NewPCG(15, 16))
+	es := largeEntries(rng, 400, 120)
+	data, _ := writeSegment(t, es, WriterOptions{BlockSize: 512, SeparateValues: 500})
+	for _, mapped := range []bool{false, true} {
+		ro := ReaderOptions{Name: "v.seg"}
+		if mapped {
+			ro.Mapped = data
+		}
+		r := openSegment(t, data, ro)
+		it := r.NewIter(false)
+		it.DeferValueRecords(true)
+		var refs []ValueRef
+		var want [][]byte
+		deferred, i := 0, len(es)-1
+		for ok := it.Last(); ok; ok = it.Prev() {
+			e := es[i]
+			if !bytes.Equal(it.Key(), e.key) || it.Seq() != e.seq {
+				t.Fatalf("entry %d: %q@%d, want %q@%d", i, it.Key(), it.Seq(), e.key, e.seq)
+			}
+			ref, ok := it.DeferredValue()
+			if ok != (it.ValueDeferred()) || ok != (e.kind == base.KindPut && len(e.value) >= 500) {
+				t.Fatalf("entry %d (%d-byte value): deferred %v", i, len(e.value), ok)
+			}
+			if ok {
+				deferred++
+				refs, want = append(refs, ref), append(want, e.value)
+			} else if e.kind == base.KindPut && !bytes.Equal(it.Value(), e.value) {
+				t.Fatalf("entry %d: value %q, want %q", i, it.Value(), e.value)
+			}
+			i--
+		}
+		if err := it.Error(); err != nil || i != -1 || deferred == 0 {
+			t.Fatalf("mapped=%v: walk ended at entry %d with %d deferred: %v", mapped, i, deferred, err)
+		}
+		for j := range refs { // the Iter has long moved on
+			v, err := it.LoadValue(&refs[j])
+			if err != nil || !bytes.Equal(v, want[j]) {
+				t.Fatalf("mapped=%v: deferred value %d: %d bytes, %v; want %d bytes", mapped, j, len(v), err, len(want[j]))
+			}
+		}
+		if err := it.Close(); err != nil {
+			t.Fatal(err)
+		}
+
+		if invariants.Enabled {
+			it := r.NewIter(false)
+			it.DeferValueRecords(true)
+			for ok := it.Last(); ok && !it.ValueDeferred(); ok = it.Prev() {
+			}
+			func() {
+				defer func() {
+					if recover() == nil {
+						t.Fatal("Value at a deferred entry did not panic")
+					}
+				}()
+				_ = it.Value()
+			}()
+			if err := it.Close(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+
+	bad := bytes.Clone(data)
+	r := openSegment(t, data, ReaderOptions{Name: "v.seg"})
+	recs := valueRecords(t, r)
+	for _, rec := range recs {
+		bad[rec.h.offset] ^= 0x10
+	}
+	r = openSegment(t, bad, ReaderOptions{Name: "v.seg"})
+	it := r.NewIter(false)
+	it.DeferValueRecords(true)
+	for ok := it.Last(); ok; ok = it.Prev() {
+		if ref, ok := it.DeferredValue(); ok {
+			// The backward walk's first record is the file's last.
+			_, err := it.LoadValue(&ref)
+			checkCorruptAt(t, "LoadValue", err, recs[len(recs)-1].h.offset)
+			if it.Valid() || it.Error() != err {
+				t.Fatalf("after a failed LoadValue the Iter is valid=%v with error %v", it.Valid(), it.Error())
+			}
+			return
+		}
+	}
+	t.Fatalf("no deferred record in the damaged segment: %v", it.Error())
 }
