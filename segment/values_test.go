@@ -122,11 +122,7 @@ func TestValueRecordDamage(t *testing.T) {
 		bad := bytes.Clone(data)
 		bad[rec.h.offset+uint64(rng.Int64N(int64(rec.h.length+blockTrailerLen)))] ^= 0x10
 		for _, mapped := range []bool{false, true} {
-			ro := ReaderOptions{Name: "v.seg"}
-			if mapped {
-				ro.Mapped = bad
-			}
-			r := openSegment(t, bad, ro)
+			r := openValuesSegment(t, bad, mapped)
 			_, _, _, err := r.Get(rec.key, rec.seq)
 			checkCorruptAt(t, "Get", err, rec.h.offset)
 			it := r.NewIter(false)
@@ -144,6 +140,17 @@ func checkCorruptAt(t *testing.T, what string, err error, off uint64) {
 	if !errors.Is(err, base.ErrCorrupt) || !errors.As(err, &ce) || ce.File != "v.seg" || ce.Offset != int64(off) {
 		t.Fatalf("%s of a damaged value record at %d: %v", what, off, err)
 	}
+}
+
+// openValuesSegment opens data as "v.seg", through a mapping of it if
+// mapped.
+func openValuesSegment(t *testing.T, data []byte, mapped bool) *Reader {
+	t.Helper()
+	ro := ReaderOptions{Name: "v.seg"}
+	if mapped {
+		ro.Mapped = data
+	}
+	return openSegment(t, data, ro)
 }
 
 // valueRecord is a value record and the newest version that names it.
@@ -199,11 +206,7 @@ func TestValueHandleBounds(t *testing.T) {
 	es := largeEntries(rng, 300, 100)
 	data, _ := writeSegment(t, es, WriterOptions{BlockSize: 512, SeparateValues: 500})
 	for _, mapped := range []bool{false, true} {
-		ro := ReaderOptions{Name: "v.seg"}
-		if mapped {
-			ro.Mapped = data
-		}
-		r := openSegment(t, data, ro)
+		r := openValuesSegment(t, data, mapped)
 		recs := valueRecords(t, r)
 		// Find a block with a record, and the record's block index.
 		blockOf := func(off uint64) int {
@@ -789,11 +792,7 @@ func TestDeferValueRecords(t *testing.T) {
 	es := largeEntries(rng, 400, 120)
 	data, _ := writeSegment(t, es, WriterOptions{BlockSize: 512, SeparateValues: 500})
 	for _, mapped := range []bool{false, true} {
-		ro := ReaderOptions{Name: "v.seg"}
-		if mapped {
-			ro.Mapped = data
-		}
-		r := openSegment(t, data, ro)
+		r := openValuesSegment(t, data, mapped)
 		it := r.NewIter(false)
 		it.DeferValueRecords(true)
 		var refs []ValueRef
