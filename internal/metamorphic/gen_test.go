@@ -226,6 +226,13 @@ type generator struct {
 	fresh  map[int]bool
 	recent [][]byte // the last keys put outside transactions: mostly live
 	ops    []op
+
+	// m is the model, run over ops as far as applied, so that a
+	// CompareAndSet can be drawn to find the value its key holds; vals
+	// finds the value each printed value was made from.
+	m       *model
+	applied int
+	vals    map[string]valSpec
 }
 
 // genTxn is an open transaction: the keys it read, which other writes
@@ -282,10 +289,12 @@ var opWeights = []struct {
 	{opSetBudget, 1}, {opRebuild, 1},
 	{opTxnNew, 3}, {opTxnGet, 8}, {opTxnHas, 1}, {opTxnPut, 8}, {opTxnDelete, 2}, {opTxnDeleteRange, 2},
 	{opTxnCommit, 2}, {opTxnDiscard, 1},
+	{opUpdate, 3}, {opView, 1}, {opCAS, 3},
 }
 
 func generate(seed uint64, n int) []op {
-	g := &generator{r: rand.New(rand.NewPCG(seed, 0x6f70730a)), iterTxn: map[int]*genTxn{}, fresh: map[int]bool{}}
+	g := &generator{r: rand.New(rand.NewPCG(seed, 0x6f70730a)), iterTxn: map[int]*genTxn{}, fresh: map[int]bool{},
+		m: newModel(), vals: map[string]valSpec{}}
 	total := 0
 	for _, w := range opWeights {
 		total += w.w
@@ -373,7 +382,21 @@ func (g *generator) value() valSpec {
 	default:
 		v.n = 16<<10 + g.r.IntN(48<<10+1)
 	}
+	g.vals[describe(v.bytes())] = v
 	return v
+}
+
+// current returns the value key holds after the ops drawn so far: the
+// value it was made from, and false if the key is absent.
+func (g *generator) current(key []byte) (valSpec, bool) {
+	for ; g.applied < len(g.ops); g.applied++ {
+		g.m.apply(g.ops[g.applied])
+	}
+	v, ok := g.m.state[string(key)]
+	if !ok {
+		return valSpec{}, false
+	}
+	return g.vals[v], true
 }
 
 // writeKey is the key of a write outside a transaction: sometimes one an
@@ -614,6 +637,10 @@ func (g *generator) emit(kind opKind) {
 		if g.r.IntN(4) == 0 {
 			o.n = 0
 		}
+	case opUpdate, opView:
+		o = g.closure(kind)
+	case opCAS:
+		o = g.cas()
 	case opTxnNew:
 		if len(g.txns) >= 3 {
 			return
@@ -688,6 +715,102 @@ func (g *generator) emit(kind opKind) {
 		}
 	}
 	g.ops = append(g.ops, o)
+}
+
+// closure draws an update or a view: a few reads, scans and writes. Once
+// the body has written, its reads and scans often look at a key it wrote,
+// so that it reads its own writes. An update's writes sometimes hit what
+// an open transaction read (writeKey), so that the transaction's commit
+// conflicts. One view in three tries a write, which must fail.
+func (g *generator) closure(kind opKind) op {
+	o := op{kind: kind, abort: g.r.IntN(5) == 0}
+	if kind == opUpdate && g.r.IntN(2) == 0 {
+		o.with, o.sync, o.retries = true, g.r.IntN(4) == 0, g.r.IntN(4)
+	}
+	var wrote [][]byte
+	n := 1 + g.r.IntN(5)
+	write := -1
+	if kind == opView && g.r.IntN(3) == 0 {
+		write = g.r.IntN(n)
+	}
+	for i := range n {
+		var b op
+		x := g.r.IntN(10)
+		if kind == opView && i != write {
+			x = min(x, 4) // a read
+		} else if kind == opView {
+			x = 5 + g.r.IntN(5) // the write
+		}
+		switch {
+		case x < 3:
+			b.kind = opGet
+			if x == 2 {
+				b.kind = opHas
+			}
+			b.key = g.pick(wrote)
+			if b.key == nil || g.r.IntN(3) == 0 {
+				b.key = g.key()
+			}
+		case x < 4:
+			b = op{kind: opRangeScan, n: int64(g.r.IntN(6)), reverse: g.r.IntN(2) == 0}
+			k := g.pick(wrote)
+			if k == nil || g.r.IntN(3) == 0 {
+				k = g.key()
+			}
+			b.prefix = g.txnPrefix(k)
+			if g.r.IntN(4) == 0 {
+				b.lower, b.upper = g.bounds()
+			}
+		case x < 5:
+			b = op{kind: opGet, key: g.key()}
+		default:
+			b = g.write()
+			wrote = append(wrote, b.key) // a range's start: a key it deletes
+		}
+		o.batch = append(o.batch, b)
+	}
+	return o
+}
+
+// cas draws a CompareAndSet: mostly of a key put lately, with the value it
+// holds as the old one (so that it swaps), sometimes a wrong one (another
+// value of the same length, or nil for a live key, a value for an absent
+// one), an empty one or nil; the new value is mostly a value, sometimes
+// empty (so that later ones compare with an empty value) or nil.
+func (g *generator) cas() op {
+	o := op{kind: opCAS, key: g.pick(g.recent)}
+	if o.key == nil || g.r.IntN(3) == 0 {
+		o.key = g.writeKey()
+	}
+	cur, ok := g.current(o.key)
+	switch x := g.r.IntN(20); {
+	case x < 12:
+		if ok {
+			o.old = &cur
+		}
+	case x < 15:
+		if !ok || x == 12 {
+			v := g.value()
+			o.old = &v
+		} else if x == 13 {
+			g.nextVal++
+			o.old = &valSpec{seed: g.nextVal, n: cur.n, random: cur.random}
+		}
+	case x < 17:
+		g.nextVal++
+		o.old = &valSpec{seed: g.nextVal}
+	}
+	switch x := g.r.IntN(10); {
+	case x < 7:
+		v := g.value()
+		o.new = &v
+	case x < 9:
+		g.nextVal++
+		v := valSpec{seed: g.nextVal}
+		g.vals[describe(nil)] = v
+		o.new = &v
+	}
+	return o
 }
 
 // afterTxnWrite sometimes looks at a transaction's write at once, so that

@@ -86,6 +86,8 @@ const (
 	resConflict     = "err-conflict"
 	resTxnDiscarded = "err-txn-discarded"
 	resTxnReadOnly  = "err-txn-read-only"
+	// A closure's own error (errAbort), returned unchanged.
+	resAborted = "aborted"
 )
 
 func posResult(key, val string) string { return strconv.Quote(key) + " " + val }
@@ -264,8 +266,69 @@ func (m *model) apply(o op) string {
 		}
 	case opTxnGet, opTxnHas, opTxnPut, opTxnDelete, opTxnDeleteRange, opTxnCommit, opTxnDiscard:
 		return m.applyTxn(o)
+	case opUpdate, opView:
+		return m.closure(o)
+	case opCAS:
+		cur, ok := m.state[string(o.key)]
+		if o.old == nil && ok || o.old != nil && (!ok || cur != describe(o.old.bytes())) {
+			return "false" // a Get and no write: nothing to conflict with
+		}
+		w := op{kind: opDelete, key: o.key}
+		if o.new != nil {
+			w = op{kind: opPut, key: o.key, val: *o.new}
+		}
+		m.write(w)
+		return "true"
 	}
 	return resOK
+}
+
+// closure runs an update's or a view's body: its reads see the DB as of
+// now with the body's writes over it (a view's writes fail). Nothing can
+// commit between the closure's beginning and its commit, so an update
+// that does not abort commits, and its writes are a commit like any
+// other for the open transactions' conflicts. The line is each body op's
+// result, then the closure's.
+func (m *model) closure(o op) string {
+	view := m.state
+	if o.kind == opUpdate {
+		view = maps.Clone(m.state)
+	}
+	var res []string
+	var writes []op
+	for _, b := range o.batch {
+		switch b.kind {
+		case opGet:
+			res = append(res, lookup(view, b.key))
+		case opHas:
+			_, ok := view[string(b.key)]
+			res = append(res, strconv.FormatBool(ok))
+		case opRangeScan:
+			kvs := sortedRange(view, b)
+			if b.reverse {
+				slices.Reverse(kvs)
+			}
+			res = append(res, digest(kvs[:min(len(kvs), int(b.n)+1)]))
+		case opPut, opDelete, opDeleteRange:
+			if o.kind == opView {
+				res = append(res, resTxnReadOnly)
+				continue
+			}
+			applyWrite(view, b)
+			writes = append(writes, b)
+			res = append(res, resOK)
+		}
+	}
+	if o.abort {
+		return strings.Join(append(res, resAborted), " | ")
+	}
+	// In the order made, as a transaction's commit: the batch the store
+	// writes differs (its range deletions first, and no write one of them
+	// hid), but the state it leaves and the keys it covers are the same.
+	for _, w := range writes {
+		m.write(w)
+	}
+	return strings.Join(append(res, resOK), " | ")
 }
 
 // applyTxn runs a transaction's op.

@@ -66,6 +66,20 @@ const (
 	opTxnDeleteRange opKind = "txn-delete-range"
 	opTxnCommit      opKind = "txn-commit"
 	opTxnDiscard     opKind = "txn-discard"
+
+	// Closure transactions, each one op, its body the ops after the
+	// header, separated by ';' as a batch's: update runs DB.Update
+	// (with=0) or DB.UpdateWith (with=1, sync=, retries=), view DB.View;
+	// abort=1 makes the closure return a sentinel error instead of nil.
+	// The body holds get, has, put, delete, delete-range and range-scan
+	// ops (a view's writes must fail), and the line prints each one's
+	// result and then the closure's.
+	opUpdate    opKind = "update"
+	opView      opKind = "view"
+	opRangeScan opKind = "range-scan" // in a body: an iterator (lower=, upper=, prefix=), First (Last with reverse=1) and n steps
+	// CompareAndSet of a key: old= and new= are values or nil (absent,
+	// delete); an empty value, v<seed>.0c, is not nil.
+	opCAS opKind = "cas"
 )
 
 // valSpec describes a value by how to make it, so that a 64 KiB value
@@ -151,9 +165,17 @@ type op struct {
 	lower  []byte  // iter-new bounds; nil: none
 	upper  []byte
 	prefix []byte
-	sync   bool  // batch: WriteSync
-	n      int64 // set-filter-budget; iter-set-prefix-own: the prefix's length
-	batch  []op  // batch: put, delete and delete-range ops
+	sync   bool  // batch: WriteSync; update: UpdateOptions.Sync
+	n      int64 // set-filter-budget; iter-set-prefix-own: the prefix's length; range-scan: its steps
+	batch  []op  // batch: put, delete and delete-range ops; update, view: the body
+
+	with    bool // update: UpdateWith
+	retries int  // update: UpdateOptions.Retries
+	abort   bool // update, view: the closure returns errAbort
+	reverse bool // range-scan: from the last key back
+	// cas: the old value (nil: the key must be absent) and the new one
+	// (nil: delete it).
+	old, new *valSpec
 }
 
 func q(b []byte) string { return strconv.Quote(string(b)) }
@@ -216,8 +238,51 @@ func (o op) String() string {
 		return fmt.Sprintf("%s t%d %s %s", o.kind, o.id, q(o.key), q(o.end))
 	case opTxnCommit, opTxnDiscard:
 		return fmt.Sprintf("%s t%d", o.kind, o.id)
+	case opUpdate, opView:
+		var sb strings.Builder
+		sb.WriteString(string(o.kind))
+		if o.kind == opUpdate {
+			fmt.Fprintf(&sb, " with=%d sync=%d retries=%d", b2i(o.with), b2i(o.sync), o.retries)
+		}
+		fmt.Fprintf(&sb, " abort=%d", b2i(o.abort))
+		for i, b := range o.batch {
+			if i > 0 {
+				sb.WriteString(" ;")
+			}
+			sb.WriteString(" " + b.String())
+		}
+		return sb.String()
+	case opRangeScan:
+		s := string(o.kind)
+		if o.lower != nil {
+			s += " lower=" + q(o.lower)
+		}
+		if o.upper != nil {
+			s += " upper=" + q(o.upper)
+		}
+		if o.prefix != nil {
+			s += " prefix=" + q(o.prefix)
+		}
+		return s + fmt.Sprintf(" n=%d reverse=%d", o.n, b2i(o.reverse))
+	case opCAS:
+		return fmt.Sprintf("%s %s old=%s new=%s", o.kind, q(o.key), specOrNil(o.old), specOrNil(o.new))
 	}
 	return string(o.kind)
+}
+
+func specOrNil(v *valSpec) string {
+	if v == nil {
+		return "nil"
+	}
+	return v.String()
+}
+
+func parseSpecOrNil(s string) (*valSpec, error) {
+	if s == "nil" {
+		return nil, nil
+	}
+	v, err := parseValSpec(s)
+	return &v, err
 }
 
 func b2i(b bool) int {
@@ -406,6 +471,41 @@ func parseOp(line string) (op, error) {
 		if err = want(1); err == nil {
 			o.id, err = parseID(args[0], "t")
 		}
+	case opUpdate, opView:
+		err = parseClosure(&o, strings.TrimPrefix(strings.TrimSpace(line), string(o.kind)))
+	case opRangeScan:
+		for _, a := range args {
+			name, v, _ := strings.Cut(a, "=")
+			switch name {
+			case "lower":
+				o.lower = []byte(v)
+			case "upper":
+				o.upper = []byte(v)
+			case "prefix":
+				o.prefix = []byte(v)
+			case "n":
+				o.n, err = strconv.ParseInt(v, 10, 64)
+			case "reverse":
+				o.reverse, err = v == "1", flagErr(v)
+			default:
+				err = fmt.Errorf("%s: unknown %q", o.kind, a)
+			}
+			if err != nil {
+				return op{}, err
+			}
+		}
+	case opCAS:
+		if err = want(3); err == nil {
+			o.key = []byte(args[0])
+			ov, oldOK := strings.CutPrefix(args[1], "old=")
+			nv, newOK := strings.CutPrefix(args[2], "new=")
+			if !oldOK || !newOK {
+				return op{}, fmt.Errorf("cas wants a key, old= and new=: %q", line)
+			}
+			if o.old, err = parseSpecOrNil(ov); err == nil {
+				o.new, err = parseSpecOrNil(nv)
+			}
+		}
 	default:
 		err = fmt.Errorf("unknown op %q", w[0])
 	}
@@ -413,6 +513,58 @@ func parseOp(line string) (op, error) {
 		return op{}, err
 	}
 	return o, nil
+}
+
+// parseClosure parses what follows update or view: the header's
+// name=value fields, then the body, whose ops are separated by ';' as a
+// batch's. A body op begins with its kind, never with a name=value field.
+func parseClosure(o *op, rest string) error {
+	for {
+		rest = strings.TrimSpace(rest)
+		f, after, _ := strings.Cut(rest, " ")
+		name, v, ok := strings.Cut(f, "=")
+		if !ok || strings.Contains(f, `"`) {
+			break
+		}
+		var err error
+		switch {
+		case name == "abort":
+			o.abort, err = v == "1", flagErr(v)
+		case name == "with" && o.kind == opUpdate:
+			o.with, err = v == "1", flagErr(v)
+		case name == "sync" && o.kind == opUpdate:
+			o.sync, err = v == "1", flagErr(v)
+		case name == "retries" && o.kind == opUpdate:
+			o.retries, err = strconv.Atoi(v)
+		default:
+			err = fmt.Errorf("%s: unknown %q", o.kind, f)
+		}
+		if err != nil {
+			return err
+		}
+		rest = after
+	}
+	for _, part := range splitBatch(rest) {
+		b, err := parseOp(part)
+		if err != nil {
+			return err
+		}
+		switch b.kind {
+		case opGet, opHas, opPut, opDelete, opDeleteRange, opRangeScan:
+		default:
+			return fmt.Errorf("%s holds %s", o.kind, b.kind)
+		}
+		o.batch = append(o.batch, b)
+	}
+	return nil
+}
+
+// flagErr refuses a flag's value other than 0 or 1.
+func flagErr(v string) error {
+	if v != "0" && v != "1" {
+		return fmt.Errorf("bad flag %q, want 0 or 1", v)
+	}
+	return nil
 }
 
 // splitBatch splits a batch's ops at the ';' outside quoted strings.

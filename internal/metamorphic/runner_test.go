@@ -316,6 +316,21 @@ func (r *runner) step(o op) (res string, fatal bool) {
 			return resNoTxn, false
 		}
 		return txnStep(t, o), false
+	case opUpdate, opView:
+		return r.closure(o), false
+	case opCAS:
+		var old, new []byte
+		if o.old != nil {
+			old = o.old.bytes()
+		}
+		if o.new != nil {
+			new = o.new.bytes()
+		}
+		ok, err := r.db.CompareAndSet(o.key, old, new)
+		if err != nil {
+			return errString(err), false
+		}
+		return strconv.FormatBool(ok), false
 	case opScan:
 		return scanDigest(r.db), false
 	case opFlush:
@@ -374,6 +389,105 @@ func (r *runner) step(o op) (res string, fatal bool) {
 		return res, false
 	}
 	return "unknown op " + string(o.kind), false
+}
+
+// errAbort is what an aborting closure returns, wrapped, so that the
+// runner can tell whether Update and View return its error unchanged.
+var errAbort = errors.New("metamorphic: closure aborted")
+
+// closure runs an update or a view. The body's iterators stay open until
+// the closure has returned (and an update committed), as a caller may
+// leave them. A closure run more than once (a retry, where nothing can
+// conflict) says so.
+func (r *runner) closure(o op) string {
+	var fnErr error
+	if o.abort {
+		fnErr = fmt.Errorf("closure of op %q: %w", o.kind, errAbort)
+	}
+	var res []string
+	var its []*bloomkv.TxnIterator
+	runs := 0
+	fn := func(t *bloomkv.Txn) error {
+		runs++
+		res = res[:0]
+		for _, b := range o.batch {
+			res = append(res, closureStep(t, b, &its))
+		}
+		return fnErr
+	}
+	var err error
+	switch {
+	case o.kind == opView:
+		err = r.db.View(fn)
+	case o.with:
+		err = r.db.UpdateWith(&bloomkv.UpdateOptions{Retries: o.retries, Sync: o.sync}, fn)
+	default:
+		err = r.db.Update(fn)
+	}
+	for _, it := range its {
+		if cerr := it.Close(); cerr != nil {
+			res = append(res, "close: "+errString(cerr))
+		}
+	}
+	if runs != 1 {
+		res = append(res, fmt.Sprintf("ran %d times", runs))
+	}
+	switch {
+	case fnErr != nil && err == fnErr:
+		res = append(res, resAborted)
+	case errors.Is(err, errAbort):
+		res = append(res, fmt.Sprintf("closure's error changed: %v", err))
+	default:
+		res = append(res, errString(err))
+	}
+	return strings.Join(res, " | ")
+}
+
+// closureStep runs one op of a closure's body on its transaction.
+func closureStep(t *bloomkv.Txn, o op, its *[]*bloomkv.TxnIterator) string {
+	switch o.kind {
+	case opGet:
+		return valueResult(t.Get(o.key))
+	case opHas:
+		ok, err := t.Has(o.key)
+		if err != nil {
+			return errString(err)
+		}
+		return strconv.FormatBool(ok)
+	case opPut:
+		return errString(t.Put(o.key, o.val.bytes()))
+	case opDelete:
+		return errString(t.Delete(o.key))
+	case opDeleteRange:
+		return errString(t.DeleteRange(o.key, o.end))
+	case opRangeScan:
+		it, err := t.NewIterator(&bloomkv.IterOptions{LowerBound: o.lower, UpperBound: o.upper, Prefix: o.prefix})
+		if err != nil {
+			return errString(err)
+		}
+		*its = append(*its, it)
+		var kvs []kv
+		ok := it.First()
+		if o.reverse {
+			ok = it.Last()
+		}
+		for ok {
+			kvs = append(kvs, kv{string(it.Key()), describe(it.Value())})
+			if len(kvs) > int(o.n) {
+				break
+			}
+			if o.reverse {
+				ok = it.Prev()
+			} else {
+				ok = it.Next()
+			}
+		}
+		if err := it.Error(); err != nil {
+			return errString(err)
+		}
+		return digest(kvs)
+	}
+	return "unknown op " + string(o.kind)
 }
 
 // txnStep runs a transaction's op. An ended transaction stays in
