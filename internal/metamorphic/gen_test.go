@@ -764,8 +764,11 @@ func (g *generator) closure(kind opKind) op {
 		case x < 5:
 			b = op{kind: opGet, key: g.key()}
 		default:
-			b = g.write()
-			wrote = append(wrote, b.key) // a range's start: a key it deletes
+			// A range's start is a key it deletes, unless empty: no key,
+			// which a read refuses.
+			if b = g.write(); len(b.key) > 0 {
+				wrote = append(wrote, b.key)
+			}
 		}
 		o.batch = append(o.batch, b)
 	}
@@ -776,14 +779,25 @@ func (g *generator) closure(kind opKind) op {
 // holds as the old one (so that it swaps), sometimes a wrong one (another
 // value of the same length, or nil for a live key, a value for an absent
 // one), an empty one or nil; the new value is mostly a value, sometimes
-// empty (so that later ones compare with an empty value) or nil.
+// empty or nil. One in six comes after another that sets its key empty,
+// and compares with an empty old value or a nil one, which must differ.
 func (g *generator) cas() op {
 	o := op{kind: opCAS, key: g.pick(g.recent)}
 	if o.key == nil || g.r.IntN(3) == 0 {
 		o.key = g.writeKey()
 	}
 	cur, ok := g.current(o.key)
-	switch x := g.r.IntN(20); {
+	x := g.r.IntN(20)
+	if g.r.IntN(6) == 0 {
+		set := op{kind: opCAS, key: o.key, new: g.emptyValue()}
+		if ok {
+			set.old = &cur
+		}
+		g.ops = append(g.ops, set)
+		cur, ok = *set.new, true
+		x = 15 + 2*g.r.IntN(2) // an empty old, or a nil one
+	}
+	switch {
 	case x < 12:
 		if ok {
 			o.old = &cur
@@ -797,20 +811,24 @@ func (g *generator) cas() op {
 			o.old = &valSpec{seed: g.nextVal, n: cur.n, random: cur.random}
 		}
 	case x < 17:
-		g.nextVal++
-		o.old = &valSpec{seed: g.nextVal}
+		o.old = g.emptyValue()
 	}
 	switch x := g.r.IntN(10); {
 	case x < 7:
 		v := g.value()
 		o.new = &v
-	case x < 9:
-		g.nextVal++
-		v := valSpec{seed: g.nextVal}
-		g.vals[describe(nil)] = v
-		o.new = &v
+	case x < 8:
+		o.new = g.emptyValue()
 	}
 	return o
+}
+
+// emptyValue returns a new empty value, which is not nil.
+func (g *generator) emptyValue() *valSpec {
+	g.nextVal++
+	v := valSpec{seed: g.nextVal}
+	g.vals[describe(nil)] = v
+	return &v
 }
 
 // afterTxnWrite sometimes looks at a transaction's write at once, so that
