@@ -23,6 +23,20 @@
 // transactions stay open for a bounded number of ops, far from the cap on
 // the store's record of writes.
 //
+// So are the closure forms, each one op: Update and UpdateWith (retries,
+// Sync) run a short body of Gets, Has, writes, range deletions and short
+// scans, whose reads the model predicts from the DB as of the op plus the
+// body's own writes, and then commit, or return a sentinel error, which
+// must come back unchanged with nothing written; View runs reads, and a
+// write in it must fail with ErrTxnReadOnly. CompareAndSet compares with
+// the key's value (so that it swaps), a wrong one, an empty one or nil
+// (absent, which an empty value is not), and sets a value, an empty one or
+// nil (a delete). Nothing commits while such an op runs, so an update that
+// does not abort commits, and a CompareAndSet swaps exactly when its old
+// value is the key's; what either writes is a commit like any other for
+// the open transactions' conflicts, and a CompareAndSet that did not swap
+// wrote nothing.
+//
 // Everything is in the package's tests (go test ./internal/metamorphic):
 //
 //   - ops_test.go: the operations and their text form, one per line, which

@@ -761,7 +761,7 @@ func (g *generator) closure(kind opKind) op {
 			if g.r.IntN(4) == 0 {
 				b.lower, b.upper = g.bounds()
 			}
-		case x < 5:
+		case x < 5: // a key written before the op, or none
 			b = op{kind: opGet, key: g.key()}
 		default:
 			// A range's start is a key it deletes, unless empty: no key,
@@ -798,21 +798,21 @@ func (g *generator) cas() op {
 		x = 15 + 2*g.r.IntN(2) // an empty old, or a nil one
 	}
 	switch {
-	case x < 12:
+	case x < 12: // the key's value, or nil if it has none
 		if ok {
 			o.old = &cur
 		}
-	case x < 15:
+	case x < 15: // a wrong one
 		if !ok || x == 12 {
 			v := g.value()
 			o.old = &v
-		} else if x == 13 {
+		} else if x == 13 { // of the same length
 			g.nextVal++
 			o.old = &valSpec{seed: g.nextVal, n: cur.n, random: cur.random}
-		}
+		} // else nil, for a live key
 	case x < 17:
 		o.old = g.emptyValue()
-	}
+	} // else nil
 	switch x := g.r.IntN(10); {
 	case x < 7:
 		v := g.value()
