@@ -719,9 +719,8 @@ func (g *generator) emit(kind opKind) {
 
 // closure draws an update or a view: a few reads, scans and writes. Once
 // the body has written, its reads and scans often look at a key it wrote,
-// so that it reads its own writes. An update's writes sometimes hit what
-// an open transaction read (writeKey), so that the transaction's commit
-// conflicts. One view in three tries a write, which must fail.
+// so that it reads its own writes. An update's writes often hit what an
+// open transaction read, so that the transaction's commit conflicts. One view in three tries a write, which must fail.
 func (g *generator) closure(kind opKind) op {
 	o := op{kind: kind, abort: g.r.IntN(5) == 0}
 	if kind == opUpdate && g.r.IntN(2) == 0 {
@@ -764,9 +763,14 @@ func (g *generator) closure(kind opKind) op {
 		case x < 5: // a key written before the op, or none
 			b = op{kind: opGet, key: g.key()}
 		default:
-			// A range's start is a key it deletes, unless empty: no key,
-			// which a read refuses.
-			if b = g.write(); len(b.key) > 0 {
+			// Often of a key an open transaction read, so that the
+			// transaction's commit conflicts. A range's start is a key
+			// it deletes, unless empty: no key, which a read refuses.
+			b = g.write()
+			if k := g.readKey(); k != nil && b.kind != opDeleteRange && g.r.IntN(3) == 0 {
+				b.key = k
+			}
+			if len(b.key) > 0 {
 				wrote = append(wrote, b.key)
 			}
 		}
@@ -803,10 +807,10 @@ func (g *generator) cas() op {
 			o.old = &cur
 		}
 	case x < 15: // a wrong one
-		if !ok || x == 12 {
+		if !ok {
 			v := g.value()
 			o.old = &v
-		} else if x == 13 { // of the same length
+		} else if x > 12 { // of the same length
 			g.nextVal++
 			o.old = &valSpec{seed: g.nextVal, n: cur.n, random: cur.random}
 		} // else nil, for a live key
