@@ -231,10 +231,16 @@ func (it *Iterator) build(prefix []byte) {
 	if len(it.srcs) == 1 && len(it.rangeDels) == 0 && single != nil {
 		it.m.Reset() // unused: the one segment is read directly
 		it.seg = it.srcs[0].(*segment.Iter)
+		it.seg.DeferValueRecords(false) // findPrevSeg defers them itself
 		it.segUpper = it.upper != nil && bytes.Compare(single.meta.Largest, it.upper) >= 0
 		it.segLower = it.lower != nil && bytes.Compare(single.meta.Smallest, it.lower) < 0
 		it.segAll = !it.segUpper && it.seg.AllVisible(it.seq)
 		return
+	}
+	for _, src := range it.srcs {
+		if si, ok := src.(*segment.Iter); ok {
+			si.DeferValueRecords(true) // mergeValue reads the record shown
+		}
 	}
 	it.m.Reset(it.srcs...)
 }
@@ -746,10 +752,43 @@ func (it *Iterator) findNext() bool {
 			}
 			continue
 		}
-		it.key, it.value, it.valid = it.lease.Guard(k), it.lease.Guard(it.m.Value()), true
+		v, ok := it.mergeValue()
+		if !ok {
+			break
+		}
+		it.key, it.value, it.valid = it.lease.Guard(k), it.lease.Guard(v), true
 		return true
 	}
 	return it.stop()
+}
+
+// mergeValue returns the value of m's current entry. The segments below
+// the merge leave the value records of the entries they step over unread
+// (DeferValueRecords, set in build), so that a step past a key's older
+// versions reads none of their values (with 64 KiB values kept by
+// snapshots, a step over a key of 100 versions read them all: 7.4 ms);
+// the record of the version shown is read here. It reports false, the
+// iterator's error set, for a damaged record.
+func (it *Iterator) mergeValue() ([]byte, bool) {
+	s, ok := it.m.Source().(*segment.Iter)
+	if !ok || !s.ValueDeferred() {
+		return it.m.Value(), true
+	}
+	v, err := s.LoadDeferred()
+	if err != nil {
+		if it.err == nil {
+			it.err = fmt.Errorf("bloomkv: iterator: %w", err) // the segment names its file
+		}
+		return nil, false
+	}
+	return v, true
+}
+
+// deferredAt reports whether m's current entry is a value record its
+// segment has not read.
+func (it *Iterator) deferredAt() bool {
+	s, ok := it.m.Source().(*segment.Iter)
+	return ok && s.ValueDeferred()
 }
 
 // maxEagerCopy is the largest value findPrev copies from a version that
@@ -778,8 +817,14 @@ func (it *Iterator) findPrev() bool {
 		for it.m.Valid() && bytes.Equal(it.m.Key(), it.keyBuf) {
 			if seq := it.m.Seq(); seq <= it.seq {
 				found, newest, later = it.m.Kind() == base.KindPut, seq, false
-				if found {
-					if v := it.m.Value(); !copied || len(v) <= maxEagerCopy {
+				if found && copied && it.deferredAt() {
+					later = true // its record is read if it proves the newest (refetch)
+				} else if found {
+					v, ok := it.mergeValue()
+					if !ok {
+						return it.stop()
+					}
+					if !copied || len(v) <= maxEagerCopy {
 						it.valBuf, copied = append(it.valBuf[:0], v...), true
 					} else {
 						later = true
@@ -817,7 +862,11 @@ func (it *Iterator) refetch(seq uint64) bool {
 	if !it.m.Valid() || it.m.Seq() != seq || !bytes.Equal(it.m.Key(), it.keyBuf) {
 		return false // an error: the version was there
 	}
-	it.valBuf = append(it.valBuf[:0], it.m.Value()...)
+	v, ok := it.mergeValue()
+	if !ok {
+		return false
+	}
+	it.valBuf = append(it.valBuf[:0], v...)
 	it.m.SeekLT(it.keyBuf)
 	return it.m.Error() == nil
 }

@@ -147,6 +147,27 @@ func (it *Iter) LoadValue(ref *ValueRef) ([]byte, error) {
 	return v, nil
 }
 
+// LoadDeferred reads the value record of the current entry, which a step
+// left unread (ValueDeferred), checking it as the step would have; Value
+// returns it from then on. At any other entry it returns Value. A
+// damaged record stops the Iter with its error.
+func (it *Iter) LoadDeferred() ([]byte, error) {
+	ref, ok := it.DeferredValue()
+	if !ok {
+		return it.Value(), nil
+	}
+	if v, ok := it.valueMapped(); ok { // a scan's usual case, as settleApart's
+		it.apart, it.deferred = v, false
+		return v, nil
+	}
+	v, err := it.LoadValue(&ref)
+	if err != nil {
+		return nil, err
+	}
+	it.apart, it.deferred = v, false
+	return v, nil
+}
+
 // KeepValueRecords makes the Iter, at an entry whose value is a value
 // record that decodes to at least minLen bytes (minLen > 0), verify the
 // record's checksum and keep it as stored rather than decode it: RawValue

@@ -824,6 +824,20 @@ func TestDeferValueRecords(t *testing.T) {
 				t.Fatalf("mapped=%v: deferred value %d: %d bytes, %v; want %d bytes", mapped, j, len(v), err, len(want[j]))
 			}
 		}
+		// Forward, each deferred record loaded where the Iter stands
+		// (LoadDeferred), twice: the second walk finds the records of a
+		// mapped segment verified.
+		for range 2 {
+			i = 0
+			for ok := it.First(); ok; ok = it.Next() {
+				deferred := it.ValueDeferred()
+				v, err := it.LoadDeferred()
+				if e := es[i]; e.kind == base.KindPut && (err != nil || !bytes.Equal(v, e.value) || !bytes.Equal(it.Value(), e.value) || it.ValueDeferred()) {
+					t.Fatalf("mapped=%v: entry %d (deferred %v): LoadDeferred %d bytes, %v, then Value %d bytes; want %d", mapped, i, deferred, len(v), err, len(it.Value()), len(e.value))
+				}
+				i++
+			}
+		}
 		if err := it.Close(); err != nil {
 			t.Fatal(err)
 		}

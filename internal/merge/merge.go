@@ -254,6 +254,10 @@ func (m *Iter) Kind() base.Kind {
 // Value returns the value of the current entry.
 func (m *Iter) Value() []byte { return m.heap[0].src.Value() }
 
+// Source returns the source of the current entry, for a caller that asks
+// it more than the merge passes on (a segment's unread value record).
+func (m *Iter) Source() base.InternalIterator { return m.heap[0].src }
+
 // RawValue passes on the current source's RawValue (base.RawValuer); ok
 // is false for a source that has none.
 func (m *Iter) RawValue() (rec []byte, n int, ok bool) {
