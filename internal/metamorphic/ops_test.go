@@ -210,16 +210,7 @@ func (o op) String() string {
 		if o.txn != 0 {
 			s += fmt.Sprintf(" txn=t%d", o.txn)
 		}
-		if o.lower != nil {
-			s += " lower=" + q(o.lower)
-		}
-		if o.upper != nil {
-			s += " upper=" + q(o.upper)
-		}
-		if o.prefix != nil {
-			s += " prefix=" + q(o.prefix)
-		}
-		return s
+		return s + o.boundsText()
 	case opIterSeek, opIterSeekLT:
 		return fmt.Sprintf("%s i%d %s", o.kind, o.id, q(o.key))
 	case opIterFirst, opIterLast, opIterSeekOwn, opIterSeekLTOwn, opIterNext, opIterPrev, opIterClose:
@@ -253,21 +244,43 @@ func (o op) String() string {
 		}
 		return sb.String()
 	case opRangeScan:
-		s := string(o.kind)
-		if o.lower != nil {
-			s += " lower=" + q(o.lower)
-		}
-		if o.upper != nil {
-			s += " upper=" + q(o.upper)
-		}
-		if o.prefix != nil {
-			s += " prefix=" + q(o.prefix)
-		}
-		return s + fmt.Sprintf(" n=%d reverse=%d", o.n, b2i(o.reverse))
+		return string(o.kind) + o.boundsText() + fmt.Sprintf(" n=%d reverse=%d", o.n, b2i(o.reverse))
 	case opCAS:
 		return fmt.Sprintf("%s %s old=%s new=%s", o.kind, q(o.key), specOrNil(o.old), specOrNil(o.new))
 	}
 	return string(o.kind)
+}
+
+// boundsText is the lower=, upper= and prefix= fields of an iterator's
+// op, those set, each after a space.
+func (o op) boundsText() string {
+	var s string
+	if o.lower != nil {
+		s += " lower=" + q(o.lower)
+	}
+	if o.upper != nil {
+		s += " upper=" + q(o.upper)
+	}
+	if o.prefix != nil {
+		s += " prefix=" + q(o.prefix)
+	}
+	return s
+}
+
+// parseBound sets the bound a lower=, upper= or prefix= field names, and
+// reports whether name is one of those.
+func (o *op) parseBound(name, v string) bool {
+	switch name {
+	case "lower":
+		o.lower = []byte(v)
+	case "upper":
+		o.upper = []byte(v)
+	case "prefix":
+		o.prefix = []byte(v)
+	default:
+		return false
+	}
+	return true
 }
 
 func specOrNil(v *valSpec) string {
@@ -409,14 +422,10 @@ func parseOp(line string) (op, error) {
 					break
 				}
 				o.txn, err = parseID(v, "t")
-			case "lower":
-				o.lower = []byte(v)
-			case "upper":
-				o.upper = []byte(v)
-			case "prefix":
-				o.prefix = []byte(v)
 			default:
-				err = fmt.Errorf("%s: unknown %q", o.kind, a)
+				if !o.parseBound(name, v) {
+					err = fmt.Errorf("%s: unknown %q", o.kind, a)
+				}
 			}
 			if err != nil {
 				return op{}, err
@@ -477,18 +486,14 @@ func parseOp(line string) (op, error) {
 		for _, a := range args {
 			name, v, _ := strings.Cut(a, "=")
 			switch name {
-			case "lower":
-				o.lower = []byte(v)
-			case "upper":
-				o.upper = []byte(v)
-			case "prefix":
-				o.prefix = []byte(v)
 			case "n":
 				o.n, err = strconv.ParseInt(v, 10, 64)
 			case "reverse":
 				o.reverse, err = v == "1", flagErr(v)
 			default:
-				err = fmt.Errorf("%s: unknown %q", o.kind, a)
+				if !o.parseBound(name, v) {
+					err = fmt.Errorf("%s: unknown %q", o.kind, a)
+				}
 			}
 			if err != nil {
 				return op{}, err

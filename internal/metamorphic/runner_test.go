@@ -443,23 +443,19 @@ func (r *runner) closure(o op) string {
 	return strings.Join(res, " | ")
 }
 
+// closureTxnOps are the transaction ops a closure's body's reads and
+// writes are, for txnStep.
+var closureTxnOps = map[opKind]opKind{
+	opGet: opTxnGet, opHas: opTxnHas, opPut: opTxnPut, opDelete: opTxnDelete, opDeleteRange: opTxnDeleteRange,
+}
+
 // closureStep runs one op of a closure's body on its transaction.
 func closureStep(t *bloomkv.Txn, o op, its *[]*bloomkv.TxnIterator) string {
+	if k, ok := closureTxnOps[o.kind]; ok {
+		o.kind = k
+		return txnStep(t, o)
+	}
 	switch o.kind {
-	case opGet:
-		return valueResult(t.Get(o.key))
-	case opHas:
-		ok, err := t.Has(o.key)
-		if err != nil {
-			return errString(err)
-		}
-		return strconv.FormatBool(ok)
-	case opPut:
-		return errString(t.Put(o.key, o.val.bytes()))
-	case opDelete:
-		return errString(t.Delete(o.key))
-	case opDeleteRange:
-		return errString(t.DeleteRange(o.key, o.end))
 	case opRangeScan:
 		it, err := t.NewIterator(&bloomkv.IterOptions{LowerBound: o.lower, UpperBound: o.upper, Prefix: o.prefix})
 		if err != nil {
