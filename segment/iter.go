@@ -152,17 +152,16 @@ func (it *Iter) LoadValue(ref *ValueRef) ([]byte, error) {
 // returns it from then on. At any other entry it returns Value. A
 // damaged record stops the Iter with its error.
 func (it *Iter) LoadDeferred() ([]byte, error) {
-	ref, ok := it.DeferredValue()
-	if !ok {
+	if !it.ValueDeferred() {
 		return it.Value(), nil
 	}
-	if v, ok := it.valueMapped(); ok { // a scan's usual case, as settleApart's
-		it.apart, it.deferred = v, false
-		return v, nil
-	}
-	v, err := it.LoadValue(&ref)
-	if err != nil {
-		return nil, err
+	v, ok := it.valueMapped() // a scan's usual case, as settleApart's
+	if !ok {
+		ref, _ := it.DeferredValue()
+		var err error
+		if v, err = it.LoadValue(&ref); err != nil {
+			return nil, err
+		}
 	}
 	it.apart, it.deferred = v, false
 	return v, nil
