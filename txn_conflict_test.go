@@ -2,7 +2,9 @@ package bloomkv
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"math/bits"
 	"math/rand/v2"
 	"testing"
 )
@@ -90,5 +92,88 @@ func TestWriteSetConflictsMatchesModel(t *testing.T) {
 				t.Fatalf("round %d: run %d holds %d keys, the one before %d", round, n, len(ws.runs[n]), len(ws.runs[n-1]))
 			}
 		}
+	}
+}
+
+// TestRangeDeletionChecksStayLogarithmic: a transaction's commit check
+// looks up its reads in a write set's range deletions by binary search
+// (writeSet.rangeRuns) once the ranges outnumber its reads, as it does in
+// the point keys. Checking every range made a commit group of g
+// transactions that each deleted a range O(g²) for the commit leader (4 s
+// at g=2·10^4, with every write of the store waiting), and each commit
+// after a batch of r range deletions O(r). It counts the binary searches
+// the checks make (writeSet.probes), and that a read inside a range
+// deleted since still conflicts.
+func TestRangeDeletionChecksStayLogarithmic(t *testing.T) {
+	log2 := func(n int) int { return bits.Len(uint(n)) }
+	rd := func(i int) ([]byte, []byte) { return fmt.Appendf(nil, "w%08d", i), fmt.Appendf(nil, "w%08dx", i) }
+
+	// One commit group of g transactions, each reading a key of its own
+	// and deleting a range; every 512th reads into the range of the one
+	// before it.
+	const g = 1 << 12
+	group := make([]*commitReq, g)
+	for i := range group {
+		read := fmt.Appendf(nil, "r%08d", i)
+		if i%512 == 1 {
+			read = fmt.Appendf(nil, "w%08d5", i-1)
+		}
+		b := NewBatch()
+		mustDo(t, b.DeleteRange(rd(i)))
+		group[i] = &commitReq{b: b, check: &txnCheck{readSeq: 1, reads: []keySpan{pointSpan(read)}}}
+	}
+	var ts txnState
+	ws := ts.admit(group, 10)
+	for i, r := range group {
+		if want := i%512 == 1; want != errors.Is(r.err, ErrConflict) {
+			t.Fatalf("transaction %d: %v, want a conflict: %v", i, r.err, want)
+		}
+	}
+	t.Logf("a group of %d transactions deleting ranges: %d probes", g, ws.probes)
+	if limit := 2 * g * (log2(g) + 1); ws.probes > limit {
+		t.Errorf("a group of %d transactions deleting ranges: %d probes, want <= %d", g, ws.probes, limit)
+	}
+
+	// A batch of r range deletions, then n transactions that began before
+	// it commit; a transaction held open keeps the batch in the history.
+	const r, n = 1 << 13, 64
+	db := mustOpen(t, t.TempDir(), nil)
+	defer db.Close()
+	hold := db.NewTransaction(true)
+	defer hold.Discard()
+	txns := make([]*Txn, n)
+	for i := range txns {
+		txns[i] = db.NewTransaction(true)
+		read := fmt.Appendf(nil, "r%08d", i)
+		if i%16 == 5 {
+			read = fmt.Appendf(nil, "w%08d5", 100*i)
+		}
+		txns[i].Get(read)
+		mustDo(t, txns[i].Put(read, []byte("v")))
+	}
+	b := NewBatch()
+	for i := range r {
+		mustDo(t, b.DeleteRange(rd(i)))
+	}
+	mustDo(t, db.Write(b))
+	for i, txn := range txns {
+		if err, want := txn.Commit(), i%16 == 5; want != errors.Is(err, ErrConflict) {
+			t.Fatalf("transaction %d: %v, want a conflict: %v", i, err, want)
+		}
+	}
+	db.txns.mu.Lock()
+	defer db.txns.mu.Unlock()
+	var batch *writeSet
+	for _, ws := range db.txns.history {
+		if len(ws.ranges) == r {
+			batch = ws
+		}
+	}
+	if batch == nil {
+		t.Fatal("the batch is not in the history")
+	}
+	t.Logf("%d commits after a batch of %d range deletions: %d probes of it", n, r, batch.probes)
+	if limit := 2 * n * (log2(r) + 1); batch.probes > limit {
+		t.Fatalf("%d commits after a batch of %d range deletions: %d probes of it, want <= %d", n, r, batch.probes, limit)
 	}
 }
