@@ -9,9 +9,9 @@ package compaction
 // SIGMOD 2017).
 
 import (
+	"container/heap"
 	"errors"
 	"fmt"
-	"math"
 
 	"github.com/bloomkv/bloomkv/bloom"
 	"github.com/bloomkv/bloomkv/internal/base"
@@ -70,62 +70,106 @@ var ErrBudgetTooSmall = errors.New("compaction: filter memory budget too small")
 // optimal when halvings are small against the budget and a close
 // heuristic otherwise, since each halving frees a fixed chunk.
 func PlanBudget(fs []FilterInfo, budget int64) (BudgetPlan, error) {
+	var work int
+	return planBudget(fs, budget, &work)
+}
+
+// planBudget is PlanBudget, adding to *work the FPRs it computes and the
+// halvings it compares.
+func planBudget(fs []FilterInfo, budget int64, work *int) (BudgetPlan, error) {
 	plan := BudgetPlan{Folds: make([]int, len(fs))}
 	if budget < 0 {
 		return plan, fmt.Errorf("%w: negative budget %d", ErrBudgetTooSmall, budget)
 	}
-	cur := make([]bloom.Geometry, len(fs))
-	cost := make([]float64, len(fs)) // of each filter's next halving; +Inf if none
+	// Each filter's next halving, kept in a heap by cost: a halving
+	// changes the cost of its own filter's next one only, so the cheapest
+	// is found in O(log n), where a search of every filter made a plan of
+	// h halvings O(h·n) (and h grows with n). The FPR at each size is
+	// computed once, as the current size and as the next.
+	h := halvings{fs: fs, cur: make([]bloom.Geometry, len(fs)), work: work}
 	for i, f := range fs {
-		cur[i] = f.Geometry
+		h.cur[i] = f.Geometry
 		plan.BytesBefore += int64(f.Geometry.Bits / 8)
-		plan.ReadsBefore += fpr(f.Geometry, f.Keys)
-		cost[i] = halvingCost(f.Geometry, f.Keys)
+		*work++
+		now := fpr(f.Geometry, f.Keys)
+		plan.ReadsBefore += now
+		if next, ok := h.next(i, now); ok {
+			h.heap = append(h.heap, next)
+		}
 	}
+	heap.Init(&h)
 	plan.BytesAfter, plan.ReadsAfter = plan.BytesBefore, plan.ReadsBefore
 	for plan.BytesAfter > budget {
-		i := cheapest(cost, cur)
-		if i < 0 {
+		if len(h.heap) == 0 {
 			return plan, fmt.Errorf("%w: %d bytes of filters left for a budget of %d",
 				ErrBudgetTooSmall, plan.BytesAfter, budget)
 		}
-		half := cur[i]
-		half.Bits /= 2
-		plan.BytesAfter -= int64(half.Bits / 8)
-		plan.ReadsAfter += fpr(half, fs[i].Keys) - fpr(cur[i], fs[i].Keys)
-		cur[i] = half
+		x := h.heap[0]
+		i := x.i
+		h.cur[i].Bits /= 2
+		plan.BytesAfter -= int64(h.cur[i].Bits / 8)
+		plan.ReadsAfter += x.fpr - x.from
 		plan.Folds[i]++
-		cost[i] = halvingCost(half, fs[i].Keys)
+		if next, ok := h.next(i, x.fpr); ok {
+			h.heap[0] = next
+			heap.Fix(&h, 0)
+		} else {
+			heap.Pop(&h)
+		}
 	}
 	return plan, nil
 }
 
-// cheapest returns the index of the smallest finite cost, preferring the
-// larger filter among equal costs (it frees more for the same price) and
-// then the lower index, so plans are deterministic; -1 if none is finite.
-func cheapest(cost []float64, cur []bloom.Geometry) int {
-	best := -1
-	for i, c := range cost {
-		if math.IsInf(c, 1) {
-			continue
-		}
-		if best < 0 || c < cost[best] || (c == cost[best] && cur[i].Bits > cur[best].Bits) {
-			best = i
-		}
-	}
-	return best
+// halving is the next halving of filter i: its cost (the expected block
+// reads per absent Get it adds per byte it frees), and the filter's FPR
+// before (from) and after it (fpr).
+type halving struct {
+	cost, from, fpr float64
+	i               int
 }
 
-// halvingCost is the extra expected block reads per absent Get per byte
-// freed by halving a filter of geometry g holding keys keys, or +Inf if the
-// halving is not allowed.
-func halvingCost(g bloom.Geometry, keys uint64) float64 {
+// halvings is PlanBudget's heap of each filter's next halving, cheapest
+// first; among equal costs the larger filter (it frees more for the same
+// price), then the lower index, so plans are deterministic.
+type halvings struct {
+	fs   []FilterInfo
+	cur  []bloom.Geometry // each filter's geometry after the halvings so far
+	heap []halving
+	work *int // FPRs computed and halvings compared (planBudget)
+}
+
+// next returns the next halving of filter i, whose FPR now is now; ok is
+// false if it may not be halved again.
+func (h *halvings) next(i int, now float64) (halving, bool) {
+	g, keys := h.cur[i], h.fs[i].Keys
 	if g.Halvings() == 0 || g.Bits/2 < keys {
-		return math.Inf(1)
+		return halving{}, false
 	}
 	half := g
 	half.Bits /= 2
-	return (fpr(half, keys) - fpr(g, keys)) / float64(half.Bits/8)
+	*h.work++
+	after := fpr(half, keys)
+	return halving{cost: (after - now) / float64(half.Bits/8), from: now, fpr: after, i: i}, true
+}
+
+func (h *halvings) Len() int { return len(h.heap) }
+func (h *halvings) Less(a, b int) bool {
+	*h.work++
+	x, y := &h.heap[a], &h.heap[b]
+	if x.cost != y.cost {
+		return x.cost < y.cost
+	}
+	if bx, by := h.cur[x.i].Bits, h.cur[y.i].Bits; bx != by {
+		return bx > by
+	}
+	return x.i < y.i
+}
+func (h *halvings) Swap(a, b int) { h.heap[a], h.heap[b] = h.heap[b], h.heap[a] }
+func (h *halvings) Push(x any)    { h.heap = append(h.heap, x.(halving)) }
+func (h *halvings) Pop() any {
+	x := h.heap[len(h.heap)-1]
+	h.heap = h.heap[:len(h.heap)-1]
+	return x
 }
 
 // fpr is the theoretical FPR of a filter of geometry g holding keys keys.
