@@ -2,6 +2,7 @@ package compaction
 
 import (
 	"errors"
+	"fmt"
 	"math/bits"
 	"slices"
 	"testing"
@@ -203,5 +204,27 @@ func TestPlanBudgetWorkGrowsLinearly(t *testing.T) {
 	t.Logf("%d filters, %d halvings: work %d", n, halvings, work)
 	if limit := 4 * (n + halvings) * bits.Len(uint(n)); work > limit {
 		t.Fatalf("%d filters, %d halvings: work %d, want <= %d", n, halvings, work, limit)
+	}
+}
+
+// BenchmarkPlanBudget plans the folds of n blocked filters of 10 bits per
+// key into a fifth of their memory: the work a store with a filter budget
+// does, holding its mutex, at each flush and merge.
+func BenchmarkPlanBudget(b *testing.B) {
+	for _, n := range []int{100, 1000} {
+		b.Run(fmt.Sprintf("filters=%d", n), func(b *testing.B) {
+			fs := make([]FilterInfo, n)
+			var total int64
+			for i := range fs {
+				keys := 5000 + 37*i
+				fs[i] = FilterInfo{Geometry: bloom.GeometryFor(bloom.Blocked, keys, 10), Keys: uint64(keys)}
+				total += int64(fs[i].Geometry.Bits / 8)
+			}
+			for b.Loop() {
+				if _, err := PlanBudget(fs, total/4); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
