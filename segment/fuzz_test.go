@@ -233,6 +233,7 @@ func FuzzProperties(f *testing.F) {
 	var w blockWriter
 	w.restartInterval = 16
 	f.Add(bytes.Clone(encodeProperties(&w, &Properties{Entries: 3, DistinctKeys: 2, Smallest: []byte("a"), Largest: []byte("b")})))
+	f.Add(bytes.Clone(encodeProperties(&w, &Properties{Entries: 3, DistinctKeys: 2, RangeCovered: 1, Smallest: []byte("a"), Largest: []byte("b")})))
 	f.Add([]byte{0, 0, 0, 0, 1, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		p, err := decodeProperties(data, "fuzz", 0)

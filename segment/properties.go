@@ -48,6 +48,16 @@ type Properties struct {
 	// keys (version 5; FORMAT.md, "Value records"). 0 in earlier versions.
 	Values uint64
 
+	// RangeCovered counts the puts that are the newest version of their
+	// key in the segment and that a range tombstone newer than them
+	// deletes for a reader of the latest state: versions a writer kept
+	// only because an open snapshot could still see them, and that a
+	// scan of the latest state steps over. The writer records what its
+	// caller tells it (Writer.SetRangeCovered); 0 when absent. Together
+	// with Tombstones and Entries − DistinctKeys (older versions) it
+	// tells the store how much a merge with no snapshot open would drop.
+	RangeCovered uint64
+
 	FormatVersion uint32 // from the footer
 }
 
@@ -66,6 +76,7 @@ const (
 	propLargest      = "largest"
 	propMaxSeq       = "max-seq"
 	propMinSeq       = "min-seq"
+	propRangeCovered = "range-covered"  // optional (any version; FORMAT.md)
 	propRangeDelSize = "range-del-size" // optional (version 2)
 	propRangeDels    = "range-dels"     // optional (version 2)
 	propSmallest     = "smallest"
@@ -98,6 +109,9 @@ func encodeProperties(bw *blockWriter, p *Properties) []byte {
 	u(propMaxSeq, p.MaxSeq)
 	u(propMinSeq, p.MinSeq)
 	encodePrefixProperties(bw, p, u) // optional, between min-seq and smallest
+	if p.RangeCovered > 0 {
+		u(propRangeCovered, p.RangeCovered)
+	}
 	if p.RangeDels > 0 {
 		u(propRangeDelSize, p.RangeDelSize)
 		u(propRangeDels, p.RangeDels)
@@ -209,6 +223,9 @@ func (p *Properties) set(name, val []byte) (known bool, reason string) {
 	case propValues:
 		p.Values = x
 		return false, reasonIf(!ok)
+	case propRangeCovered:
+		p.RangeCovered = x
+		return false, reasonIf(!ok)
 	default:
 		return false, ""
 	}
@@ -243,6 +260,10 @@ func (p *Properties) check() string {
 	case p.Values > p.Entries-p.Tombstones || p.Values > p.DataSize/blockTrailerLen:
 		// Each record takes at least its trailer of the data region.
 		return "more value records than puts, or than the data region holds"
+	case p.RangeCovered > p.DistinctKeys || p.RangeCovered > p.Entries-p.Tombstones:
+		// At most one version of a key is counted, and only a put
+		// (Tombstones <= Entries was checked above).
+		return "more range-covered versions than keys, or than puts"
 	}
 	return ""
 }

@@ -412,6 +412,13 @@ func (w *Writer) addIndexEntry(sep []byte) {
 	w.pending = false
 }
 
+// SetRangeCovered records n as the segment's RangeCovered property: the
+// puts added that are the newest version of their key and that a newer
+// range tombstone deletes for a reader of the latest state (the caller
+// knows which; compaction.Dedup counts them). Finish fails if n exceeds
+// the distinct keys or the puts added.
+func (w *Writer) SetRangeCovered(n uint64) { w.props.RangeCovered = n }
+
 // SetFilter makes Finish write f instead of building a filter from the
 // added keys; compaction passes the union of its inputs' filters. f must
 // contain every user key added, and use bloom's default seed because
@@ -649,6 +656,11 @@ func (w *Writer) Finish() (Properties, error) {
 	}
 	if w.pending {
 		w.addIndexEntry(w.lastKey)
+	}
+	if c := w.props.RangeCovered; c > w.props.DistinctKeys || c > w.props.Entries-w.props.Tombstones {
+		// A reader would reject the file (Properties.check).
+		w.err = fmt.Errorf("segment: %d range-covered versions among %d keys and %d puts", c, w.props.DistinctKeys, w.props.Entries-w.props.Tombstones)
+		return Properties{}, w.err
 	}
 	w.props.Largest = bytes.Clone(w.lastUserKey())
 	w.props.DataSize = w.offset
