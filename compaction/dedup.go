@@ -35,6 +35,8 @@ type Dedup struct {
 	prev           []byte
 	prevStripe     int
 	started        bool
+	passedKey      bool // a version of prev was passed on
+	rangeCovered   uint64
 }
 
 // NewDedup wraps src. snapshots holds the sequence numbers of the open
@@ -48,9 +50,20 @@ func NewDedup(src base.ForwardIterator, snapshots []uint64, dropTombstones bool)
 // they cover within a stripe are dropped.
 func (d *Dedup) SetRangeDels(l *rangedel.List) { d.rangeDels = rangedel.NewCursor(l) }
 
+// RangeCovered returns how many of the versions passed on since First
+// are puts, the newest of their key, and deleted for a reader of the latest
+// state by a range tombstone newer than them (one an open snapshot's
+// stripe kept them from dropping). A scan of the latest state steps over
+// each, and a merge with no snapshot open drops them: the store records
+// the count in the output (segment.Properties.RangeCovered) to know when
+// such a merge pays. Older versions need no count of their own (entries
+// minus distinct keys), nor point tombstones.
+func (d *Dedup) RangeCovered() uint64 { return d.rangeCovered }
+
 // First positions at the first visible entry.
 func (d *Dedup) First() bool {
 	d.started = false
+	d.rangeCovered = 0
 	if !d.src.First() {
 		return false
 	}
@@ -86,15 +99,24 @@ func (d *Dedup) settle() bool {
 		} else {
 			d.prev = append(d.prev[:0], k...)
 			d.started = true
+			d.passedKey = false
 		}
 		d.prevStripe = stripe
+		f := d.rangeDels.At(k)
 		if (d.dropTombstones && stripe == 0 && kind == base.KindDelete) ||
-			coveredInStripe(d.rangeDels.At(k), d.snapshots, seq, stripe) {
+			coveredInStripe(f, d.snapshots, seq, stripe) {
 			if !d.src.Next() {
 				return false
 			}
 			continue
 		}
+		if !d.passedKey && kind != base.KindDelete && f != nil && len(f.Seqs) > 0 && f.Seqs[0] > seq {
+			// The newest version passed on, and the newest tombstone
+			// over it, which the latest state sees, is newer: kept for a
+			// snapshot only.
+			d.rangeCovered++
+		}
+		d.passedKey = true
 		return true
 	}
 }
