@@ -14,6 +14,7 @@ import (
 	"github.com/bloomkv/bloomkv/internal/base"
 	"github.com/bloomkv/bloomkv/internal/merge"
 	"github.com/bloomkv/bloomkv/internal/rangedel"
+	"github.com/bloomkv/bloomkv/segment"
 )
 
 // CompactionInfo describes one committed compaction.
@@ -112,11 +113,11 @@ func (db *DB) waitForCompactions(ctx context.Context) error {
 }
 
 // hasGarbage reports whether a segment holds what a major compaction
-// drops: tombstones (point or range), or older versions of a key (kept for a snapshot that
-// may since have been released).
+// drops: tombstones (point or range), or versions kept for a snapshot that
+// may since have been released (older versions of a key, puts a range
+// tombstone covers).
 func hasGarbage(s *segHandle) bool {
-	p := s.reader.Properties()
-	return s.meta.Tombstones > 0 || p.RangeDels > 0 || s.meta.Entries > p.DistinctKeys
+	return s.garbage > 0 || s.reader.Properties().RangeDels > 0
 }
 
 func anyObsolete(segs []*segHandle) bool {
@@ -159,7 +160,7 @@ func (db *DB) scheduleCompactionLocked() {
 // start: within Options.CompactionConcurrency, or past it while the
 // segment count is at the urgent threshold.
 func (db *DB) mayCompactLocked() bool {
-	if db.closed || db.bgErr != nil || db.opts.DisableAutoCompaction {
+	if db.closed || db.bgErr != nil || db.opts.DisableAutoCompaction || db.opts.ReadOnly {
 		return false
 	}
 	return db.compacting < db.opts.CompactionConcurrency || len(db.segments) >= db.urgentAt
@@ -201,7 +202,7 @@ func (db *DB) pickLocked() *compactionJob {
 	} else {
 		job.pick = db.policy.Pick(db.metasLocked()[:free])
 		if job.pick == nil && free == len(db.segments) {
-			job.pick = db.tombstoneMergeLocked()
+			job.pick = db.garbageMergeLocked()
 		}
 		if job.pick == nil {
 			return nil
@@ -221,37 +222,60 @@ func (db *DB) pickLocked() *compactionJob {
 	return &job
 }
 
-// tombstoneDensity is the share of point tombstones among the live entries
-// at which a merge to drop them is due, and minTombstones the fewest that
-// make one worth it. A scan steps over every tombstone and every version it
-// hides, and size-tiered merges drop them only in a merge that reaches the
+// garbageDensity is the share of garbage among the live entries at which
+// a merge to drop it is due, and minGarbage the fewest entries of garbage
+// that make one worth it. Garbage is what a scan of the latest state steps
+// over and a major merge with no snapshot open drops (segmentGarbage):
+// point tombstones, and the versions a snapshot kept — older versions of a
+// key, and puts that a newer range tombstone deletes. A scan steps over
+// each, and size-tiered merges drop them only in a merge that reaches the
 // oldest segment, which the policy may not do for a long time: at 20% of
-// the entries a scan spends up to two fifths of its steps on deleted data,
-// and the merge writes at most five entries per tombstone it drops.
+// the entries a scan spends up to two fifths of its steps on deleted data
+// (a tombstone also hides a version), and the merge writes at most five
+// entries per entry of garbage it drops. Versions a snapshot kept are
+// never dropped otherwise: without this trigger a log truncated by
+// DeleteRange while a snapshot was open kept every truncated entry in its
+// compacted segment, and each FirstIndex stepped over all of them.
 const (
-	tombstoneDensity = 0.2
-	minTombstones    = 64
+	garbageDensity = 0.2
+	minGarbage     = 64
 )
 
-// tombstoneMergeLocked returns a major merge from the newest segment that
-// holds a point tombstone down to the oldest, when point tombstones make up
-// tombstoneDensity of the live entries (as Pebble's tombstone-density
+// segmentGarbage returns how many entries of a segment a merge down to the
+// oldest segment with no snapshot open would drop, from its properties:
+// point tombstones, versions that are not the newest of their key in the
+// segment (entries − distinct keys), and puts that a newer range tombstone
+// covers (RangeCovered; compaction.Dedup counts them). A tombstone that is
+// also an older version is counted twice, so the sum is capped at the
+// entries: the trigger needs the order of magnitude, not the exact count.
+// Versions shadowed by a newer segment are the size-tiered policy's
+// business and are not counted.
+func segmentGarbage(p segment.Properties) uint64 {
+	return min(p.Entries, p.Tombstones+(p.Entries-p.DistinctKeys)+p.RangeCovered)
+}
+
+// garbageMergeLocked returns a major merge from the newest segment that
+// holds garbage (segmentGarbage) down to the oldest, when garbage makes up
+// garbageDensity of the live entries (as Pebble's tombstone-density
 // compactions do for its levels). Not while a snapshot is open: it could
-// keep the tombstones, and the merge would be due again at once.
-func (db *DB) tombstoneMergeLocked() *compaction.Pick {
+// keep the garbage, and the merge would be due again at once. With none
+// open the merge drops all of it (its output counts 0), so it is not due
+// again until new garbage is written; releasing the last snapshot asks for
+// it (Snapshot.Close).
+func (db *DB) garbageMergeLocked() *compaction.Pick {
 	if db.snapshots.Len() > 0 {
 		return nil
 	}
-	var entries, tombstones uint64
+	var entries, garbage uint64
 	newest := -1
 	for i, s := range db.segments {
 		entries += s.meta.Entries
-		tombstones += s.meta.Tombstones
-		if newest < 0 && s.meta.Tombstones > 0 {
+		garbage += s.garbage
+		if newest < 0 && s.garbage > 0 {
 			newest = i
 		}
 	}
-	if tombstones < minTombstones || float64(tombstones) < tombstoneDensity*float64(entries) {
+	if garbage < minGarbage || float64(garbage) < garbageDensity*float64(entries) {
 		return nil
 	}
 	pick := &compaction.Pick{Start: newest, End: len(db.segments), IncludesOldest: true}

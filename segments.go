@@ -28,6 +28,7 @@ type segHandle struct {
 	mapped   []byte // the file mapped read-only, nil with Options.DisableMmap
 	folds    int    // halvings of the resident filter (filter budget); db.mu
 	reader   *segment.Reader
+	garbage  uint64      // segmentGarbage of its properties, for garbageMergeLocked
 	obsolete atomic.Bool // remove the file when the last reference goes
 	logger   *slog.Logger
 	closer   *closer // closes it when the last reference goes; nil: unref does
@@ -255,6 +256,11 @@ func (db *DB) fillSegment(f vfs.File, it base.ForwardIterator, rangeDels *ranged
 	if err := it.Error(); err != nil {
 		return segment.Properties{}, err
 	}
+	if c, ok := it.(interface{ RangeCovered() uint64 }); ok {
+		// What a snapshot kept that the latest state no longer sees
+		// (compaction.Dedup): the trigger of garbageMergeLocked.
+		w.SetRangeCovered(c.RangeCovered())
+	}
 	return w.Finish()
 }
 
@@ -322,6 +328,7 @@ func (db *DB) openSegment(f vfs.File, meta base.SegmentMeta) (*segHandle, error)
 		return nil, fmt.Errorf("open segment %s: %w", name, err)
 	}
 	s := &segHandle{meta: meta, name: name, path: db.path(name), fs: db.fs, file: f, mapped: ro.Mapped, reader: r, logger: db.logger, closer: &db.closer}
+	s.garbage = segmentGarbage(r.Properties())
 	s.refs.Store(1)
 	return s, nil
 }

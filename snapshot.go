@@ -86,9 +86,17 @@ func (s *Snapshot) Close() error {
 	if !s.closed.CompareAndSwap(false, true) {
 		return ErrSnapshotReleased
 	}
-	s.db.mu.Lock()
-	s.db.snapshots.Remove(s.elem)
-	s.db.mu.Unlock()
+	db := s.db
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	db.snapshots.Remove(s.elem)
+	if db.snapshots.Len() == 0 && db.garbageMergeLocked() != nil {
+		// The merge that drops what the snapshots kept waited for the last
+		// of them (garbageMergeLocked); nothing else would start it before
+		// the next flush, which a store that no longer writes never makes.
+		// Asked only when it is due, since every transaction ends here.
+		db.scheduleCompactionLocked()
+	}
 	return nil
 }
 
