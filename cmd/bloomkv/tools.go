@@ -229,6 +229,7 @@ type segmentJSON struct {
 	MaxSeq        uint64  `json:"max_seq"`
 	DataBlocks    int     `json:"data_blocks"`
 	ValueRecords  uint64  `json:"value_records"` // values stored apart from their keys
+	RangeCovered  uint64  `json:"range_covered"` // puts kept for a snapshot that a newer range tombstone deletes
 	FilterBits    uint64  `json:"filter_bits"`
 	FilterK       uint8   `json:"filter_k"`
 	BitsPerKey    float64 `json:"filter_bits_per_key"`
@@ -343,7 +344,7 @@ func describe(r *segment.Reader, name string, size int64) segmentJSON {
 		File: name, Bytes: size,
 		Smallest: orEmpty(p.Smallest), Largest: orEmpty(p.Largest),
 		Entries: p.Entries, Tombstones: p.Tombstones, RangeDels: p.RangeDels, DistinctKeys: p.DistinctKeys,
-		MinSeq: p.MinSeq, MaxSeq: p.MaxSeq, DataBlocks: p.DataBlocks, ValueRecords: p.Values,
+		MinSeq: p.MinSeq, MaxSeq: p.MaxSeq, DataBlocks: p.DataBlocks, ValueRecords: p.Values, RangeCovered: p.RangeCovered,
 		FilterBits: p.FilterBits, FilterK: p.FilterK,
 		PrefixFilter: p.PrefixExtractor, FormatVersion: p.FormatVersion,
 	}
