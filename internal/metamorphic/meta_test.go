@@ -301,3 +301,126 @@ func dropDangling(ops []op) []op {
 	}
 	return out
 }
+
+// TestInterfere checks what the model predicts for closures whose body
+// commits a plain write while a run's transaction is open (interfere), op
+// by op, and then that a store prints the same. The model is the oracle
+// of every drawn log, so its rule is pinned here by hand: a write to a key
+// the run read, or in a range it scanned, fails the run's commit with
+// ErrConflict and UpdateWith runs the closure again on the new state; a
+// write to a key it only wrote, or read after writing it, or to any key
+// when it wrote nothing, does not; a failed run's writes are never
+// applied, while the interfering writes stay. In the wanted lines,
+// {v<seed>.<len>c} stands for how that value prints.
+func TestInterfere(t *testing.T) {
+	steps := []struct{ op, want string }{
+		{`put "a" v1.3c`, "ok"},
+		{`put "b" v2.3c`, "ok"},
+		// A read key written in run 1: run 2 sees the new value, commits.
+		{`update with=1 sync=0 retries=2 abort=0 get "a" ; put "c" v3.3c ; interfere run=1 put "a" v4.3c`,
+			"{v4.3c} | ok | not-run | ran 2 times | ok"},
+		{`get "c"`, "{v3.3c}"},
+		// The same, written before the read: the run still reads its
+		// snapshot, and conflicts.
+		{`update with=1 sync=0 retries=2 abort=0 interfere run=1 delete "a" ; get "a" ; put "c" v5.3c`,
+			"not-run | not-found | ok | ran 2 times | ok"},
+		// A key the body did not read: no conflict, one run.
+		{`update with=1 sync=0 retries=2 abort=0 get "b" ; put "c" v6.3c ; interfere run=1 put "zz" v7.3c`,
+			"{v2.3c} | ok | ok | ok"},
+		{`get "zz"`, "{v7.3c}"},
+		// Every run hit: retries spent, the last conflict returned, the
+		// closure's writes never applied; run 3 is never reached.
+		{`update with=1 sync=0 retries=1 abort=0 get "b" ; put "c" v8.3c ; interfere run=1 put "b" v9.3c ; interfere run=2 put "b" v10.3c ; interfere run=3 put "b" v11.3c`,
+			"{v9.3c} | ok | not-run | ok | not-run | ran 2 times | err-conflict"},
+		{`get "b"`, "{v10.3c}"},
+		{`get "c"`, "{v6.3c}"},
+		// Update does not retry.
+		{`update with=0 sync=0 retries=0 abort=0 has "b" ; delete "c" ; interfere run=1 delete-range "a" "c" ; interfere run=2 put "b" v12.3c`,
+			"true | ok | ok | not-run | err-conflict"},
+		{`get "c"`, "{v6.3c}"},
+		{`has "b"`, "false"},
+		// A scan that ran off the end of its range reads up to the bound:
+		// a key written anywhere in it conflicts, one outside it does not.
+		{`put "p/1" v13.3c`, "ok"},
+		{`update with=1 sync=0 retries=1 abort=0 range-scan prefix="p/" n=3 reverse=0 ; put "q" v14.3c ; interfere run=1 put "p/9" v15.3c ; interfere run=2 put "pz" v16.3c`,
+			"2 keys {scan p/1 v13.3c p/9 v15.3c} | ok | not-run | ok | ran 2 times | ok"},
+		// A scan that stopped at its first key read up to that key only.
+		{`update with=1 sync=0 retries=1 abort=0 range-scan prefix="p/" n=0 reverse=0 ; put "q" v17.3c ; interfere run=1 put "p/5" v18.3c`,
+			"1 keys {scan p/1 v13.3c} | ok | ok | ok"},
+		// Blind writes, and reads of the closure's own writes, do not
+		// conflict.
+		{`update with=1 sync=0 retries=1 abort=0 put "b" v19.3c ; get "b" ; interfere run=1 put "b" v20.3c`,
+			"ok | {v19.3c} | ok | ok"},
+		{`get "b"`, "{v19.3c}"},
+		// A closure that writes nothing commits unchecked.
+		{`update with=1 sync=0 retries=1 abort=0 get "b" ; interfere run=1 put "b" v21.3c`,
+			"{v19.3c} | ok | ok"},
+		// An aborting closure runs once; its interference stays.
+		{`update with=1 sync=0 retries=3 abort=1 get "b" ; put "c" v22.3c ; interfere run=1 delete "b"`,
+			"{v21.3c} | ok | ok | aborted"},
+		{`has "b"`, "false"},
+		// A view reads its snapshot after a write committed meanwhile.
+		{`view abort=0 get "zz" ; interfere run=1 delete "zz" ; get "zz"`,
+			"{v7.3c} | ok | {v7.3c} | ok"},
+		// An interfering write counts for an open transaction too.
+		{`txn-new t1 update=1`, "ok"},
+		{`txn-get t1 "q"`, "{v17.3c}"},
+		{`txn-put t1 "r" v23.3c`, "ok"},
+		{`update with=0 sync=0 retries=0 abort=0 get "r" ; interfere run=1 put "q" v24.3c`,
+			"not-found | ok | ok"},
+		{`txn-commit t1`, "err-conflict"},
+	}
+	var ops []op
+	for _, s := range steps {
+		o, err := parseOp(s.op)
+		if err != nil {
+			t.Fatalf("%s: %v", s.op, err)
+		}
+		if o.String() != s.op {
+			t.Fatalf("%s prints back as %s", s.op, o)
+		}
+		ops = append(ops, o)
+	}
+	for i, got := range expected(ops) {
+		if want := expandValues(t, steps[i].want); got != want {
+			t.Errorf("op %d: %s\n  model: %s\n  want:  %s", i+1, steps[i].op, got, want)
+		}
+	}
+	if !t.Failed() {
+		runFile(t, &logFile{seed: 1, ops: ops})
+	}
+}
+
+// expandValues replaces each {v<seed>.<len>c} in s by how the value
+// prints, and each {scan k v k v ...} by the digest of those keys and
+// values.
+func expandValues(t *testing.T, s string) string {
+	t.Helper()
+	for {
+		i := strings.Index(s, "{")
+		if i < 0 {
+			return s
+		}
+		j := strings.Index(s[i:], "}")
+		if j < 0 {
+			t.Fatalf("unclosed { in %q", s)
+		}
+		f := strings.Fields(s[i+1 : i+j])
+		var rep string
+		if f[0] == "scan" {
+			var kvs []kv
+			for k := 1; k+1 < len(f); k += 2 {
+				kvs = append(kvs, kv{f[k], expandValues(t, "{"+f[k+1]+"}")})
+			}
+			d := digest(kvs)
+			rep = d[strings.Index(d, "keys ")+5:]
+		} else {
+			v, err := parseValSpec(f[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			rep = describe(v.bytes())
+		}
+		s = s[:i] + rep + s[i+j+1:]
+	}
+}

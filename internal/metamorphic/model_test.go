@@ -88,6 +88,8 @@ const (
 	resTxnReadOnly  = "err-txn-read-only"
 	// A closure's own error (errAbort), returned unchanged.
 	resAborted = "aborted"
+	// An interfere op of a closure's body in a run other than its own.
+	resNotRun = "not-run"
 )
 
 func posResult(key, val string) string { return strconv.Quote(key) + " " + val }
@@ -260,10 +262,7 @@ func (m *model) apply(o op) string {
 		if _, ok := m.txns[o.id]; ok {
 			return "duplicate-txn"
 		}
-		m.txns[o.id] = &modelTxn{update: o.update, view: maps.Clone(m.state), since: len(m.written)}
-		if o.update {
-			m.open++
-		}
+		m.txns[o.id] = m.begin(o.update)
 	case opTxnGet, opTxnHas, opTxnPut, opTxnDelete, opTxnDeleteRange, opTxnCommit, opTxnDiscard:
 		return m.applyTxn(o)
 	case opUpdate, opView:
@@ -283,52 +282,94 @@ func (m *model) apply(o op) string {
 	return resOK
 }
 
-// closure runs an update's or a view's body: its reads see the DB as of
-// now with the body's writes over it (a view's writes fail). Nothing can
-// commit between the closure's beginning and its commit, so an update
-// that does not abort commits, and its writes are a commit like any
-// other for the open transactions' conflicts. The line is each body op's
-// result, then the closure's.
+// closure runs an update or a view as the store's UpdateWith does: each
+// run is a new transaction, of the DB as of the run's beginning, whose
+// body ops are the transaction's reads and writes, and whose scans are
+// iterators on it, open until the commit. The body's interfere ops of the
+// run are plain writes committed while it is open: what they wrote is a
+// commit like any other for every open transaction's conflicts, this
+// run's included, and it stays written whatever the run does. A run
+// whose commit conflicts writes nothing; an update with retries (with=1)
+// runs again, up to retries more times, and returns the last conflict
+// once they are spent. The line is each body op's result in the last
+// run, how many runs there were if not one, and the closure's result.
 func (m *model) closure(o op) string {
-	view := m.state
-	if o.kind == opUpdate {
-		view = maps.Clone(m.state)
+	retries := 0
+	if o.kind == opUpdate && o.with {
+		retries = max(o.retries, 0)
 	}
-	var res []string
-	var writes []op
-	for _, b := range o.batch {
-		switch b.kind {
-		case opGet:
-			res = append(res, lookup(view, b.key))
-		case opHas:
-			_, ok := view[string(b.key)]
-			res = append(res, strconv.FormatBool(ok))
-		case opRangeScan:
-			kvs := sortedRange(view, b)
-			if b.reverse {
-				slices.Reverse(kvs)
+	for run := 1; ; run++ {
+		t := m.begin(o.kind == opUpdate)
+		var res []string
+		var its []*modelIter
+		for _, b := range o.batch {
+			switch b.kind {
+			case opInterfere:
+				if b.n != int64(run) {
+					res = append(res, resNotRun)
+					continue
+				}
+				for _, w := range b.batch {
+					m.write(w)
+				}
+				res = append(res, resOK)
+			case opRangeScan:
+				it := txnIter(t, b)
+				its = append(its, it)
+				res = append(res, it.scan(b))
+			default:
+				b.kind = closureTxnOps[b.kind]
+				res = append(res, t.apply(b))
 			}
-			res = append(res, digest(kvs[:min(len(kvs), int(b.n)+1)]))
-		case opPut, opDelete, opDeleteRange:
-			if o.kind == opView {
-				res = append(res, resTxnReadOnly)
-				continue
-			}
-			applyWrite(view, b)
-			writes = append(writes, b)
-			res = append(res, resOK)
+		}
+		if run != 1 {
+			res = append(res, fmt.Sprintf("ran %d times", run))
+		}
+		if o.abort {
+			m.end(t)
+			return strings.Join(append(res, resAborted), " | ")
+		}
+		// The scans' iterators are open at the commit: what they
+		// traversed is read.
+		for _, it := range its {
+			it.finishSpan()
+		}
+		// The writes in the order made, as a transaction's commit: the
+		// batch the store writes differs (its range deletions first, and
+		// no write one of them hid), but the state it leaves and the keys
+		// it covers are the same.
+		c := m.commit(t)
+		if c != resConflict || run > retries {
+			return strings.Join(append(res, c), " | ")
 		}
 	}
-	if o.abort {
-		return strings.Join(append(res, resAborted), " | ")
+}
+
+// scan runs a closure's range-scan on it, a new iterator: First (Last
+// with reverse) and steps until it has shown b.n+1 keys or runs off the
+// end, as the runner's scan does, so that a read-write transaction's
+// iterator traverses what the store's does. It prints the keys shown.
+func (it *modelIter) scan(b op) string {
+	first, step := opIterFirst, opIterNext
+	if b.reverse {
+		first, step = opIterLast, opIterPrev
 	}
-	// In the order made, as a transaction's commit: the batch the store
-	// writes differs (its range deletions first, and no write one of them
-	// hid), but the state it leaves and the keys it covers are the same.
-	for _, w := range writes {
-		m.write(w)
+	var kvs []kv
+	for it.move(op{kind: first}); it.pos >= 0; it.move(op{kind: step}) {
+		if kvs = append(kvs, it.kvs[it.pos]); len(kvs) > int(b.n) {
+			break
+		}
 	}
-	return strings.Join(append(res, resOK), " | ")
+	return digest(kvs)
+}
+
+// begin begins a transaction on the DB as it is now.
+func (m *model) begin(update bool) *modelTxn {
+	t := &modelTxn{update: update, view: maps.Clone(m.state), since: len(m.written)}
+	if update {
+		m.open++
+	}
+	return t
 }
 
 // applyTxn runs a transaction's op.
@@ -342,7 +383,14 @@ func (m *model) applyTxn(o op) string {
 		return resOK
 	case t.done:
 		return resTxnDiscarded
+	case o.kind == opTxnCommit:
+		return m.commit(t)
 	}
+	return t.apply(o)
+}
+
+// apply runs a read or a write of t, which is open.
+func (t *modelTxn) apply(o op) string {
 	switch o.kind {
 	case opTxnGet, opTxnHas:
 		// A read of what the transaction wrote itself (a key it put or
@@ -365,8 +413,6 @@ func (m *model) applyTxn(o op) string {
 		}
 		applyWrite(t.view, o)
 		t.writes = append(t.writes, o)
-	case opTxnCommit:
-		return m.commit(t)
 	}
 	return resOK
 }
@@ -440,6 +486,12 @@ func (m *model) newTxnIter(o op) string {
 	case t.done:
 		return resTxnDiscarded
 	}
+	m.iters[o.id] = txnIter(t, o)
+	return resOK
+}
+
+// txnIter is a new iterator on the open transaction t, with o's bounds.
+func txnIter(t *modelTxn, o op) *modelIter {
 	it := &modelIter{src: maps.Clone(t.view), kvs: sortedRange(t.view, o), pos: -1}
 	if t.update {
 		it.txn = t
@@ -455,8 +507,7 @@ func (m *model) newTxnIter(o op) string {
 			}
 		}
 	}
-	m.iters[o.id] = it
-	return resOK
+	return it
 }
 
 // prefixEnd is the first key after every key that begins with p, or nil

@@ -71,12 +71,20 @@ const (
 	// header, separated by ';' as a batch's: update runs DB.Update
 	// (with=0) or DB.UpdateWith (with=1, sync=, retries=), view DB.View;
 	// abort=1 makes the closure return a sentinel error instead of nil.
-	// The body holds get, has, put, delete, delete-range and range-scan
-	// ops (a view's writes must fail), and the line prints each one's
-	// result and then the closure's.
+	// The body holds get, has, put, delete, delete-range, range-scan and
+	// interfere ops (a view's writes must fail), and the line prints each
+	// one's result in the closure's last run, how many times it ran if
+	// not once, and then the closure's result.
 	opUpdate    opKind = "update"
 	opView      opKind = "view"
 	opRangeScan opKind = "range-scan" // in a body: an iterator (lower=, upper=, prefix=), First (Last with reverse=1) and n steps
+	// In a body: "interfere run=N put|delete|delete-range ...", a plain
+	// write through the DB (not the transaction) in the closure's N-th
+	// run only, committed while that run's transaction is open, so that
+	// its commit conflicts if the transaction read the key, and
+	// UpdateWith retries. In the other runs it does nothing and prints
+	// not-run.
+	opInterfere opKind = "interfere"
 	// CompareAndSet of a key: old= and new= are values or nil (absent,
 	// delete); an empty value, v<seed>.0c, is not nil.
 	opCAS opKind = "cas"
@@ -166,8 +174,8 @@ type op struct {
 	upper  []byte
 	prefix []byte
 	sync   bool  // batch: WriteSync; update: UpdateOptions.Sync
-	n      int64 // set-filter-budget; iter-set-prefix-own: the prefix's length; range-scan: its steps
-	batch  []op  // batch: put, delete and delete-range ops; update, view: the body
+	n      int64 // set-filter-budget; iter-set-prefix-own: the prefix's length; range-scan: its steps; interfere: its run
+	batch  []op  // batch: put, delete and delete-range ops; update, view: the body; interfere: its one write
 
 	with    bool // update: UpdateWith
 	retries int  // update: UpdateOptions.Retries
@@ -245,6 +253,12 @@ func (o op) String() string {
 		return sb.String()
 	case opRangeScan:
 		return string(o.kind) + o.boundsText() + fmt.Sprintf(" n=%d reverse=%d", o.n, b2i(o.reverse))
+	case opInterfere:
+		s := fmt.Sprintf("%s run=%d", o.kind, o.n)
+		for _, w := range o.batch {
+			s += " " + w.String()
+		}
+		return s
 	case opCAS:
 		return fmt.Sprintf("%s %s old=%s new=%s", o.kind, q(o.key), specOrNil(o.old), specOrNil(o.new))
 	}
@@ -499,6 +513,8 @@ func parseOp(line string) (op, error) {
 				return op{}, err
 			}
 		}
+	case opInterfere:
+		err = parseInterfere(&o, strings.TrimPrefix(strings.TrimSpace(line), string(o.kind)))
 	case opCAS:
 		if err = want(3); err == nil {
 			o.key = []byte(args[0])
@@ -555,12 +571,36 @@ func parseClosure(o *op, rest string) error {
 			return err
 		}
 		switch b.kind {
-		case opGet, opHas, opPut, opDelete, opDeleteRange, opRangeScan:
+		case opGet, opHas, opPut, opDelete, opDeleteRange, opRangeScan, opInterfere:
 		default:
 			return fmt.Errorf("%s holds %s", o.kind, b.kind)
 		}
 		o.batch = append(o.batch, b)
 	}
+	return nil
+}
+
+// parseInterfere parses what follows interfere: run=N, then one put,
+// delete or delete-range op.
+func parseInterfere(o *op, rest string) error {
+	f, w, _ := strings.Cut(strings.TrimSpace(rest), " ")
+	v, ok := strings.CutPrefix(f, "run=")
+	if !ok {
+		return fmt.Errorf("interfere wants run=N first: %q", rest)
+	}
+	run, err := strconv.Atoi(v)
+	if err != nil || run < 1 {
+		return fmt.Errorf("interfere: bad run %q", v)
+	}
+	o.n = int64(run)
+	b, err := parseOp(w)
+	if err != nil {
+		return err
+	}
+	if b.kind != opPut && b.kind != opDelete && b.kind != opDeleteRange {
+		return fmt.Errorf("interfere holds %s", b.kind)
+	}
+	o.batch = []op{b}
 	return nil
 }
 

@@ -397,8 +397,9 @@ var errAbort = errors.New("metamorphic: closure aborted")
 
 // closure runs an update or a view. The body's iterators stay open until
 // the closure has returned (and an update committed), as a caller may
-// leave them. A closure run more than once (a retry, where nothing can
-// conflict) says so.
+// leave them. The line holds the results of the body's last run and, if
+// the closure ran other than once, how many times it ran, for the model
+// to check against the retries it predicts.
 func (r *runner) closure(o op) string {
 	var fnErr error
 	if o.abort {
@@ -411,6 +412,10 @@ func (r *runner) closure(o op) string {
 		runs++
 		res = res[:0]
 		for _, b := range o.batch {
+			if b.kind == opInterfere {
+				res = append(res, r.interfere(b, runs))
+				continue
+			}
 			res = append(res, closureStep(t, b, &its))
 		}
 		return fnErr
@@ -443,8 +448,31 @@ func (r *runner) closure(o op) string {
 	return strings.Join(res, " | ")
 }
 
+// interfere runs a closure's interfere op in the closure's run-th run: its
+// write, through the DB, while the run's transaction is open.
+func (r *runner) interfere(o op, run int) string {
+	if o.n != int64(run) {
+		return resNotRun
+	}
+	for _, w := range o.batch {
+		var err error
+		switch w.kind {
+		case opPut:
+			err = r.db.Put(w.key, w.val.bytes())
+		case opDelete:
+			err = r.db.Delete(w.key)
+		case opDeleteRange:
+			err = r.db.DeleteRange(w.key, w.end)
+		}
+		if err != nil {
+			return errString(err)
+		}
+	}
+	return resOK
+}
+
 // closureTxnOps are the transaction ops a closure's body's reads and
-// writes are, for txnStep.
+// writes are, for txnStep and the model's modelTxn.apply.
 var closureTxnOps = map[opKind]opKind{
 	opGet: opTxnGet, opHas: opTxnHas, opPut: opTxnPut, opDelete: opTxnDelete, opDeleteRange: opTxnDeleteRange,
 }
