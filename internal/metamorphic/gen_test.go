@@ -720,25 +720,39 @@ func (g *generator) emit(kind opKind) {
 // closure draws an update or a view: a few reads, scans and writes. Once
 // the body has written, its reads and scans often look at a key it wrote,
 // so that it reads its own writes. An update's writes often hit what an
-// open transaction read, so that the transaction's commit conflicts. One view in three tries a write, which must fail.
+// open transaction read, so that the transaction's commit conflicts. One
+// view in three tries a write, which must fail. Half the updates, and a
+// few views, commit plain writes while they run (interfere).
 func (g *generator) closure(kind opKind) op {
 	o := op{kind: kind, abort: g.r.IntN(5) == 0}
 	if kind == opUpdate && g.r.IntN(2) == 0 {
 		o.with, o.sync, o.retries = true, g.r.IntN(4) == 0, g.r.IntN(4)
 	}
-	var wrote [][]byte
+	var wrote, read [][]byte
+	var scans []op
 	n := 1 + g.r.IntN(5)
 	write := -1
 	if kind == opView && g.r.IntN(3) == 0 {
 		write = g.r.IntN(n)
 	}
+	// An update that others' writes interfere with mostly reads first
+	// and writes last, so that they can make its commit conflict.
+	interfere := kind == opUpdate && g.r.IntN(2) == 0 || kind == opView && g.r.IntN(6) == 0
+	if interfere && kind == opUpdate && g.r.IntN(5) > 0 {
+		n = max(n, 2)
+	}
 	for i := range n {
 		var b op
 		x := g.r.IntN(10)
-		if kind == opView && i != write {
+		switch {
+		case kind == opView && i != write:
 			x = min(x, 4) // a read
-		} else if kind == opView {
+		case kind == opView:
 			x = 5 + g.r.IntN(5) // the write
+		case interfere && i == 0 && n > 1:
+			x = min(x, 4)
+		case interfere && i == n-1 && len(wrote) == 0:
+			x = max(x, 5)
 		}
 		switch {
 		case x < 3:
@@ -750,6 +764,7 @@ func (g *generator) closure(kind opKind) op {
 			if b.key == nil || g.r.IntN(3) == 0 {
 				b.key = g.key()
 			}
+			read = append(read, b.key)
 		case x < 4:
 			b = op{kind: opRangeScan, n: int64(g.r.IntN(6)), reverse: g.r.IntN(2) == 0}
 			k := g.pick(wrote)
@@ -760,8 +775,10 @@ func (g *generator) closure(kind opKind) op {
 			if g.r.IntN(4) == 0 {
 				b.lower, b.upper = g.bounds()
 			}
+			scans = append(scans, b)
 		case x < 5: // a key written before the op, or none
 			b = op{kind: opGet, key: g.key()}
+			read = append(read, b.key)
 		default:
 			// Often of a key an open transaction read, so that the
 			// transaction's commit conflicts. A range's start is a key
@@ -776,7 +793,75 @@ func (g *generator) closure(kind opKind) op {
 		}
 		o.batch = append(o.batch, b)
 	}
+	if interfere {
+		g.interfere(&o, read, scans, wrote)
+	}
 	return o
+}
+
+// interfere adds interfere ops to a closure's body, each at the end or
+// anywhere in it: one write in each of the closure's first few runs. An
+// UpdateWith's are drawn for one to retries+2 runs, so that some use up
+// its retries (a run past the last one never happens) and others leave a
+// run that commits; an Update's mostly for its one run, sometimes for a
+// second that must not happen; a view's for its one run, whose reads
+// must not see it.
+func (g *generator) interfere(o *op, read [][]byte, scans []op, wrote [][]byte) {
+	runs := 1
+	switch {
+	case o.kind == opView:
+	case o.with:
+		runs = 1 + g.r.IntN(max(o.retries, 0)+2)
+	case g.r.IntN(4) == 0:
+		runs = 2
+	}
+	for run := 1; run <= runs; run++ {
+		at := len(o.batch)
+		if g.r.IntN(2) == 0 {
+			at = g.r.IntN(len(o.batch) + 1)
+		}
+		w := op{kind: opInterfere, n: int64(run), batch: []op{g.interfereWrite(read, scans, wrote)}}
+		o.batch = slices.Insert(o.batch, at, w)
+	}
+}
+
+// interfereWrite draws an interfering write: mostly one that the run's
+// commit conflicts with, of a key the body read (or a range deletion over
+// one) or of a key in a range it scanned (its first key, one just after
+// it, or one at the end of its prefix, which a scan that stopped early
+// did not reach); otherwise of a key the body only wrote, or any key,
+// which must not make it conflict unless the body read it too.
+func (g *generator) interfereWrite(read [][]byte, scans []op, wrote [][]byte) op {
+	w := g.write()
+	var k []byte
+	switch x := g.r.IntN(10); {
+	case x < 5:
+		k = g.pick(read)
+	case x < 7 && len(scans) > 0:
+		s := scans[g.r.IntN(len(scans))]
+		lo := s.prefix
+		if string(s.lower) > string(lo) {
+			lo = s.lower
+		}
+		switch g.r.IntN(3) {
+		case 0:
+			k = slices.Clone(lo)
+		case 1:
+			k = append(slices.Clone(lo), g.suffixByte())
+		default:
+			k = append(slices.Clone(s.prefix), 0xff)
+		}
+	case x < 8:
+		k = g.pick(wrote)
+	}
+	if len(k) == 0 {
+		return w
+	}
+	if w.kind == opDeleteRange {
+		return op{kind: opDeleteRange, key: slices.Clone(k[:g.r.IntN(len(k)+1)]), end: append(slices.Clone(k), g.suffixByte())}
+	}
+	w.key = k
+	return w
 }
 
 // cas draws a CompareAndSet: mostly of a key put lately, with the value it
