@@ -750,7 +750,7 @@ func (g *generator) closure(kind opKind) op {
 		case kind == opView:
 			x = 5 + g.r.IntN(5) // the write
 		case interfere && i == 0 && n > 1:
-			x = min(x, 4)
+			x = []int{0, 1, 2, 3, 3, 4}[g.r.IntN(6)] // a read, a third of them scans
 		case interfere && i == n-1 && len(wrote) == 0:
 			x = max(x, 5)
 		}
@@ -834,10 +834,9 @@ func (g *generator) interfere(o *op, read [][]byte, scans []op, wrote [][]byte) 
 func (g *generator) interfereWrite(read [][]byte, scans []op, wrote [][]byte) op {
 	w := g.write()
 	var k []byte
-	switch x := g.r.IntN(10); {
-	case x < 5:
-		k = g.pick(read)
-	case x < 7 && len(scans) > 0:
+	x := g.r.IntN(10)
+	switch {
+	case x < 6 && len(scans) > 0 && (len(read) == 0 || g.r.IntN(2) == 0):
 		s := scans[g.r.IntN(len(scans))]
 		lo := s.prefix
 		if string(s.lower) > string(lo) {
@@ -851,6 +850,8 @@ func (g *generator) interfereWrite(read [][]byte, scans []op, wrote [][]byte) op
 		default:
 			k = append(slices.Clone(s.prefix), 0xff)
 		}
+	case x < 6:
+		k = g.pick(read)
 	case x < 8:
 		k = g.pick(wrote)
 	}
