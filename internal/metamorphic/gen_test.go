@@ -725,7 +725,15 @@ func (g *generator) emit(kind opKind) {
 // few views, commit plain writes while they run (interfere).
 func (g *generator) closure(kind opKind) op {
 	o := op{kind: kind, abort: g.r.IntN(5) == 0}
-	if kind == opUpdate && g.r.IntN(2) == 0 {
+	// An update that others' writes interfere with is mostly an
+	// UpdateWith that may retry, and mostly reads first and writes last,
+	// so that they can make its commit conflict.
+	interfere := kind == opUpdate && g.r.IntN(2) == 0 || kind == opView && g.r.IntN(6) == 0
+	switch {
+	case kind != opUpdate:
+	case interfere && g.r.IntN(4) > 0:
+		o.with, o.sync, o.retries = true, g.r.IntN(4) == 0, 1+g.r.IntN(3)
+	case g.r.IntN(2) == 0:
 		o.with, o.sync, o.retries = true, g.r.IntN(4) == 0, g.r.IntN(4)
 	}
 	var wrote, read [][]byte
@@ -735,9 +743,6 @@ func (g *generator) closure(kind opKind) op {
 	if kind == opView && g.r.IntN(3) == 0 {
 		write = g.r.IntN(n)
 	}
-	// An update that others' writes interfere with mostly reads first
-	// and writes last, so that they can make its commit conflict.
-	interfere := kind == opUpdate && g.r.IntN(2) == 0 || kind == opView && g.r.IntN(6) == 0
 	if interfere && kind == opUpdate && g.r.IntN(5) > 0 {
 		n = max(n, 2)
 	}
@@ -805,7 +810,10 @@ func (g *generator) closure(kind opKind) op {
 // its retries (a run past the last one never happens) and others leave a
 // run that commits; an Update's mostly for its one run, sometimes for a
 // second that must not happen; a view's for its one run, whose reads
-// must not see it.
+// must not see it. Half the time every run's write is to the first's
+// key, so that a conflict in one is a conflict in all, and the retries
+// are spent: the writes of the failed runs show only then, as the last
+// run does not write them over.
 func (g *generator) interfere(o *op, read [][]byte, scans []op, wrote [][]byte) {
 	runs := 1
 	switch {
@@ -815,13 +823,23 @@ func (g *generator) interfere(o *op, read [][]byte, scans []op, wrote [][]byte) 
 	case g.r.IntN(4) == 0:
 		runs = 2
 	}
+	same := g.r.IntN(2) == 0
+	var first op
 	for run := 1; run <= runs; run++ {
 		at := len(o.batch)
 		if g.r.IntN(2) == 0 {
 			at = g.r.IntN(len(o.batch) + 1)
 		}
-		w := op{kind: opInterfere, n: int64(run), batch: []op{g.interfereWrite(read, scans, wrote)}}
-		o.batch = slices.Insert(o.batch, at, w)
+		w := g.interfereWrite(read, scans, wrote)
+		if run == 1 {
+			first = w
+		} else if same {
+			w = first
+			if w.kind == opPut {
+				w.val = g.value()
+			}
+		}
+		o.batch = slices.Insert(o.batch, at, op{kind: opInterfere, n: int64(run), batch: []op{w}})
 	}
 }
 
