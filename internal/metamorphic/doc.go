@@ -25,17 +25,27 @@
 //
 // So are the closure forms, each one op: Update and UpdateWith (retries,
 // Sync) run a short body of Gets, Has, writes, range deletions and short
-// scans, whose reads the model predicts from the DB as of the op plus the
+// scans, whose reads the model predicts from the DB as of the run plus the
 // body's own writes, and then commit, or return a sentinel error, which
 // must come back unchanged with nothing written; View runs reads, and a
-// write in it must fail with ErrTxnReadOnly. CompareAndSet compares with
-// the key's value (so that it swaps), a wrong one, an empty one or nil
-// (absent, which an empty value is not), and sets a value, an empty one or
-// nil (a delete). Nothing commits while such an op runs, so an update that
-// does not abort commits, and a CompareAndSet swaps exactly when its old
-// value is the key's; what either writes is a commit like any other for
-// the open transactions' conflicts, and a CompareAndSet that did not swap
-// wrote nothing.
+// write in it must fail with ErrTxnReadOnly. A body may also interfere:
+// commit a plain Put, Delete or DeleteRange through the DB in a given run
+// of the closure, while that run's transaction is open. The model runs
+// each run as a transaction of its own, by the rule above: a run that
+// wrote something and read the key (or scanned a span holding it) fails
+// its commit, writes nothing, and UpdateWith runs the closure again on
+// the new state, up to its retries, then returns the last ErrConflict
+// (Update never runs it again); a run that only wrote the key, or read it
+// after writing it, or wrote nothing, commits. The line says how many
+// runs there were, and the interfering writes stay, commits like any
+// other. CompareAndSet compares with the key's value (so that it swaps),
+// a wrong one, an empty one or nil (absent, which an empty value is not),
+// and sets a value, an empty one or nil (a delete). It takes no closure,
+// so nothing commits while it runs (a conflict made from another
+// goroutine would hang on timing), and it swaps exactly when its old
+// value is the key's. What a closure or a CompareAndSet writes is a
+// commit like any other for the open transactions' conflicts, and a
+// CompareAndSet that did not swap wrote nothing.
 //
 // Everything is in the package's tests (go test ./internal/metamorphic):
 //
