@@ -334,10 +334,10 @@ func (m *model) closure(o op) string {
 		for _, it := range its {
 			it.finishSpan()
 		}
-		// The writes in the order made, as a transaction's commit: the
-		// batch the store writes differs (its range deletions first, and
-		// no write one of them hid), but the state it leaves and the keys
-		// it covers are the same.
+		// commit applies the body's writes in the order made: the batch
+		// the store writes differs (its range deletions first, and no
+		// write one of them hid), but the state it leaves and the keys it
+		// covers are the same.
 		c := m.commit(t)
 		if c != resConflict || run > retries {
 			return strings.Join(append(res, c), " | ")
