@@ -369,6 +369,12 @@ func TestInterfere(t *testing.T) {
 		{`update with=0 sync=0 retries=0 abort=0 get "r" ; interfere run=1 put "q" v24.3c`,
 			"not-found | ok | ok"},
 		{`txn-commit t1`, "err-conflict"},
+		// A reverse scan reads from its upper bound down to the key it
+		// stopped at: not the keys below that.
+		{`update with=1 sync=0 retries=1 abort=0 range-scan prefix="p/" n=0 reverse=1 ; put "s" v25.3c ; interfere run=1 put "p/" v26.3c`,
+			"1 keys {scan p/9 v15.3c} | ok | ok | ok"},
+		{`update with=1 sync=0 retries=1 abort=0 range-scan prefix="p/" n=0 reverse=1 ; put "s" v27.3c ; interfere run=1 put "p/z" v28.3c`,
+			"1 keys {scan p/z v28.3c} | ok | not-run | ran 2 times | ok"},
 	}
 	var ops []op
 	for _, s := range steps {

@@ -490,10 +490,14 @@ func closureStep(t *bloomkv.Txn, o op, its *[]*bloomkv.TxnIterator) string {
 			return errString(err)
 		}
 		*its = append(*its, it)
+		// One positioning call: a First before the Last would add the span
+		// from the lower bound to the first key to the read set.
 		var kvs []kv
-		ok := it.First()
+		var ok bool
 		if o.reverse {
 			ok = it.Last()
+		} else {
+			ok = it.First()
 		}
 		for ok {
 			kvs = append(kvs, kv{string(it.Key()), describe(it.Value())})
