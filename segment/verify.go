@@ -96,8 +96,12 @@ func (r *Reader) verifyBlock(ctx context.Context, i int, it *blockIter, prev *[]
 		if interval+1 < it.numRestarts && it.offset == it.restart(interval+1) {
 			interval++
 		}
-		var h uint64 // bloom.Hash of the user key, for its first entry in the block
-		if n == 0 || newKey {
+		// bloom.Hash of the user key, for its first entry in the block,
+		// where a filter or the hash index asks for it: hashing reads the
+		// whole key, which is no part of the work per stored byte without
+		// them.
+		var h uint64
+		if (n == 0 || newKey) && (r.filter != nil || it.numBuckets > 0) {
 			ukey, _ := splitInternalKey(it.key)
 			h = bloom.Hash(ukey)
 		}
