@@ -434,13 +434,27 @@ func TestAllocateBitsWorkGrowsLinearly(t *testing.T) {
 }
 
 // BenchmarkAllocateBits is the cost the DB pays per flush and merge under
-// FilterOptimal: one allocation over the live segments (here 10).
+// FilterOptimal: one allocation over the live segments, 10 of a store's
+// usual sizes, or 2,000 (a store that does not compact).
 func BenchmarkAllocateBits(b *testing.B) {
-	keys := []uint64{19_500, 19_500, 78_000, 78_000, 78_000, 312_000, 312_000, 1_250_000, 1_250_000, 1_250_000}
-	AllocateBits(bloom.Blocked, keys, 1) // the FPR curve is computed once per process
-	for b.Loop() {
-		AllocateBits(bloom.Blocked, keys, 10*4_647_000)
-	}
+	AllocateBits(bloom.Blocked, []uint64{1000}, 1) // the FPR curve is computed once per process
+	b.Run("segments=10", func(b *testing.B) {
+		keys := []uint64{19_500, 19_500, 78_000, 78_000, 78_000, 312_000, 312_000, 1_250_000, 1_250_000, 1_250_000}
+		for b.Loop() {
+			AllocateBits(bloom.Blocked, keys, 10*4_647_000)
+		}
+	})
+	b.Run("segments=2000", func(b *testing.B) {
+		keys := make([]uint64, 2000)
+		var mem float64
+		for i := range keys {
+			keys[i] = 20_000 + uint64(i)*997
+			mem += 10 * float64(keys[i])
+		}
+		for b.Loop() {
+			AllocateBits(bloom.Blocked, keys, mem)
+		}
+	})
 }
 
 // TestFoldKMatchesItsDefinition: FoldK is the k, from OptimalK down to 1,
@@ -527,6 +541,37 @@ func TestSegmentFilterWithoutBudgetKeepsAFilter(t *testing.T) {
 		}
 		if _, ok := SegmentFilter(layout, others, n, 1, 1, 4); ok {
 			t.Errorf("%v: a budget of 1 bit gave the %d-key segment a filter", layout, n)
+		}
+	}
+}
+
+// TestMinimizerMatchesScan: the binary search over a segment's lower hull
+// picks what scanning every candidate picks (the fewest bits among
+// equals), for segments of 1 to 10^8 keys and λ over the whole range the
+// bisection of AllocateBits visits.
+func TestMinimizerMatchesScan(t *testing.T) {
+	// An exact tie of three collinear candidates (costs 1, 1, 1 at λ =
+	// 1/4): the fewest bits wins, as a scan's strict comparison has it.
+	tie := []candidate{{0, 0, 1}, {1, 2, 0.5}, {2, 4, 0}}
+	if got := minimizer(tie, lowerHull(tie), 0.25); got != 0 {
+		t.Fatalf("an exact tie: minimizer picks candidate %d, want 0", got)
+	}
+	rng := rand.New(rand.NewPCG(7, 7))
+	for range 300 {
+		n := uint64(math.Exp(rng.Float64() * math.Log(1e8)))
+		cs := candidatesFor(bloom.Blocked, n)
+		hull := lowerHull(cs)
+		for range 50 {
+			lambda := math.Exp(math.Log(1e-30) * rng.Float64())
+			want, cost := 0, math.Inf(1)
+			for j, c := range cs {
+				if v := c.reads + lambda*c.bits; v < cost {
+					want, cost = j, v
+				}
+			}
+			if got := minimizer(cs, hull, lambda); got != want {
+				t.Fatalf("n=%d, λ=%g: minimizer picks candidate %d (%v), scanning picks %d (%v)", n, lambda, got, cs[got], want, cs[want])
+			}
 		}
 	}
 }
