@@ -50,8 +50,10 @@ var ErrIteratorClosed error = &narrowError{"bloomkv: iterator closed", ErrClosed
 //
 // Moving forward is the fast direction. Backward, a segment decodes each
 // restart interval of a block once and steps back through the decoded
-// entries, but Prev on a memtable costs a search, as in LevelDB.
-// Changing direction (Next after Prev, or Prev after Next) re-seeks every
+// entries, but Prev on a memtable costs a search, as in LevelDB. Past a
+// key with many versions (overwritten many times since the last flush),
+// Next steps over a few and seeks past the rest; Prev steps back over
+// each. Changing direction (Next after Prev, or Prev after Next) re-seeks every
 // source. When only one segment has keys in the range and no range
 // deletion applies, the Iterator reads that segment without merging (and,
 // when its entries are all visible puts of distinct keys, Next after Prev
