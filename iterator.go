@@ -52,10 +52,10 @@ var ErrIteratorClosed error = &narrowError{"bloomkv: iterator closed", ErrClosed
 // restart interval of a block once and steps back through the decoded
 // entries, but Prev on a memtable costs a search, as in LevelDB. Past a
 // key with many versions (overwritten many times since the last flush),
-// Next steps over a few and seeks past the rest; Prev steps back over
-// each. Changing direction (Next after Prev, or Prev after Next) re-seeks every
-// source. When only one segment has keys in the range and no range
-// deletion applies, the Iterator reads that segment without merging (and,
+// Next and Prev step over a few and seek past the rest. Changing
+// direction (Next after Prev, or Prev after Next) re-seeks every source.
+// When only one segment has keys in the range and no range deletion
+// applies, the Iterator reads that segment without merging (and,
 // when its entries are all visible puts of distinct keys, Next after Prev
 // is one step).
 //
@@ -843,7 +843,17 @@ func (it *Iterator) findPrev() bool {
 		it.keyBuf = append(it.keyBuf[:0], it.m.Key()...)
 		found, newest := false, uint64(0) // the newest visible version: a put?
 		copied, later := false, false     // a value in valBuf; the newest's is not
-		for it.m.Valid() && bytes.Equal(it.m.Key(), it.keyBuf) {
+		for steps := 0; it.m.Valid() && bytes.Equal(it.m.Key(), it.keyBuf); steps++ {
+			if steps == versionSteps {
+				// Many versions (oldest first, this way): find the newest
+				// from above instead, and seek past them all.
+				var ok bool
+				if found, newest, ok = it.newestVisible(); !ok {
+					return it.stop()
+				}
+				copied, later = found, false
+				break
+			}
 			if seq := it.m.Seq(); seq <= it.seq {
 				found, newest, later = it.m.Kind() == base.KindPut, seq, false
 				if found && copied && it.deferredAt() {
@@ -878,6 +888,36 @@ func (it *Iterator) findPrev() bool {
 		}
 	}
 	return it.stop()
+}
+
+// newestVisible is findPrev past a key of many versions: it seeks to
+// keyBuf's newest version, steps to the newest the Iterator sees, copies
+// its value into valBuf if it is a put, and leaves m at the last entry
+// before keyBuf, in two seeks and the steps over versions written after
+// the Iterator was made, where stepping back over every version cost
+// one step each (O(v) for a key overwritten v times since the last
+// flush). found and seq are that version's, as findPrev keeps them (false
+// and 0 if the Iterator sees none); ok is false if a source failed.
+func (it *Iterator) newestVisible() (found bool, seq uint64, ok bool) {
+	it.m.SeekGE(it.keyBuf)
+	for it.m.Valid() && it.m.Seq() > it.seq && bytes.Equal(it.m.Key(), it.keyBuf) {
+		it.m.Next()
+	}
+	if it.m.Valid() && bytes.Equal(it.m.Key(), it.keyBuf) {
+		seq = it.m.Seq()
+		if found = it.m.Kind() == base.KindPut; found {
+			v, vok := it.mergeValue()
+			if !vok {
+				return false, 0, false
+			}
+			it.valBuf = append(it.valBuf[:0], v...)
+		}
+	}
+	if it.m.Error() != nil {
+		return false, 0, false
+	}
+	it.m.SeekLT(it.keyBuf)
+	return found, seq, it.m.Error() == nil
 }
 
 // refetch copies into valBuf the value of keyBuf's version at seq, which
