@@ -45,9 +45,9 @@ func scanPastHotKey(t testing.TB, it *Iterator, v int) {
 // grow with the versions the memtable holds. Stepping over each, a scan
 // past a key overwritten 2·10^5 times took 2·10^5 steps each way: 1,000
 // scans took 3.4 s of CPU forward and 100 s backward (a memtable's Prev
-// is a search); now 5 ms. An Iterator made before
-// more versions were written still shows the one it saw. (CPU time with a wide margin, as the hostile
-// input tests bound theirs: the work counted in steps has no counter.)
+// is a search); now 5 ms. An Iterator made before more versions were
+// written still shows the one it saw. (CPU time with a wide margin, as
+// the hostile input tests bound theirs: steps have no counter.)
 func TestScanPastManyVersions(t *testing.T) {
 	const v, scans = 200_000, 1000
 	db := hotKeyDB(t, v)
