@@ -822,7 +822,7 @@ func (it *Iterator) deferredAt() bool {
 
 // maxEagerCopy is the largest value findPrev copies from a version that
 // a newer visible version of its key may replace: a larger one is read
-// again, once its version is known to be the newest (refetch).
+// again, once its version is known to be the newest (newestVisible).
 const maxEagerCopy = 4 << 10
 
 // findPrev moves m backward over the versions of the previous key that
@@ -857,7 +857,7 @@ func (it *Iterator) findPrev() bool {
 			if seq := it.m.Seq(); seq <= it.seq {
 				found, newest, later = it.m.Kind() == base.KindPut, seq, false
 				if found && copied && it.deferredAt() {
-					later = true // its record is read if it proves the newest (refetch)
+					later = true // its record is read if it proves the newest
 				} else if found {
 					v, ok := it.mergeValue()
 					if !ok {
@@ -879,8 +879,12 @@ func (it *Iterator) findPrev() bool {
 			it.skipCovered(cur)
 			continue
 		}
-		if found && later && !it.refetch(newest) {
-			break
+		if found && later {
+			// Read the newest's value now that it is known: it was passed
+			// unread, or too large to copy on speculation.
+			if f, seq, ok := it.newestVisible(); !ok || !f || seq != newest {
+				break // a source failed: the version was there
+			}
 		}
 		if found {
 			it.key, it.value, it.valid = it.lease.Guard(it.keyBuf), it.lease.Guard(it.valBuf), true
@@ -890,14 +894,16 @@ func (it *Iterator) findPrev() bool {
 	return it.stop()
 }
 
-// newestVisible is findPrev past a key of many versions: it seeks to
-// keyBuf's newest version, steps to the newest the Iterator sees, copies
-// its value into valBuf if it is a put, and leaves m at the last entry
-// before keyBuf, in two seeks and the steps over versions written after
-// the Iterator was made, where stepping back over every version cost
-// one step each (O(v) for a key overwritten v times since the last
-// flush). found and seq are that version's, as findPrev keeps them (false
-// and 0 if the Iterator sees none); ok is false if a source failed.
+// newestVisible finds keyBuf's newest version the Iterator sees from
+// above: it seeks to keyBuf's newest version, steps over those written
+// after the Iterator was made, copies the value into valBuf if it is a
+// put, and leaves m at the last entry before keyBuf. findPrev calls it
+// past a key of many versions, where stepping back over every version
+// cost one step each (O(v) for a key overwritten v times since the last
+// flush), and to read the value of a newest version it passed unread or
+// did not copy. found and seq are that version's, as findPrev keeps them
+// (false and 0 if the Iterator sees none); ok is false if a source
+// failed.
 func (it *Iterator) newestVisible() (found bool, seq uint64, ok bool) {
 	it.m.SeekGE(it.keyBuf)
 	for it.m.Valid() && it.m.Seq() > it.seq && bytes.Equal(it.m.Key(), it.keyBuf) {
@@ -918,26 +924,6 @@ func (it *Iterator) newestVisible() (found bool, seq uint64, ok bool) {
 	}
 	it.m.SeekLT(it.keyBuf)
 	return found, seq, it.m.Error() == nil
-}
-
-// refetch copies into valBuf the value of keyBuf's version at seq, which
-// findPrev has passed, and puts m back where it was: at the last entry
-// before keyBuf. It reports false if a source failed.
-func (it *Iterator) refetch(seq uint64) bool {
-	it.m.SeekGE(it.keyBuf)
-	for it.m.Valid() && it.m.Seq() > seq && bytes.Equal(it.m.Key(), it.keyBuf) { // newer versions
-		it.m.Next()
-	}
-	if !it.m.Valid() || it.m.Seq() != seq || !bytes.Equal(it.m.Key(), it.keyBuf) {
-		return false // an error: the version was there
-	}
-	v, ok := it.mergeValue()
-	if !ok {
-		return false
-	}
-	it.valBuf = append(it.valBuf[:0], v...)
-	it.m.SeekLT(it.keyBuf)
-	return it.m.Error() == nil
 }
 
 // stop leaves the iterator unpositioned, keeping a source's error.

@@ -264,11 +264,12 @@ func TestIteratorSingleSegmentUpperIsLargest(t *testing.T) {
 }
 
 // TestIteratorReverseLargeVersionsModel checks backward moves over keys
-// written many times with values above maxEagerCopy, whose newest visible
-// version findPrev reads again once it knows it (refetch), beside small
-// values, deletions, range deletions, flushes and snapshots that keep
-// older versions visible: at the latest state and at each snapshot, Last,
-// SeekLT, Prev and direction changes show the model's keys and values.
+// written many times with values above maxEagerCopy, whose newest
+// visible version findPrev reads again once it knows it (newestVisible),
+// beside small values, deletions, range deletions, flushes and snapshots
+// that keep older versions visible: at the latest state and at each
+// snapshot, Last, SeekLT, Prev and direction changes show the model's
+// keys and values.
 func TestIteratorReverseLargeVersionsModel(t *testing.T) {
 	const keys = 24
 	rounds := 400
