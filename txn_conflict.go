@@ -151,7 +151,7 @@ func (ws *writeSet) index() {
 	slices.SortFunc(run, ws.compare)
 	ws.runs = append(ws.runs, run)
 	for n := len(ws.runs); n >= 2 && 2*len(ws.runs[n-1]) >= len(ws.runs[n-2]); n-- {
-		ws.runs = append(ws.runs[:n-2], ws.merge(ws.runs[n-2], ws.runs[n-1]))
+		ws.runs = append(ws.runs[:n-2], mergeRuns(ws.runs[n-2], ws.runs[n-1], ws.compare))
 	}
 }
 
@@ -161,21 +161,13 @@ func (ws *writeSet) indexRanges() {
 	if ws.rangesIndexed == len(ws.ranges) {
 		return
 	}
+	byStart := func(a, b keySpan) int { return bytes.Compare(a.start, b.start) }
 	spans := slices.Clone(ws.ranges[ws.rangesIndexed:])
 	ws.rangesIndexed = len(ws.ranges)
-	slices.SortFunc(spans, func(a, b keySpan) int { return bytes.Compare(a.start, b.start) })
+	slices.SortFunc(spans, byStart)
 	ws.rangeRuns = append(ws.rangeRuns, newRangeRun(spans))
 	for n := len(ws.rangeRuns); n >= 2 && 2*len(ws.rangeRuns[n-1].spans) >= len(ws.rangeRuns[n-2].spans); n-- {
-		a, b := ws.rangeRuns[n-2].spans, ws.rangeRuns[n-1].spans
-		merged := make([]keySpan, 0, len(a)+len(b))
-		for len(a) > 0 && len(b) > 0 {
-			if bytes.Compare(a[0].start, b[0].start) <= 0 {
-				merged, a = append(merged, a[0]), a[1:]
-			} else {
-				merged, b = append(merged, b[0]), b[1:]
-			}
-		}
-		merged = append(append(merged, a...), b...)
+		merged := mergeRuns(ws.rangeRuns[n-2].spans, ws.rangeRuns[n-1].spans, byStart)
 		ws.rangeRuns = append(ws.rangeRuns[:n-2], newRangeRun(merged))
 	}
 }
@@ -218,11 +210,12 @@ func (ws *writeSet) key(i uint32) []byte {
 
 func (ws *writeSet) compare(i, j uint32) int { return bytes.Compare(ws.key(i), ws.key(j)) }
 
-// merge returns the sorted runs a and b merged into one.
-func (ws *writeSet) merge(a, b []uint32) []uint32 {
-	out := make([]uint32, 0, len(a)+len(b))
+// mergeRuns returns the runs a and b, each sorted by cmp, merged into
+// one (a's element first among equals).
+func mergeRuns[T any](a, b []T, cmp func(T, T) int) []T {
+	out := make([]T, 0, len(a)+len(b))
 	for len(a) > 0 && len(b) > 0 {
-		if ws.compare(a[0], b[0]) <= 0 {
+		if cmp(a[0], b[0]) <= 0 {
 			out, a = append(out, a[0]), a[1:]
 		} else {
 			out, b = append(out, b[0]), b[1:]
