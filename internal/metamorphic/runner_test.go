@@ -183,12 +183,8 @@ func (r *runner) step(o op) (res string, fatal bool) {
 		r.shadow.apply(o)
 	}
 	switch o.kind {
-	case opPut:
-		return errString(r.db.Put(o.key, o.val.bytes())), false
-	case opDelete:
-		return errString(r.db.Delete(o.key)), false
-	case opDeleteRange:
-		return errString(r.db.DeleteRange(o.key, o.end)), false
+	case opPut, opDelete, opDeleteRange:
+		return errString(r.write(o)), false
 	case opBatch:
 		b := bloomkv.NewBatch()
 		for _, w := range o.batch {
@@ -455,20 +451,24 @@ func (r *runner) interfere(o op, run int) string {
 		return resNotRun
 	}
 	for _, w := range o.batch {
-		var err error
-		switch w.kind {
-		case opPut:
-			err = r.db.Put(w.key, w.val.bytes())
-		case opDelete:
-			err = r.db.Delete(w.key)
-		case opDeleteRange:
-			err = r.db.DeleteRange(w.key, w.end)
-		}
-		if err != nil {
+		if err := r.write(w); err != nil {
 			return errString(err)
 		}
 	}
 	return resOK
+}
+
+// write runs a plain write (a put, delete or delete-range op) on the DB.
+func (r *runner) write(o op) error {
+	switch o.kind {
+	case opPut:
+		return r.db.Put(o.key, o.val.bytes())
+	case opDelete:
+		return r.db.Delete(o.key)
+	case opDeleteRange:
+		return r.db.DeleteRange(o.key, o.end)
+	}
+	return fmt.Errorf("metamorphic: %s is not a plain write", o.kind)
 }
 
 // closureTxnOps are the transaction ops a closure's body's reads and
