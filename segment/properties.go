@@ -232,6 +232,12 @@ func (p *Properties) set(name, val []byte) (known bool, reason string) {
 	return true, reasonIf(!ok)
 }
 
+// rangeCoveredFits reports whether RangeCovered is possible: at most one
+// version of a key is counted, and only a put.
+func (p *Properties) rangeCoveredFits() bool {
+	return p.RangeCovered <= p.DistinctKeys && p.RangeCovered <= p.Entries-p.Tombstones
+}
+
 // reasonIf is the reason a malformed numeric property gives.
 func reasonIf(bad bool) string {
 	if bad {
@@ -260,9 +266,8 @@ func (p *Properties) check() string {
 	case p.Values > p.Entries-p.Tombstones || p.Values > p.DataSize/blockTrailerLen:
 		// Each record takes at least its trailer of the data region.
 		return "more value records than puts, or than the data region holds"
-	case p.RangeCovered > p.DistinctKeys || p.RangeCovered > p.Entries-p.Tombstones:
-		// At most one version of a key is counted, and only a put
-		// (Tombstones <= Entries was checked above).
+	case !p.rangeCoveredFits():
+		// Tombstones <= Entries was checked above.
 		return "more range-covered versions than keys, or than puts"
 	}
 	return ""

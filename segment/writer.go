@@ -657,9 +657,8 @@ func (w *Writer) Finish() (Properties, error) {
 	if w.pending {
 		w.addIndexEntry(w.lastKey)
 	}
-	if c := w.props.RangeCovered; c > w.props.DistinctKeys || c > w.props.Entries-w.props.Tombstones {
-		// A reader would reject the file (Properties.check).
-		w.err = fmt.Errorf("segment: %d range-covered versions among %d keys and %d puts", c, w.props.DistinctKeys, w.props.Entries-w.props.Tombstones)
+	if !w.props.rangeCoveredFits() { // a reader would reject the file
+		w.err = fmt.Errorf("segment: %d range-covered versions among %d keys and %d puts", w.props.RangeCovered, w.props.DistinctKeys, w.props.Entries-w.props.Tombstones)
 		return Properties{}, w.err
 	}
 	w.props.Largest = bytes.Clone(w.lastUserKey())
