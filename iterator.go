@@ -622,6 +622,21 @@ func (it *Iterator) skipVersions() {
 	}
 }
 
+// passNewer moves m, at a version of keyBuf written after the Iterator
+// was made, to keyBuf's newest version the Iterator sees, or past keyBuf
+// if it sees none: a few steps, then one seek of the sources still above
+// it. Versions written since an Iterator was made are in the memtable it
+// holds, as many as were written: an Iterator kept for lookups beside a
+// counter updated in place stepped over every update at each pass.
+func (it *Iterator) passNewer() {
+	for range versionSteps {
+		if !it.m.Next() || it.m.Seq() <= it.seq || !bytes.Equal(it.m.Key(), it.keyBuf) {
+			return
+		}
+	}
+	it.m.SkipToVersion(it.keyBuf, it.seq)
+}
+
 // successor returns keyBuf+"\x00" (in succBuf): no user key lies between
 // keyBuf and it, so a seek to it passes every version of keyBuf and
 // nothing else.
@@ -768,7 +783,8 @@ func (it *Iterator) findNext() bool {
 			break
 		}
 		if it.m.Seq() > it.seq { // written after the iterator was made
-			it.m.Next()
+			it.keyBuf = append(it.keyBuf[:0], k...)
+			it.passNewer()
 			continue
 		}
 		// m is at the newest visible version of k.
@@ -905,9 +921,8 @@ func (it *Iterator) findPrev() bool {
 // (false and 0 if the Iterator sees none); ok is false if a source
 // failed.
 func (it *Iterator) newestVisible() (found bool, seq uint64, ok bool) {
-	it.m.SeekGE(it.keyBuf)
-	for it.m.Valid() && it.m.Seq() > it.seq && bytes.Equal(it.m.Key(), it.keyBuf) {
-		it.m.Next()
+	if it.m.SeekGE(it.keyBuf) && it.m.Seq() > it.seq && bytes.Equal(it.m.Key(), it.keyBuf) {
+		it.passNewer()
 	}
 	if it.m.Valid() && bytes.Equal(it.m.Key(), it.keyBuf) {
 		seq = it.m.Seq()

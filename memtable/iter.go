@@ -60,6 +60,16 @@ func (it *Iter) SeekGE(key []byte) bool {
 	return it.n != nil
 }
 
+// SeekGEVersion moves to the newest version of key whose sequence
+// number is at most seq or, if key has none, to the first entry of the
+// next user key, and reports whether there is one: one search past the
+// versions written after a reader's sequence number, however many
+// (base.VersionSeeker).
+func (it *Iter) SeekGEVersion(key []byte, seq uint64) bool {
+	it.n = it.m.seekGE(key, base.VersionTrailer(seq), nil)
+	return it.n != nil
+}
+
 // SeekLT moves to the last entry whose user key is < key and reports whether
 // there is one. In internal order that entry is the oldest version of its
 // user key.

@@ -282,6 +282,7 @@ func TestModel(t *testing.T) {
 			checkIteration(t, m, model)
 			for range 50 {
 				checkSeek(t, rng, m, model, randomKey(rng, 7))
+				checkSeek(t, rng, m, model, keys[rng.IntN(len(keys))]) // one of many versions
 			}
 		}
 		if t.Failed() {
@@ -291,6 +292,7 @@ func TestModel(t *testing.T) {
 	checkIteration(t, m, model)
 	for range 500 {
 		checkSeek(t, rng, m, model, randomKey(rng, 7))
+		checkSeek(t, rng, m, model, keys[rng.IntN(len(keys))])
 	}
 	if m.Len() != len(model) {
 		t.Errorf("Len = %d, want %d", m.Len(), len(model))
@@ -344,6 +346,13 @@ func checkSeek(t *testing.T, rng *rand.Rand, m *Memtable, model []entry, key str
 	t.Helper()
 	// Index of the first entry with user key >= key.
 	ge, _ := slices.BinarySearchFunc(model, key, func(e entry, k string) int { return cmp.Compare(e.key, k) })
+	// Index of the first entry at or after version seq of key: key's newest
+	// version at or below seq, else the next user key's first entry.
+	seq := rng.Uint64N(10_000)
+	gv := ge
+	for gv < len(model) && model[gv].key == key && model[gv].seq > seq {
+		gv++
+	}
 	it := m.NewIter()
 	for _, seek := range []struct {
 		name string
@@ -352,6 +361,7 @@ func checkSeek(t *testing.T, rng *rand.Rand, m *Memtable, model []entry, key str
 	}{
 		{"SeekGE", it.SeekGE, ge},
 		{"SeekLT", it.SeekLT, ge - 1},
+		{fmt.Sprintf("SeekGEVersion(seq %d)", seq), func(k []byte) bool { return it.SeekGEVersion(k, seq) }, gv},
 	} {
 		i := seek.want
 		ok := seek.do([]byte(key))

@@ -50,3 +50,20 @@ type RawValuer interface {
 	// the next move and must not be modified.
 	RawValue() (rec []byte, n int, ok bool)
 }
+
+// VersionSeeker is implemented by sources that can seek to a version of
+// a key in one search: memtable.Iter, whose memtable may hold any number
+// of versions of one key written after a reader's sequence number.
+// merge.Iter.SkipToVersion uses it, and steps sources that lack it.
+type VersionSeeker interface {
+	// SeekGEVersion moves to the first entry at or after the version seq
+	// of key in internal order: the newest version of key whose sequence
+	// number is at most seq or, if there is none, the first entry of the
+	// next user key.
+	SeekGEVersion(key []byte, seq uint64) bool
+}
+
+// VersionTrailer is the largest trailer of sequence number seq: no entry
+// of seq or below sorts before (key, VersionTrailer(seq)), and every
+// newer version of key does.
+func VersionTrailer(seq uint64) uint64 { return MakeTrailer(seq, 0xff) }

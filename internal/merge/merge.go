@@ -164,6 +164,32 @@ func (m *Iter) SkipTo(key []byte, skip func(i int) bool) {
 		func(it *item) bool { return bytes.Compare(it.key, key) < 0 })
 }
 
+// SkipToVersion moves forward the sources at versions of key newer than
+// seq to key's newest version at or below seq, or past key where a source
+// has none, and leaves the others where they are: a reader as of seq
+// passes the versions written after it in one search per source
+// (base.VersionSeeker) instead of one step per version. A source that
+// cannot seek to a version steps. Backward it does nothing, as SkipTo.
+func (m *Iter) SkipToVersion(key []byte, seq uint64) {
+	if m.reverse {
+		return
+	}
+	t := base.VersionTrailer(seq)
+	m.reposition(everySource, func(it *item) bool {
+		if s, ok := it.src.(base.VersionSeeker); ok {
+			return s.SeekGEVersion(key, seq)
+		}
+		for it.src.Next() {
+			if k, tr := it.src.InternalKey(); base.Compare(k, tr, key, t) >= 0 {
+				return true
+			}
+		}
+		return false
+	}, func(it *item) bool { return base.Compare(it.key, it.trailer, key, t) < 0 })
+}
+
+func everySource(int) bool { return true }
+
 // SkipBackTo is SkipTo moving backward: the selected sources leave every
 // user key at or above key, to their last entry below it.
 func (m *Iter) SkipBackTo(key []byte, skip func(i int) bool) {

@@ -117,3 +117,46 @@ func TestMergeDirectionChangeNeedsSeek(t *testing.T) {
 		t.Fatal("a seek clears ErrDirection")
 	}
 }
+
+// versionSource is a sliceSource that seeks to a version in one search
+// (base.VersionSeeker), as a memtable's iterator does.
+type versionSource struct{ sliceSource }
+
+func (s *versionSource) SeekGEVersion(k []byte, seq uint64) bool {
+	s.i, _ = slices.BinarySearchFunc(s.es, entry{string(k), seq, 0xff}, cmpEntry)
+	return s.ok()
+}
+
+// TestSkipToVersion: from a seek to a key, SkipToVersion lands where the
+// merged order has the key's newest version at or below seq (or the next
+// key), through sources that seek to a version and sources that step,
+// and the merge goes on from there in order.
+func TestSkipToVersion(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for trial := range 2000 {
+		srcs, all := randomSources(rng)
+		for i, s := range srcs {
+			if rng.IntN(2) == 0 {
+				srcs[i] = &versionSource{*s.(*sliceSource)}
+			}
+		}
+		m := New(srcs...)
+		k := fmt.Sprintf("k%02d", rng.IntN(32))
+		seq := rng.Uint64N(uint64(len(all) + 2))
+		m.SeekGE([]byte(k))
+		m.SkipToVersion([]byte(k), seq)
+		i, _ := slices.BinarySearchFunc(all, entry{k, seq, 0xff}, cmpEntry)
+		for ; i < len(all); i++ {
+			if !m.Valid() {
+				t.Fatalf("trial %d SkipToVersion(%s, %d): ran out, want %v", trial, k, seq, all[i])
+			}
+			if current(m) != all[i] {
+				t.Fatalf("trial %d SkipToVersion(%s, %d): at %v, want %v", trial, k, seq, current(m), all[i])
+			}
+			m.Next()
+		}
+		if m.Valid() || m.Error() != nil {
+			t.Fatalf("trial %d SkipToVersion(%s, %d): entries past the end, %v", trial, k, seq, m.Error())
+		}
+	}
+}
