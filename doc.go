@@ -107,10 +107,11 @@
 // written after it began, by another transaction or by a plain write.
 // So write skew, lost updates and phantoms are refused. Read-only
 // transactions (View) never conflict; nor do blind writes. The check is
-// made by the commit leader against an in-memory record of the keys
-// written since the oldest open transaction began; a transaction older
-// than that record's limit (64 MiB of keys) fails with ErrConflict
-// rather than commit unchecked. While no read-write transaction is open
+// made against an in-memory record of the keys written since the oldest
+// open transaction began: by the committing goroutine, then by the commit
+// leader for what committed meanwhile. A transaction older than that
+// record's limit (64 MiB: the keys, and about 200 bytes per commit group)
+// fails with ErrConflict rather than commit unchecked. While no read-write transaction is open
 // nothing is recorded. UpdateWith retries conflicts; CompareAndSet is a
 // transaction.
 //

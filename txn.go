@@ -52,8 +52,9 @@ var (
 // The check is conservative: a commit in a traversed range conflicts even
 // where the transaction's own writes hid that key from it, and so does a
 // transaction that began before the DB's record of writes reached its
-// limit (64 MiB of keys written while it was open), because it can no
-// longer be checked. A conflict is always safe to retry.
+// limit (64 MiB: the keys written while it was open, and about 200 bytes
+// per commit group), because it can no longer be checked. A conflict is
+// always safe to retry.
 //
 // Read-only transactions (NewTransaction(false), View) read a consistent
 // snapshot and never conflict; they are Snapshots with the Txn API.
@@ -412,6 +413,10 @@ func (t *Txn) mergeRuns(a, b []*pendingWrite) []*pendingWrite {
 // its iterators stay usable until closed.
 func (t *Txn) Commit() error { return t.commit(false) }
 
+// testHookPrevalidated, if set (by tests), runs in a commit between the
+// check outside commit leadership and the submission to the leader.
+var testHookPrevalidated func()
+
 func (t *Txn) commit(sync bool) error {
 	if err := t.usable(); err != nil {
 		return err
@@ -442,6 +447,12 @@ func (t *Txn) commit(sync bool) error {
 		reads = it.appendSpans(reads)
 	}
 	check := &txnCheck{readSeq: t.snap.seq, reads: mergeSpans(reads)}
+	if err := t.db.txns.prevalidate(check); err != nil {
+		return err
+	}
+	if testHookPrevalidated != nil {
+		testHookPrevalidated()
+	}
 	return t.db.commit.submitChecked(t.db, b, sync, check)
 }
 

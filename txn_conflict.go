@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/bloomkv/bloomkv/internal/base"
 	"github.com/bloomkv/bloomkv/internal/batch"
@@ -19,7 +20,9 @@ import (
 // leader, before it gives a transaction's batch a sequence number, checks
 // the transaction's reads against the writes committed after its read
 // sequence. The check and the sequence assignment happen under commit
-// leadership, so no write can slip in between them.
+// leadership, so no write can slip in between them. Most of the check
+// happens before, outside it (prevalidate): the committing goroutine checks
+// the groups recorded so far, and the leader only those recorded since.
 //
 // The history holds the written keys themselves, not fingerprints: a
 // fingerprint answers "was this key written?" but not "was any key in this
@@ -56,10 +59,14 @@ type txnState struct {
 	// history is the writes of the commit groups newer than the oldest
 	// open transaction's read sequence, oldest first.
 	history []*writeSet
+	dropped int // groups dropped from the front of history's array (dropLocked)
 	bytes   int // memory held by history, as writeSet.size counts it
 	// lost is the newest group dropped for txnHistoryLimit: a transaction
 	// whose read sequence is below it cannot be checked.
 	lost uint64
+	// leaderChecks counts the recorded groups the commit leader checked
+	// transactions against (validateLocked): its work, which tests bound.
+	leaderChecks int
 }
 
 // keySpan is a key range [start, end); a nil end is unbounded above, and
@@ -79,8 +86,12 @@ type writeSet struct {
 	// checking every key written, which made a commit group of g
 	// transactions O(g²) for its leader, as each was checked against the
 	// writes of those before it (2 s at g=10^4). Built by the first check
-	// that needs them, and extended by later ones, under txnState.mu: a
-	// write set no transaction checks costs nothing more.
+	// that needs them, and extended by later ones: a write set no
+	// transaction checks costs nothing more. The commit leader indexes
+	// the group it builds (admit) as it checks each transaction against
+	// it; once the set is in the history (sealed), transactions check it
+	// concurrently, outside txnState.mu (prevalidate), and the first to
+	// need the index builds the rest of it, once (indexOnce).
 	runs    [][]uint32
 	indexed int
 	ranges  []keySpan
@@ -95,7 +106,10 @@ type writeSet struct {
 	// probes counts the binary searches the checks against this set have
 	// made (of a key in the reads, a read in a run, a range in the reads):
 	// their work, which tests bound.
-	probes int
+	probes atomic.Int64
+
+	sealed    bool // in the history: complete, and read concurrently
+	indexOnce sync.Once
 }
 
 // rangeRun is a run of range deletions sorted by start, with maxEnd[i]
@@ -110,10 +124,13 @@ type rangeRun struct {
 
 // size is the memory ws holds, counted the same before and after the
 // first check indexes it (the history adds and takes back the same
-// number): a point key's end and place in a run, a range's span, its
-// copy in a run and its maxEnd.
+// number): the set itself and its place in the history, a point key's
+// end and place in a run, a range's span, its copy in a run and its
+// maxEnd. The set's own bytes matter: most groups write a key or two,
+// and counting 64 bytes for it let the history hold 2.7 times its limit
+// in single-write groups.
 func (ws *writeSet) size() int {
-	n := 64 + len(ws.keys) + 8*len(ws.ends)
+	n := int(unsafe.Sizeof(*ws)) + 8 + len(ws.keys) + 8*len(ws.ends)
 	for _, r := range ws.ranges {
 		n += 120 + len(r.start) + len(r.end)
 	}
@@ -228,8 +245,15 @@ func mergeRuns[T any](a, b []T, cmp func(T, T) int) []T {
 // conflicts reports whether ws wrote anything in reads (sorted, disjoint
 // spans: mergeSpans): each key and range looked up in reads, or, where
 // reads are fewer, each read looked up in the runs of keys and of ranges.
-// txnState.mu is held.
+// A set being built is checked by the commit leader alone; a sealed one
+// by any number of transactions at once, each after the one index build.
 func (ws *writeSet) conflicts(reads []keySpan) bool {
+	if ws.sealed {
+		ws.indexOnce.Do(func() {
+			ws.index()
+			ws.indexRanges()
+		})
+	}
 	scan := len(ws.ends) <= len(reads)
 	if !scan {
 		ws.index()
@@ -238,7 +262,7 @@ func (ws *writeSet) conflicts(reads []keySpan) bool {
 	if scan {
 		start := uint32(0)
 		for _, end := range ws.ends {
-			ws.probes++
+			ws.probes.Add(1)
 			if spansContain(reads, ws.keys[start:end]) {
 				return true
 			}
@@ -247,7 +271,7 @@ func (ws *writeSet) conflicts(reads []keySpan) bool {
 	} else {
 		for _, run := range ws.runs {
 			for _, r := range reads {
-				ws.probes++
+				ws.probes.Add(1)
 				// The first key at or after the read's start is the only
 				// candidate.
 				i, _ := slices.BinarySearchFunc(run, r.start, func(k uint32, start []byte) int {
@@ -272,7 +296,7 @@ func (ws *writeSet) rangesMeet(reads []keySpan) bool {
 	}
 	if scan {
 		for _, r := range ws.ranges {
-			ws.probes++
+			ws.probes.Add(1)
 			if spansOverlap(reads, r) {
 				return true
 			}
@@ -281,7 +305,7 @@ func (ws *writeSet) rangesMeet(reads []keySpan) bool {
 	}
 	for i := range ws.rangeRuns {
 		for _, r := range reads {
-			ws.probes++
+			ws.probes.Add(1)
 			if ws.rangeRuns[i].overlaps(r) {
 				return true
 			}
@@ -332,26 +356,76 @@ func (ts *txnState) admit(group []*commitReq, seq uint64) *writeSet {
 
 // validateLocked checks one transaction's reads against every write
 // committed after its read sequence: the history, then the group so far.
+// After prevalidate the history part is the groups recorded since it.
 func (ts *txnState) validateLocked(c *txnCheck, group *writeSet) error {
 	if len(c.reads) == 0 {
 		return nil // blind writes: nothing read can have changed
 	}
 	if c.readSeq < ts.lost {
-		return fmt.Errorf("%w: the transaction is older than the conflict history kept (%d bytes of keys written since it began)",
-			ErrConflict, txnHistoryLimit)
+		return errHistoryLost()
 	}
-	i, _ := slices.BinarySearchFunc(ts.history, c.readSeq+1, func(ws *writeSet, seq uint64) int {
-		return compareSeq(ws.seq, seq)
-	})
-	for _, ws := range ts.history[i:] {
+	for _, ws := range ts.history[ts.after(c.readSeq):] {
+		ts.leaderChecks++
 		if ws.conflicts(c.reads) {
-			return fmt.Errorf("%w: a key it read was written by a commit after it began", ErrConflict)
+			return errReadWritten
 		}
 	}
 	if group.conflicts(c.reads) {
-		return fmt.Errorf("%w: a key it read was written by a commit after it began", ErrConflict)
+		return errReadWritten
 	}
 	return nil
+}
+
+// prevalidate checks a transaction about to commit against the groups
+// the history holds now, outside commit leadership and outside ts.mu, and
+// moves c.readSeq up to the last of them: the leader then checks only the
+// groups recorded since (validateLocked), usually none or a few. Checked
+// by the leader alone, a transaction open while 10^5 single-write groups
+// committed held every writer 4-15 ms at its commit, and the check grows
+// with the groups, up to txnHistoryLimit.
+//
+// Sound because every group after an open transaction's read sequence is
+// recorded (txnState.active), in sequence order, and a recorded set never
+// changes; the groups it checked stay checked whatever is dropped after.
+func (ts *txnState) prevalidate(c *txnCheck) error {
+	if len(c.reads) == 0 {
+		return nil
+	}
+	ts.mu.Lock()
+	if c.readSeq < ts.lost {
+		ts.mu.Unlock()
+		return errHistoryLost()
+	}
+	h := ts.history[ts.after(c.readSeq):] // dropLocked leaves the array's entries alone
+	ts.mu.Unlock()
+	for _, ws := range h {
+		if ws.conflicts(c.reads) {
+			return errReadWritten
+		}
+	}
+	if len(h) > 0 {
+		c.readSeq = h[len(h)-1].seq
+	}
+	return nil
+}
+
+// after returns the index of the first group of the history newer than
+// seq.
+func (ts *txnState) after(seq uint64) int {
+	i, _ := slices.BinarySearchFunc(ts.history, seq+1, func(ws *writeSet, seq uint64) int {
+		return compareSeq(ws.seq, seq)
+	})
+	return i
+}
+
+// errReadWritten is the conflict of a transaction whose read was written.
+var errReadWritten = fmt.Errorf("%w: a key it read was written by a commit after it began", ErrConflict)
+
+// errHistoryLost is the conflict of a transaction the history no longer
+// covers.
+func errHistoryLost() error {
+	return fmt.Errorf("%w: the transaction is older than the conflict history kept (%d bytes of keys written since it began)",
+		ErrConflict, txnHistoryLimit)
 }
 
 func compareSeq(a, b uint64) int {
@@ -381,7 +455,7 @@ func (ts *txnState) record(ws *writeSet, payloads [][]byte, lastSeq uint64) {
 	if ws.empty() {
 		return
 	}
-	ws.seq = lastSeq
+	ws.seq, ws.sealed = lastSeq, true
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	if ts.open.Len() == 0 {
@@ -398,15 +472,22 @@ func (ts *txnState) record(ws *writeSet, payloads [][]byte, lastSeq uint64) {
 	ts.dropLocked(drop)
 }
 
-// dropLocked removes the first n groups of the history.
+// dropLocked removes the first n groups of the history. It does not
+// clear their entries in the array: a transaction may be reading them
+// outside ts.mu (prevalidate). The array is copied instead once more
+// groups were dropped from it than it holds, so that dropped groups are
+// not kept alive long: amortized O(1) a group.
 func (ts *txnState) dropLocked(n int) {
 	if n == 0 {
 		return
 	}
-	clear(ts.history[:n])
 	ts.history = ts.history[n:]
-	if len(ts.history) == 0 {
-		ts.history = nil // let append start a fresh array
+	ts.dropped += n
+	switch {
+	case len(ts.history) == 0:
+		ts.history, ts.dropped = nil, 0 // let append start a fresh array
+	case ts.dropped > len(ts.history):
+		ts.history, ts.dropped = slices.Clone(ts.history), 0
 	}
 }
 
