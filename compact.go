@@ -262,16 +262,28 @@ func segmentGarbage(p segment.Properties) uint64 {
 // open the merge drops all of it (its output counts 0), so it is not due
 // again until new garbage is written; releasing the last snapshot asks for
 // it (Snapshot.Close).
+//
+// What range tombstones cover in older segments (rangegarbage.go) counts
+// only once it is a memtable's worth of bytes: below that the flushes of a
+// store still written to merge it away with the rest soon enough, and one
+// that stops growing keeps at most that much. Counted at any size, a raft
+// log truncated every 1,000 entries made 66% more merges (113 against 68
+// over 3·10^5 appends), for garbage the policy's merges took anyway.
 func (db *DB) garbageMergeLocked() *compaction.Pick {
 	if db.snapshots.Len() > 0 {
 		return nil
 	}
+	covered := db.coveredBytesLocked() >= uint64(db.opts.MemtableSize)
 	var entries, garbage uint64
 	newest := -1
 	for i, s := range db.segments {
 		entries += s.meta.Entries
-		garbage += s.garbage
-		if newest < 0 && s.garbage > 0 {
+		g := s.garbage
+		if covered {
+			g += s.coveredGarbage()
+		}
+		garbage += g
+		if newest < 0 && g > 0 {
 			newest = i
 		}
 	}

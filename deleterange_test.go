@@ -287,9 +287,17 @@ func TestDeleteRangeDropsDeletedSegments(t *testing.T) {
 // stays readable; one tombstone further would drop it.
 func TestDeleteRangeKeepsSegmentAtExclusiveEnd(t *testing.T) {
 	o := smallOptions()
-	o.CompactionFanIn = 64 // the policy merges nothing here
+	o.CompactionFanIn = 64   // the policy merges nothing here
+	o.MemtableSize = 1 << 20 // a segment per Flush
 	db := mustOpen(t, t.TempDir(), o)
 	defer db.Close()
+	// An older segment of keys no tombstone covers, so that what the
+	// tombstone covers stays below the garbage merge's share
+	// (garbageDensity) and no merge takes the segments together.
+	for i := range 500 {
+		mustDo(t, db.Put(fmt.Appendf(nil, "a%04d", i), []byte("v")))
+	}
+	mustDo(t, db.Flush())
 	for i := range 100 {
 		mustDo(t, db.Put(fmt.Appendf(nil, "k%04d", i), []byte("v")))
 	}
@@ -298,20 +306,20 @@ func TestDeleteRangeKeepsSegmentAtExclusiveEnd(t *testing.T) {
 	mustDo(t, db.Put([]byte("z"), []byte("v"))) // the tombstone's segment holds a key: no point of it is covered
 	mustDo(t, db.Flush())
 	mustDo(t, db.WaitForCompactions(context.Background()))
-	if n := db.Stats().Segments; n != 2 {
-		t.Fatalf("%d segments, want 2: the one holding k0099, the end of the deleted range, stays", n)
+	if n := db.Stats().Segments; n != 3 {
+		t.Fatalf("%d segments, want 3: the one holding k0099, the end of the deleted range, stays", n)
 	}
 	if v, err := db.Get([]byte("k0099")); err != nil || string(v) != "v" {
 		t.Fatalf("Get(k0099), the tombstone's exclusive end: %q, %v", v, err)
 	}
-	if got := keysOf(t, db.NewIterator); len(got) != 2 || got[0] != "k0099" {
-		t.Fatalf("keys %v, want k0099 and z", got)
+	if got := keysOf(t, db.NewIterator); len(got) != 502 || got[500] != "k0099" || got[501] != "z" {
+		t.Fatalf("%d keys, want 500 a-keys, k0099 and z", len(got))
 	}
 	mustDo(t, db.DeleteRange([]byte("k0099"), []byte("k0100")))
 	mustDo(t, db.Flush())
 	mustDo(t, db.WaitForCompactions(context.Background()))
-	if got := keysOf(t, db.NewIterator); len(got) != 1 || got[0] != "z" {
-		t.Fatalf("keys %v after the last key was deleted too, want z", got)
+	if got := keysOf(t, db.NewIterator); len(got) != 501 || got[500] != "z" {
+		t.Fatalf("%d keys after the last key was deleted too, want 500 a-keys and z", len(got))
 	}
 	if last := db.Stats().RecentCompactions; len(last) == 0 || !last[len(last)-1].DeleteOnly {
 		t.Fatalf("compactions %+v: want the fully deleted segment dropped without a merge", last)

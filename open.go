@@ -210,6 +210,7 @@ func (db *DB) loadSegments(state manifest.State) error {
 	for _, s := range db.segments {
 		db.lastSeq = max(db.lastSeq, s.meta.MaxSeq)
 	}
+	db.loadCoverage()
 	return nil
 }
 

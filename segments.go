@@ -19,19 +19,23 @@ import (
 // memory) and its manifest entry. The DB holds one reference while the
 // segment is live, each read state one more.
 type segHandle struct {
-	refs     atomic.Int32
-	meta     base.SegmentMeta
-	name     string // file name, for errors
-	path     string
-	fs       vfs.FS
-	file     vfs.File
-	mapped   []byte // the file mapped read-only, nil with Options.DisableMmap
-	folds    int    // halvings of the resident filter (filter budget); db.mu
-	reader   *segment.Reader
-	garbage  uint64      // segmentGarbage of its properties, for garbageMergeLocked
-	obsolete atomic.Bool // remove the file when the last reference goes
-	logger   *slog.Logger
-	closer   *closer // closes it when the last reference goes; nil: unref does
+	refs    atomic.Int32
+	meta    base.SegmentMeta
+	name    string // file name, for errors
+	path    string
+	fs      vfs.FS
+	file    vfs.File
+	mapped  []byte // the file mapped read-only, nil with Options.DisableMmap
+	folds   int    // halvings of the resident filter (filter budget); db.mu
+	reader  *segment.Reader
+	garbage uint64 // segmentGarbage of its properties, for garbageMergeLocked
+	// coversOlder estimates what its range tombstones cover in the live
+	// segments older than it (rangegarbage.go), for garbageMergeLocked;
+	// db.mu, set before the handle is installed.
+	coversOlder []coverage
+	obsolete    atomic.Bool // remove the file when the last reference goes
+	logger      *slog.Logger
+	closer      *closer // closes it when the last reference goes; nil: unref does
 }
 
 // closer closes segments whose last reference is gone, in a goroutine of

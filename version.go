@@ -39,6 +39,7 @@ type shapeEdit struct {
 // segment's file stays (the next Open removes it if the commit did not
 // land), its handle is released, and nothing changes in memory.
 func (db *DB) logAndApply(e shapeEdit) error {
+	own, newer := db.coverageFor(&e)
 	if err := db.manifest.Apply(e.Edit); err != nil {
 		if e.added != nil {
 			e.added.unref()
@@ -47,6 +48,9 @@ func (db *DB) logAndApply(e shapeEdit) error {
 	}
 	db.mu.Lock()
 	defer db.mu.Unlock()
+	if e.added != nil {
+		db.installCoverageLocked(e.added, own, newer)
+	}
 	db.installLocked(e)
 	return nil
 }
@@ -84,9 +88,12 @@ func (db *DB) installLocked(e shapeEdit) {
 	if e.mem != nil {
 		db.mem = e.mem
 	}
-	db.segmentsChangedLocked()
 	for _, s := range e.removed {
 		s.obsolete.Store(true)
+	}
+	db.pruneCoverageLocked()
+	db.segmentsChangedLocked()
+	for _, s := range e.removed {
 		s.unref() // the DB's reference
 	}
 }

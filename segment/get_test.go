@@ -2,6 +2,7 @@ package segment
 
 import (
 	"bytes"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 
@@ -60,6 +61,48 @@ func TestKeyHeadOrder(t *testing.T) {
 		ha, hb := keyHead(a), keyHead(b)
 		if ha < hb && bytes.Compare(a, b) >= 0 || ha > hb && bytes.Compare(a, b) <= 0 {
 			t.Fatalf("keyHead(%x) = %x, keyHead(%x) = %x: heads disagree with the keys' order", a, ha, b, hb)
+		}
+	}
+}
+
+// TestEntriesBetween: the index's estimate of the entries in a key range
+// is within a block of the count, adds up over adjacent ranges (to within
+// rounding), and is 0
+// for a range outside the segment's keys or within one block.
+func TestEntriesBetween(t *testing.T) {
+	const n = 5000
+	var es []entry
+	for i := range n {
+		es = append(es, entry{key: fmt.Appendf(nil, "k%05d", i), seq: uint64(i + 1), kind: base.KindPut, value: make([]byte, 40)})
+	}
+	data, _ := writeSegment(t, es, WriterOptions{BlockSize: 1024})
+	r := openSegment(t, data, ReaderOptions{Name: "e.seg"})
+	perBlock := uint64(n / r.Blocks())
+	key := func(i int) []byte { return fmt.Appendf(nil, "k%05d", i) }
+	for _, c := range []struct{ lo, hi int }{{0, n}, {0, 100}, {1234, 4321}, {4000, n}, {-1, n + 1}} {
+		lo, hi := []byte("a"), []byte("z")
+		if c.lo >= 0 {
+			lo = key(c.lo)
+		}
+		if c.hi <= n {
+			hi = key(c.hi)
+		}
+		want := uint64(min(c.hi, n) - max(c.lo, 0))
+		got := r.EntriesBetween(lo, hi)
+		if got+perBlock+1 < want || got > want+perBlock+1 {
+			t.Errorf("EntriesBetween(%s, %s) = %d, want %d within a block (%d)", lo, hi, got, want, perBlock)
+		}
+		mid := key((max(c.lo, 0) + min(c.hi, n)) / 2)
+		if sum := r.EntriesBetween(lo, mid) + r.EntriesBetween(mid, hi); sum > got || sum+1 < got {
+			t.Errorf("EntriesBetween(%s, %s) = %d is not the sum over [%s, %s) and [%s, %s)", lo, hi, got, lo, mid, mid, hi)
+		}
+	}
+	if got := r.EntriesBetween(key(0), nil); got != n {
+		t.Errorf("EntriesBetween(first key, nil) = %d, want %d", got, n)
+	}
+	for _, span := range [][2][]byte{{[]byte("a"), []byte("b")}, {[]byte("l"), nil}, {key(10), key(11)}} {
+		if got := r.EntriesBetween(span[0], span[1]); got != 0 {
+			t.Errorf("EntriesBetween(%q, %q) = %d, want 0", span[0], span[1], got)
 		}
 	}
 }

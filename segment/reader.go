@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/bits"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -971,6 +972,30 @@ func (r *Reader) Properties() Properties { return r.props }
 
 // Blocks returns the number of data blocks.
 func (r *Reader) Blocks() int { return len(r.index) }
+
+// EntriesBetween estimates how many entries have a user key in [start,
+// end) (a nil end: no upper bound) from the index alone: the data blocks
+// from the one that may hold start to the one that may hold end, at the
+// segment's mean entries per block. A range within one block counts none.
+// Adjacent ranges add up to the estimate of their union, to within the
+// rounding down of each. No block is read.
+func (r *Reader) EntriesBetween(start, end []byte) uint64 {
+	if len(r.index) == 0 {
+		return 0
+	}
+	i, j := r.searchIndex(start, maxTrailer), len(r.index)
+	if end != nil {
+		j = r.searchIndex(end, maxTrailer)
+	}
+	if j <= i {
+		return 0
+	}
+	// In 128 bits: a hostile file's entry count times the blocks could
+	// overflow 64. The quotient is at most the entry count.
+	hi, lo := bits.Mul64(uint64(j-i), r.props.Entries)
+	q, _ := bits.Div64(hi, lo, uint64(len(r.index)))
+	return q
+}
 
 // Filter returns the segment's Bloom filter as stored in the file, or nil
 // if it has none. It aliases the Reader's memory or the file's mapping: do

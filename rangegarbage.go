@@ -1,0 +1,178 @@
+package bloomkv
+
+import (
+	"bytes"
+	"slices"
+	"sort"
+
+	"github.com/bloomkv/bloomkv/internal/rangedel"
+)
+
+// The puts a range tombstone covers in segments older than its own stay
+// on disk until one merge takes the tombstone and them together. The
+// size-tiered policy merges segments of like size, so a DeleteRange of
+// most of a store that then stops growing kept its old data forever: 90%
+// of 3·10^5 keys deleted, the disk still held all 38 MB. Each segment
+// therefore carries an estimate of what its range tombstones cover in the
+// live segments older than it (coversOlder), which the garbage merge counts
+// (garbageMergeLocked) beside the garbage a segment holds itself, once it
+// is a memtable's worth of bytes; the merge it starts, from the newest
+// segment with garbage down to the oldest, takes the tombstones and what
+// they cover together.
+//
+// The estimate is per older segment, so that it follows the live set: a
+// segment that leaves it (merged, or dropped whole by a delete-only
+// compaction) takes its share with it (pruneCoverageLocked), and a merge's
+// output, installed older than a tombstone's segment, gets its share from
+// that segment anew (coverageFor). A raft log truncated by DeleteRange
+// drops whole old segments without a merge; only what partly covered
+// segments keep counts.
+
+// coverage is an estimate of how many entries of the segment older hold
+// keys that range tombstones of a newer segment cover.
+type coverage struct {
+	older *segHandle
+	n     uint64
+}
+
+// coveredBy is coverage seen from the older segment: the newer segment
+// whose range tombstones cover about n of its entries.
+type coveredBy struct {
+	newer *segHandle
+	n     uint64
+}
+
+// coveredEntries estimates how many entries of s the fragments of rd
+// cover, from s's index (segment.Reader.EntriesBetween): only fragments
+// that meet s's key range and are newer than its oldest entry count, and
+// the result is at most s's entries.
+func coveredEntries(rd *rangedel.List, s *segHandle) uint64 {
+	frags := rd.Fragments()
+	i := sort.Search(len(frags), func(i int) bool { return bytes.Compare(frags[i].End, s.meta.Smallest) > 0 })
+	var n uint64
+	for _, f := range frags[i:] {
+		if bytes.Compare(f.Start, s.meta.Largest) > 0 {
+			break
+		}
+		if len(f.Seqs) > 0 && f.Seqs[0] > s.meta.MinSeq {
+			n += s.reader.EntriesBetween(f.Start, f.End)
+		}
+	}
+	return min(n, s.meta.Entries)
+}
+
+// coverageFor estimates, outside db.mu, what the range tombstones of the
+// segment e adds cover of the live segments older than it (own: its
+// coversOlder), and what those of the live segments newer than it cover of it
+// (newer: the segment whose tombstones cover, and how much). The segments
+// read are referenced meanwhile. A segment the live set loses before e is
+// installed is pruned then.
+func (db *DB) coverageFor(e *shapeEdit) (own []coverage, newer []coveredBy) {
+	x := e.added
+	if x == nil {
+		return nil, nil
+	}
+	gone := make(map[*segHandle]bool, len(e.removed))
+	for _, s := range e.removed {
+		gone[s] = true
+	}
+	db.mu.Lock()
+	// x takes the place of the newest segment e removes (the front if
+	// none): the segments before that are newer, those after the last
+	// removed one older.
+	first, last := len(db.segments), -1
+	for i, s := range db.segments {
+		if gone[s] {
+			first, last = min(first, i), i
+		}
+	}
+	if last < 0 {
+		first, last = 0, -1
+	}
+	var above, below []*segHandle
+	for _, s := range db.segments[:first] {
+		if !s.reader.RangeDels().Empty() {
+			above = append(above, s)
+		}
+	}
+	if !x.reader.RangeDels().Empty() {
+		below = db.segments[last+1:]
+	}
+	refs := append(append([]*segHandle(nil), above...), below...)
+	for _, s := range refs {
+		s.refs.Add(1)
+	}
+	db.mu.Unlock()
+	defer unrefAll(refs)
+
+	for _, s := range below {
+		if n := coveredEntries(x.reader.RangeDels(), s); n > 0 {
+			own = append(own, coverage{s, n})
+		}
+	}
+	for _, s := range above {
+		if n := coveredEntries(s.reader.RangeDels(), x); n > 0 {
+			newer = append(newer, coveredBy{s, n})
+		}
+	}
+	return own, newer
+}
+
+// installCoverageLocked records what coverageFor found for the segment
+// an edit added: its own estimates, and the newer segments' estimates of
+// it (a newer segment the live set lost meanwhile gets nothing).
+func (db *DB) installCoverageLocked(x *segHandle, own []coverage, newer []coveredBy) {
+	x.coversOlder = own
+	for _, c := range newer {
+		if !c.newer.obsolete.Load() {
+			c.newer.coversOlder = append(c.newer.coversOlder, coverage{x, c.n})
+		}
+	}
+}
+
+// pruneCoverageLocked drops the estimates of segments no longer live, so
+// that they stop counting and their handles are not kept reachable.
+func (db *DB) pruneCoverageLocked() {
+	for _, s := range db.segments {
+		s.coversOlder = slices.DeleteFunc(s.coversOlder, func(c coverage) bool { return c.older.obsolete.Load() })
+	}
+}
+
+// coveredGarbage is the estimate of what s's range tombstones cover in
+// the live segments older than it. db.mu must be held.
+func (s *segHandle) coveredGarbage() uint64 {
+	var n uint64
+	for _, c := range s.coversOlder {
+		n += c.n
+	}
+	return n
+}
+
+// coveredBytesLocked estimates the bytes the live segments' range
+// tombstones cover in older live segments: each estimate of entries at its
+// segment's mean bytes per entry. db.mu must be held.
+func (db *DB) coveredBytesLocked() uint64 {
+	var b uint64
+	for _, s := range db.segments {
+		for _, c := range s.coversOlder {
+			b += c.n * (uint64(max(c.older.meta.Size, 0)) / max(c.older.meta.Entries, 1))
+		}
+	}
+	return b
+}
+
+// loadCoverage computes every segment's estimates at Open, when the live
+// segments are loaded and nothing else runs.
+func (db *DB) loadCoverage() {
+	for i, s := range db.segments {
+		rd := s.reader.RangeDels()
+		if rd.Empty() {
+			continue
+		}
+		for _, o := range db.segments[i+1:] {
+			if n := coveredEntries(rd, o); n > 0 {
+				s.coversOlder = append(s.coversOlder, coverage{o, n})
+			}
+		}
+	}
+}
