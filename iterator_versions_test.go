@@ -40,6 +40,29 @@ func scanPastHotKey(t testing.TB, it *Iterator, v int) {
 	}
 }
 
+// scansWithin runs scans and fails t if they took over 200 ms of CPU
+// time (2 s under -race and the invariants build, where each Key and
+// Value is a guarded copy): a wide margin over the few milliseconds they
+// take, far under the seconds of a step per version. CPU time, as the
+// hostile input tests bound theirs: steps have no counter.
+func scansWithin(t *testing.T, what string, scans func()) {
+	t.Helper()
+	cpu, start := cpuSeconds(), time.Now()
+	scans()
+	used := time.Duration((cpuSeconds() - cpu) * float64(time.Second))
+	if used <= 0 { // no CPU clock on this platform
+		used = time.Since(start)
+	}
+	t.Logf("%s: %v", what, used)
+	limit := 200 * time.Millisecond
+	if raceEnabled || invariants.Enabled {
+		limit *= 10
+	}
+	if used > limit {
+		t.Errorf("%s took %v, want under %v", what, used, limit)
+	}
+}
+
 // TestScanPastManyVersions: a step past a key, either way, steps over a
 // few of its versions, then seeks past the rest, so its cost does not
 // grow with the versions the memtable holds. Stepping over each, a scan
@@ -58,22 +81,11 @@ func TestScanPastManyVersions(t *testing.T) {
 	}
 	defer it.Close()
 	scanPastHotKey(t, it, v) // the first, untimed
-	cpu, start := cpuSeconds(), time.Now()
-	for range scans {
-		scanPastHotKey(t, it, v)
-	}
-	used := time.Duration((cpuSeconds() - cpu) * float64(time.Second))
-	if used <= 0 { // no CPU clock on this platform
-		used = time.Since(start)
-	}
-	t.Logf("%d scans past a key of %d versions: %v", scans, v, used)
-	limit := 200 * time.Millisecond
-	if raceEnabled || invariants.Enabled { // each Key and Value a guarded copy there
-		limit *= 10
-	}
-	if used > limit {
-		t.Errorf("%d scans past a key of %d versions took %v, want under %v", scans, v, used, limit)
-	}
+	scansWithin(t, fmt.Sprintf("%d scans past a key of %d versions", scans, v), func() {
+		for range scans {
+			scanPastHotKey(t, it, v)
+		}
+	})
 	// Backward, then forward again: the turn seeks past the key too.
 	if !it.SeekLT([]byte("c")) || !bytes.Equal(it.Key(), []byte("b")) || !it.Next() || !bytes.Equal(it.Key(), []byte("c")) {
 		t.Fatalf("turn at the hot key: at %q, %v", it.Key(), it.Error())
@@ -127,22 +139,11 @@ func TestScanPastNewerVersions(t *testing.T) {
 	}
 	mustDo(t, db.Delete([]byte("b")))
 	scanPastHotKey(t, it, 1) // the first, untimed
-	cpu, start := cpuSeconds(), time.Now()
-	for range scans {
-		scanPastHotKey(t, it, 1)
-	}
-	used := time.Duration((cpuSeconds() - cpu) * float64(time.Second))
-	if used <= 0 { // no CPU clock on this platform
-		used = time.Since(start)
-	}
-	t.Logf("%d scans past a key of %d versions newer than the Iterator: %v", scans, v, used)
-	limit := 200 * time.Millisecond
-	if raceEnabled || invariants.Enabled { // each Key and Value a guarded copy there
-		limit *= 10
-	}
-	if used > limit {
-		t.Errorf("%d scans past a key of %d versions newer than the Iterator took %v, want under %v", scans, v, used, limit)
-	}
+	scansWithin(t, fmt.Sprintf("%d scans past a key of %d versions newer than the Iterator", scans, v), func() {
+		for range scans {
+			scanPastHotKey(t, it, 1)
+		}
+	})
 	// A seek to the key itself, and a turn at it, show the version seen.
 	if !it.Seek([]byte("b")) || string(it.Key()) != "b" || string(it.Value()) != "0" ||
 		!it.Prev() || string(it.Key()) != "a" || !it.Next() || string(it.Key()) != "b" || string(it.Value()) != "0" {
