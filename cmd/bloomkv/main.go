@@ -19,10 +19,12 @@
 // the store: they open it read-only (the WALs are replayed into memory
 // only), share it with other readers and refuse it while a writer has it
 // open. put, delete and compact open it for writing, so they refuse it
-// while anyone else has it open. dump reads one file without the store's
-// lock. Every command takes -json. The usage text (bloomkv -h) documents
-// the output encodings and the exit status: 0 ok, 1 not found, 2 usage,
-// 3 cannot open or read, 4 corrupt.
+// while anyone else has it open. dump segment and dump wal read one file
+// without the store's lock; dump manifest reads it under bbolt's shared
+// lock, so it too is refused while a writer has the store open. Every
+// command takes -json. The usage text (bloomkv -h) documents the output
+// encodings and the exit status: 0 ok, 1 not found, 2 usage, 3 cannot
+// open or read, 4 corrupt.
 package main
 
 import (
@@ -94,8 +96,9 @@ files and build:
   dump [-hex] [-json] segment|wal|manifest FILE
         decode one file: a segment's properties, range tombstones and
         entries (key, seq, kind, value); a WAL's records and their
-        operations; the manifest's counters and live segments. It takes
-        no lock and changes nothing.
+        operations; the manifest's counters and live segments. It
+        changes nothing; segment and wal take no lock, manifest reads
+        under bbolt's shared lock (refused while a writer has the store).
   version [-json]
         print the module version, the Go version, and the on-disk format
         versions this build writes and reads
