@@ -2,7 +2,6 @@ package bloomkv
 
 import (
 	"bytes"
-	"encoding/binary"
 	"fmt"
 
 	"github.com/bloomkv/bloomkv/internal/base"
@@ -78,7 +77,7 @@ func (b *Batch) add(kind base.Kind, key, value []byte, invalid error) error {
 		b.err = invalid
 		return invalid
 	}
-	if max(len(b.data), batch.HeaderLen)+1+2*binary.MaxVarintLen32+len(key)+len(value) > MaxBatchSize {
+	if b.Size()+batch.OpSize(kind, len(key), len(value)) > MaxBatchSize {
 		b.err = fmt.Errorf("%w: batch would exceed %d bytes", ErrBatchTooLarge, MaxBatchSize)
 		return b.err
 	}

@@ -114,6 +114,32 @@ func TestLargestLegalInputs(t *testing.T) {
 		fill byte
 		size int
 	}
+	t.Run("transaction past MaxBatchSize", func(t *testing.T) {
+		// Each write fits, together they do not: Commit refuses the
+		// batch they would make, writes none of them, and the store goes
+		// on taking writes.
+		db := mustOpen(t, t.TempDir(), nil)
+		defer db.Close()
+		txn := db.NewTransaction(true)
+		defer txn.Discard()
+		v := bigValue('T')
+		n := 0
+		for size := batch.HeaderLen; size <= MaxBatchSize; n++ {
+			mustDo(t, txn.Put(bigKey(byte('a'+n)), v))
+			size += batch.OpSize(base.KindPut, MaxKeySize, MaxValueSize)
+		}
+		v = nil
+		if err := txn.Commit(); !errors.Is(err, ErrBatchTooLarge) {
+			t.Fatalf("Commit of %d largest entries: %v, want ErrBatchTooLarge", n, err)
+		}
+		txn = nil
+		for i := range n {
+			if _, err := db.Get(bigKey(byte('a' + i))); !errors.Is(err, ErrNotFound) {
+				t.Fatalf("key %d of the refused transaction: %v, want ErrNotFound", i, err)
+			}
+		}
+		mustDo(t, db.Put([]byte("after"), []byte("v")))
+	})
 	for _, tc := range []struct{ sync, mmap bool }{{false, true}, {true, false}} {
 		t.Run(fmt.Sprintf("sync=%v,mmap=%v", tc.sync, tc.mmap), func(t *testing.T) {
 			dir := t.TempDir()
@@ -127,20 +153,49 @@ func TestLargestLegalInputs(t *testing.T) {
 			mustDo(t, db.Put([]byte("small"), []byte("v")))
 			want["small"] = value{'v', 1}
 			mustDo(t, db.Flush())
-			// A batch close to MaxBatchSize, left in the WAL for recovery.
+			// A batch of exactly MaxBatchSize, left in the WAL for
+			// recovery: largest entries while they fit, then one whose
+			// value fills the rest to the last byte.
 			b := NewBatch()
-			for c := byte('b'); ; c++ {
-				next := b.Size() + 1 + 2*binary.MaxVarintLen32 + MaxKeySize + MaxValueSize
-				if next > MaxBatchSize {
-					break
-				}
-				b.Put(bigKey(c), bigValue(c-'a'+'A'))
+			c := byte('b')
+			for ; b.Size()+batch.OpSize(base.KindPut, MaxKeySize, MaxValueSize) <= MaxBatchSize; c++ {
+				mustDo(t, b.Put(bigKey(c), bigValue(c-'a'+'A')))
 				want[string(bigKey(c))] = value{c - 'a' + 'A', MaxValueSize}
 			}
 			if b.Len() < 7 {
 				t.Fatalf("batch holds %d entries", b.Len())
 			}
+			fill := MaxBatchSize - b.Size() // less the operation's framing:
+			for batch.OpSize(base.KindPut, MaxKeySize, fill) > MaxBatchSize-b.Size() {
+				fill--
+			}
+			if fill >= MaxValueSize {
+				t.Fatalf("the rest of the batch (%d bytes) takes more than one value", fill)
+			}
+			// One byte more than fits is refused, and leaves the batch as
+			// it was (the sticky error is cleared here only to go on).
+			size := b.Size()
+			if err := b.Put(bigKey(c), bigValue(c - 'a' + 'A')[:fill+1]); !errors.Is(err, ErrBatchTooLarge) {
+				t.Fatalf("a batch one byte past MaxBatchSize: %v, want ErrBatchTooLarge", err)
+			}
+			if b.Size() != size {
+				t.Fatalf("the refused operation grew the batch from %d to %d bytes", size, b.Size())
+			}
+			b.err = nil
+			mustDo(t, b.Put(bigKey(c), bigValue(c - 'a' + 'A')[:fill]))
+			want[string(bigKey(c))] = value{c - 'a' + 'A', fill}
+			if b.Size() != MaxBatchSize {
+				t.Fatalf("batch of %d bytes, want exactly MaxBatchSize (%d)", b.Size(), MaxBatchSize)
+			}
 			mustDo(t, db.Write(b))
+			// Full to the last byte: any further operation is refused, by
+			// the call that adds it and by Write, which writes nothing.
+			if err := b.Delete([]byte("over")); !errors.Is(err, ErrBatchTooLarge) {
+				t.Fatalf("an operation past a full batch: %v, want ErrBatchTooLarge", err)
+			}
+			if err := db.Write(b); !errors.Is(err, ErrBatchTooLarge) {
+				t.Fatalf("Write of a batch past MaxBatchSize: %v, want ErrBatchTooLarge", err)
+			}
 			b = nil
 			// Too large by one byte: refused before anything is written.
 			if err := db.Put([]byte("k"), make([]byte, MaxValueSize+1)); !errors.Is(err, ErrValueTooLarge) {

@@ -23,6 +23,17 @@ import (
 // HeaderLen is the size of the record header: seq and count.
 const HeaderLen = 12
 
+// OpSize is the number of bytes AppendOp adds for an operation of kind
+// with a key of keyLen bytes and a value (or range end) of valueLen
+// bytes: exactly, so that a batch may fill a record to its last byte.
+func OpSize(kind base.Kind, keyLen, valueLen int) int {
+	n := 1 + uvarintLen(uint64(keyLen)) + keyLen
+	if kind != base.KindDelete {
+		n += uvarintLen(uint64(valueLen)) + valueLen
+	}
+	return n
+}
+
 // AppendOp appends one operation to rec, writing an empty header first if
 // rec is empty. value is left out for a deletion.
 func AppendOp(rec []byte, kind base.Kind, key, value []byte) []byte {

@@ -212,3 +212,32 @@ func TestRecordLayout(t *testing.T) {
 		t.Errorf("record = %v, want %v", rec, want)
 	}
 }
+
+// TestOpSize: OpSize is exactly what AppendOp adds, on both sides of every
+// uvarint length boundary up to the largest value, since the root
+// package's Batch lets a batch grow to the last byte of MaxBatchSize by it.
+func TestOpSize(t *testing.T) {
+	lens := []int{0, 1}
+	for n := 1 << 7; n <= base.MaxValueSize; n <<= 7 {
+		lens = append(lens, n-1, n)
+	}
+	lens = append(lens, base.MaxKeySize, base.MaxValueSize)
+	buf := make([]byte, base.MaxValueSize)
+	out := make([]byte, HeaderLen, HeaderLen+base.MaxKeySize+base.MaxValueSize+16)
+	for _, kind := range []base.Kind{base.KindPut, base.KindDelete, base.KindRangeDelete} {
+		for _, k := range lens {
+			if k > base.MaxKeySize {
+				continue
+			}
+			for _, v := range lens {
+				if kind == base.KindDelete && v > 0 {
+					continue
+				}
+				rec := AppendOp(out[:HeaderLen], kind, buf[:k], buf[:v])
+				if got, want := OpSize(kind, k, v), len(rec)-HeaderLen; got != want {
+					t.Errorf("OpSize(%v, %d, %d) = %d, AppendOp added %d", kind, k, v, got, want)
+				}
+			}
+		}
+	}
+}
