@@ -785,3 +785,79 @@ func TestCorruptErrorExported(t *testing.T) {
 		t.Fatalf("errors.As(%v) found %+v", err, ce)
 	}
 }
+
+// TestFailedCreateNeverBricks fails an Open that creates a store (in a
+// missing directory and in an empty one) at each of its file operations:
+// each kind of operation failing once in turn, and the disk failing every
+// operation from each step on. The Open reports the failure, and what it
+// leaves (a LOCK file, an empty MANIFEST or one at its temporary name, an
+// empty WAL) is never taken for a foreign directory or damage: the next
+// Open on a healthy file system makes or opens an empty store that takes
+// writes and reopens with them.
+func TestFailedCreateNeverBricks(t *testing.T) {
+	create := func(fs *errorfs.FS) (string, error) {
+		dir := filepath.Join(t.TempDir(), "store")
+		db, err := Open(dir, &Options{FS: fs})
+		if err == nil {
+			err = db.Close()
+		}
+		return dir, err
+	}
+	var faults []errorfs.Fault
+	for _, op := range []vfs.Op{vfs.OpMkdir, vfs.OpCreate, vfs.OpWrite, vfs.OpSync, vfs.OpSyncDir,
+		vfs.OpLink, vfs.OpRemove, vfs.OpCommit, vfs.OpAny} {
+		fs := errorfs.New(vfs.Default)
+		_, err := create(fs)
+		mustDo(t, err)
+		n := fs.Count(op)
+		if n == 0 {
+			t.Fatalf("creating a store performs no %v", op)
+		}
+		for k := 1; k <= n; k++ {
+			faults = append(faults, errorfs.Fault{Ops: op, Nth: k, Sticky: op == vfs.OpAny, Err: syscall.EIO})
+		}
+	}
+	failed := 0
+	for _, f := range faults {
+		for _, missing := range []bool{true, false} {
+			what := fmt.Sprintf("%+v (directory missing: %v)", f, missing)
+			fs := errorfs.New(vfs.Default)
+			fs.SetFault(f)
+			dir := filepath.Join(t.TempDir(), "store")
+			if !missing {
+				mustDo(t, os.Mkdir(dir, 0o755))
+			}
+			db, err := Open(dir, &Options{FS: fs})
+			if err == nil {
+				err = db.Close()
+			}
+			if fs.Fired() == 0 && err != nil {
+				t.Fatalf("%s: Open failed with no fault fired: %v", what, err)
+			}
+			if fs.Fired() > 0 {
+				if err == nil {
+					t.Fatalf("%s: the failure fired, yet Open and Close succeeded", what)
+				}
+				if !errors.Is(err, syscall.EIO) {
+					t.Fatalf("%s: Open = %v, want the injected EIO", what, err)
+				}
+				failed++
+			}
+			db, err = Open(dir, nil)
+			if err != nil {
+				t.Fatalf("%s: Open after the failed creation: %v", what, err)
+			}
+			if _, err := db.Get([]byte("k")); !errors.Is(err, ErrNotFound) {
+				t.Fatalf("%s: the store a failed creation left holds k: %v", what, err)
+			}
+			mustDo(t, db.Put([]byte("k"), []byte("v")))
+			mustDo(t, db.Close())
+			db = mustOpen(t, dir, nil)
+			if v, err := db.Get([]byte("k")); err != nil || string(v) != "v" {
+				t.Fatalf("%s: after reopening, k = %q, %v", what, v, err)
+			}
+			mustDo(t, db.Close())
+		}
+	}
+	t.Logf("%d failed creations, each reopened", failed)
+}
