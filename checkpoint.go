@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -25,12 +26,13 @@ var ErrCheckpointExists = errors.New("bloomkv: checkpoint destination is not emp
 // system allows and copied otherwise; the WALs holding writes not yet in a
 // segment are copied up to that moment, and a new manifest describes the
 // copy. Everything is synced before Checkpoint returns. A dir inside the
-// store's own directory is refused (an error matching fs.ErrInvalid).
+// store's own directory, by any name (symbolic links included), is
+// refused (an error matching fs.ErrInvalid).
 //
 // A failed Checkpoint may leave a partial copy in dir (never a store that
 // opens as complete: the manifest is written last); remove it.
 func (db *DB) Checkpoint(dir string) error {
-	if inside, err := within(db.dir, dir); err != nil || inside {
+	if inside, err := within(db.fs, db.dir, dir); err != nil || inside {
 		if err == nil {
 			err = fs.ErrInvalid
 		}
@@ -53,10 +55,14 @@ func (db *DB) Checkpoint(dir string) error {
 	return nil
 }
 
-// within reports whether path is dir or lies below it, comparing absolute,
-// cleaned paths (a checkpoint there would copy the store into itself, and
-// the next Open would find foreign files in it).
-func within(dir, path string) (bool, error) {
+// within reports whether path is dir or lies below it (a checkpoint there
+// would copy the store into itself, and the next Open would find foreign
+// files in it): by their absolute, cleaned names, and then by the files
+// themselves, where fsys's Stat tells them apart (the operating system's
+// does), so that a symbolic link to dir or to a directory above it, in
+// either name, does not hide it: path, or one of its ancestors that
+// exists, must not be dir's directory.
+func within(fsys vfs.FS, dir, path string) (bool, error) {
 	d, err := filepath.Abs(dir)
 	if err != nil {
 		return false, err
@@ -65,11 +71,24 @@ func within(dir, path string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	rel, err := filepath.Rel(d, p)
-	if err != nil {
-		return false, nil // on another volume
+	if rel, err := filepath.Rel(d, p); err == nil && // else on another volume
+		(rel == "." || !strings.HasPrefix(rel, ".."+string(filepath.Separator)) && rel != "..") {
+		return true, nil
 	}
-	return rel == "." || !strings.HasPrefix(rel, ".."+string(filepath.Separator)) && rel != "..", nil
+	di, err := fsys.Stat(d)
+	if err != nil {
+		return false, nil
+	}
+	for {
+		if fi, err := fsys.Stat(p); err == nil && os.SameFile(di, fi) {
+			return true, nil
+		}
+		parent := filepath.Dir(p)
+		if parent == p {
+			return false, nil
+		}
+		p = parent
+	}
 }
 
 // checkEmptyDest creates dir, or accepts it if it exists and is empty.

@@ -231,3 +231,46 @@ func TestCheckpointReadOnlyNoWAL(t *testing.T) {
 		t.Fatalf("Get in the checkpoint of an empty store: %v", err)
 	}
 }
+
+// TestCheckpointThroughSymlink: a Checkpoint into the store's own
+// directory is refused however the destination reaches it: through a
+// symbolic link to the directory, to its parent, or with the store itself
+// opened through a link. Compared by name only, each of these was taken
+// for a directory beside the store and, for a subdirectory, a copy of the
+// store was written inside it.
+func TestCheckpointThroughSymlink(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "store")
+	db := mustOpen(t, dir, smallOptions())
+	defer db.Close()
+	mustDo(t, db.Put([]byte("a"), []byte("1")))
+	storeLink, parentLink := filepath.Join(root, "store-link"), filepath.Join(t.TempDir(), "parent-link")
+	if err := os.Symlink(dir, storeLink); err != nil {
+		t.Skipf("no symbolic links here: %v", err)
+	}
+	mustDo(t, os.Symlink(root, parentLink))
+	before := dirHash(t, dir)
+	refused := func(db *DB, dst string) {
+		t.Helper()
+		if err := db.Checkpoint(dst); !errors.Is(err, os.ErrInvalid) {
+			t.Errorf("Checkpoint(%s) = %v, want a refusal matching fs.ErrInvalid", dst, err)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "cp")); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("Checkpoint(%s) made a directory inside the store: %v", dst, err)
+		}
+		if dirHash(t, dir) != before {
+			t.Fatalf("Checkpoint(%s) changed the store's directory", dst)
+		}
+	}
+	refused(db, storeLink)
+	refused(db, filepath.Join(storeLink, "cp"))
+	refused(db, filepath.Join(parentLink, "store", "cp"))
+	mustDo(t, db.Checkpoint(filepath.Join(parentLink, "beside"))) // beside it: fine
+	mustDo(t, db.Close())
+
+	viaLink := mustOpen(t, storeLink, smallOptions())
+	defer viaLink.Close()
+	before = dirHash(t, dir)
+	refused(viaLink, filepath.Join(dir, "cp"))
+	refused(viaLink, dir)
+}
