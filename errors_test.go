@@ -263,3 +263,94 @@ func TestEdgeErrors(t *testing.T) {
 	_, err = Open(dir, &Options{Prefix: FixedPrefix(3)})
 	one("Open with another prefix extractor", err, ErrPrefixExtractor, ErrInvalidOptions)
 }
+
+// TestEveryCallAfterClose: any call after Close returns an error matching
+// ErrClosed, with one "bloomkv:" prefix: every method of the DB, and every
+// read of what was opened from it before (a snapshot, an iterator, a
+// transaction), none of which may answer from state Close released or
+// report "not found" for a key it cannot look up.
+func TestEveryCallAfterClose(t *testing.T) {
+	db := mustOpen(t, t.TempDir(), smallOptions())
+	k := []byte("k")
+	mustDo(t, db.Put(k, []byte("v")))
+	snap, err := db.NewSnapshot()
+	mustDo(t, err)
+	it, err := db.NewIterator(nil)
+	mustDo(t, err)
+	// Commit ends a transaction: the one committed is not the one read.
+	rw, committed, ro := db.NewTransaction(true), db.NewTransaction(true), db.NewTransaction(false)
+	mustDo(t, db.Close())
+
+	b := NewBatch()
+	b.Put(k, []byte("w"))
+	fn := func([]byte) error { return nil }
+	calls := map[string]func() error{
+		"Get":                func() error { _, err := db.Get(k); return err },
+		"GetFunc":            func() error { return db.GetFunc(k, fn) },
+		"Has":                func() error { _, err := db.Has(k); return err },
+		"Has(absent)":        func() error { _, err := db.Has([]byte("absent")); return err },
+		"ValueSize":          func() error { _, err := db.ValueSize(k); return err },
+		"Put":                func() error { return db.Put(k, nil) },
+		"Delete":             func() error { return db.Delete(k) },
+		"DeleteRange":        func() error { return db.DeleteRange(k, []byte("z")) },
+		"Write":              func() error { return db.Write(b) },
+		"Write(empty)":       func() error { return db.Write(NewBatch()) },
+		"WriteSync":          func() error { return db.WriteSync(b) },
+		"Sync":               db.Sync,
+		"Flush":              db.Flush,
+		"Compact":            db.Compact,
+		"WaitForCompactions": func() error { return db.WaitForCompactions(context.Background()) },
+		"Checkpoint":         func() error { return db.Checkpoint(filepath.Join(t.TempDir(), "cp")) },
+		"Verify":             func() error { _, err := db.Verify(context.Background()); return err },
+		"SetFilterBudget":    func() error { return db.SetFilterBudget(1 << 20) },
+		"RebuildFilters":     db.RebuildFilters,
+		"NewIterator":        func() error { _, err := db.NewIterator(nil); return err },
+		"NewSnapshot":        func() error { _, err := db.NewSnapshot(); return err },
+		"View":               func() error { return db.View(func(*Txn) error { return nil }) },
+		"Update":             func() error { return db.Update(func(*Txn) error { return nil }) },
+		"UpdateWith": func() error {
+			return db.UpdateWith(&UpdateOptions{Retries: 3}, func(*Txn) error { return nil })
+		},
+		"CompareAndSet":         func() error { _, err := db.CompareAndSet(k, []byte("v"), []byte("w")); return err },
+		"CompareAndSet(absent)": func() error { _, err := db.CompareAndSet([]byte("absent"), nil, []byte("w")); return err },
+		"Close":                 db.Close,
+		"NewTransaction.Get":    func() error { _, err := db.NewTransaction(true).Get(k); return err },
+		"NewTransaction.Put":    func() error { return db.NewTransaction(true).Put(k, nil) },
+
+		"Snapshot.Get":         func() error { _, err := snap.Get(k); return err },
+		"Snapshot.GetFunc":     func() error { return snap.GetFunc(k, fn) },
+		"Snapshot.Has":         func() error { _, err := snap.Has(k); return err },
+		"Snapshot.ValueSize":   func() error { _, err := snap.ValueSize(k); return err },
+		"Snapshot.NewIterator": func() error { _, err := snap.NewIterator(nil); return err },
+		"Iterator.First": func() error {
+			if it.First() {
+				return nil
+			}
+			return it.Error()
+		},
+		"Txn.Get":         func() error { _, err := rw.Get(k); return err },
+		"Txn.Has":         func() error { _, err := rw.Has([]byte("absent")); return err },
+		"Txn.NewIterator": func() error { _, err := rw.NewIterator(nil); return err },
+		"Txn.Commit": func() error {
+			committed.Put(k, []byte("w")) // buffered: the commit is what must fail
+			return committed.Commit()
+		},
+		"read-only Txn.Get": func() error { _, err := ro.Get(k); return err },
+	}
+	for name, call := range calls {
+		err := call()
+		if !errors.Is(err, ErrClosed) {
+			t.Errorf("%s after Close = %v, want ErrClosed", name, err)
+			continue
+		}
+		if msg := err.Error(); strings.Count(msg, "bloomkv:") != 1 || !strings.HasPrefix(msg, "bloomkv: ") {
+			t.Errorf("%s after Close: %q, want one \"bloomkv:\" prefix, at the start", name, msg)
+		}
+	}
+	mustDo(t, snap.Close()) // releasing what was opened before Close is not an error
+	if err := it.Close(); !errors.Is(err, ErrClosed) {
+		t.Errorf("Iterator.Close after DB.Close = %v, want the iteration's ErrClosed", err)
+	}
+	rw.Discard()
+	ro.Discard()
+}
