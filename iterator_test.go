@@ -6,7 +6,11 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -364,6 +368,64 @@ func TestIteratorAfterClose(t *testing.T) {
 	}
 	if _, err := db.NewSnapshot(); !errors.Is(err, ErrClosed) {
 		t.Fatalf("NewSnapshot on a closed DB: %v", err)
+	}
+}
+
+// TestIteratorReleasesFilesAfterDBClose: an iterator holds the segments
+// it was made over while compaction replaces them, and through the DB's
+// Close; its own Close then lets go of them, so that the obsolete file is
+// removed and (on Linux, where the process's descriptors and mappings can
+// be read) no descriptor or mapping of any of the store's files is left.
+func TestIteratorReleasesFilesAfterDBClose(t *testing.T) {
+	dir := t.TempDir()
+	db := mustOpen(t, dir, smallOptions())
+	for i := range 2000 {
+		mustDo(t, db.Put(fmt.Appendf(nil, "k%05d", i), []byte("old")))
+	}
+	mustDo(t, db.Compact())
+	pinned := db.acquire()
+	if len(pinned.segments) != 1 {
+		t.Fatalf("%d segments after Compact, want 1", len(pinned.segments))
+	}
+	old := filepath.Join(dir, pinned.segments[0].name)
+	pinned.release()
+	it, err := db.NewIterator(nil)
+	mustDo(t, err)
+	if !it.First() {
+		t.Fatal("First on a full DB")
+	}
+	for i := range 2000 {
+		mustDo(t, db.Put(fmt.Appendf(nil, "k%05d", i), []byte("new")))
+	}
+	mustDo(t, db.Compact()) // the segment under the iterator is now obsolete
+	mustDo(t, db.Close())
+	if _, err := os.Stat(old); err != nil {
+		t.Fatalf("the segment an open iterator reads was removed: %v", err)
+	}
+	if it.Next() || !errors.Is(it.Error(), ErrClosed) {
+		t.Fatalf("Next after DB.Close: valid %v, err %v; want ErrClosed", it.Valid(), it.Error())
+	}
+	if err := it.Close(); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Close = %v, want the iteration's ErrClosed", err)
+	}
+	db.closer.wait() // files are closed and removed off the path that let go of them
+	if _, err := os.Stat(old); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the obsolete segment is still there after the iterator's Close: %v", err)
+	}
+	if runtime.GOOS != "linux" {
+		return
+	}
+	fds, err := os.ReadDir("/proc/self/fd")
+	mustDo(t, err)
+	for _, fd := range fds {
+		if target, err := os.Readlink(filepath.Join("/proc/self/fd", fd.Name())); err == nil && strings.HasPrefix(target, dir) {
+			t.Errorf("descriptor %s still open on %s", fd.Name(), target)
+		}
+	}
+	maps, err := os.ReadFile("/proc/self/maps")
+	mustDo(t, err)
+	if strings.Contains(string(maps), dir) {
+		t.Errorf("a file of the store is still mapped:\n%s", maps)
 	}
 }
 
