@@ -927,3 +927,39 @@ func TestSyncSurvivesPowerCut(t *testing.T) {
 		})
 	}
 }
+
+// TestUpdateSyncSurvivesPowerCut: without Options.Sync, a transaction
+// committed by UpdateWith with Sync is durable when UpdateWith returns, as
+// a WriteSync batch is: it, and every write before it, survive a power
+// cut that keeps no unsynced byte, and the write after it is lost. A
+// plain Update is not synced.
+func TestUpdateSyncSurvivesPowerCut(t *testing.T) {
+	for _, mmap := range []bool{true, false} {
+		t.Run(fmt.Sprintf("mmap=%v", mmap), func(t *testing.T) {
+			dir := t.TempDir()
+			p := powerfs.New(vfs.Default, &powerfs.Options{SkipRealSync: true})
+			o := smallOptions()
+			o.FS, o.DisableMmap = p, !mmap
+			db := mustOpen(t, dir, o)
+			for i := range 50 {
+				mustDo(t, db.Put(faultKey(i), faultValue(i)))
+			}
+			mustDo(t, db.UpdateWith(&UpdateOptions{Sync: true}, func(txn *Txn) error {
+				if _, err := txn.Get(faultKey(0)); err != nil { // a read: the commit is checked
+					return err
+				}
+				if err := txn.Put(faultKey(50), faultValue(50)); err != nil {
+					return err
+				}
+				return txn.Put(faultKey(51), faultValue(51))
+			}))
+			mustDo(t, db.Update(func(txn *Txn) error { return txn.Put(faultKey(52), faultValue(52)) }))
+			p.Cut()
+			db.Close()
+			if _, err := p.Restore(powerfs.WritebackNone, 1); err != nil {
+				t.Fatal(err)
+			}
+			checkWriteSyncCut(t, dir, o) // rebooted: 0-51 there, 52 lost
+		})
+	}
+}
