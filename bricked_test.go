@@ -963,3 +963,83 @@ func TestUpdateSyncSurvivesPowerCut(t *testing.T) {
 		})
 	}
 }
+
+// TestLargestRangeDeletions: range deletions whose bounds are the largest
+// legal keys, in one batch, through every stage a point write goes
+// through: the memtable, the WAL and its replay, the flush of the replayed
+// writes, a compaction that keeps the tombstones for a snapshot and one
+// that drops them, and reopens, each read back by Get, a scan and
+// Verify. Every decoder on the way must take what DeleteRange accepts.
+func TestLargestRangeDeletions(t *testing.T) {
+	// key(c, last) is a key of MaxKeySize bytes: c repeated, then last.
+	key := func(c, last byte) []byte {
+		k := bytes.Repeat([]byte{c}, MaxKeySize)
+		k[len(k)-1] = last
+		return k
+	}
+	const first, end = 'a', 'h'
+	for _, mmap := range []bool{true, false} {
+		t.Run(fmt.Sprintf("mmap=%v", mmap), func(t *testing.T) {
+			dir := t.TempDir()
+			o := DefaultOptions()
+			o.DisableMmap = !mmap
+			db := mustOpen(t, dir, o)
+			for c := byte(first); c < end; c++ {
+				mustDo(t, db.Put(key(c, 'm'), []byte("deleted")))
+				mustDo(t, db.Put(key(c, 'z'), []byte("kept")))
+			}
+			mustDo(t, db.Flush())
+			b := NewBatch()
+			for c := byte(first); c < end; c++ { // [c…ca, c…cn): each holds c…cm
+				mustDo(t, b.DeleteRange(key(c, 'a'), key(c, 'n')))
+			}
+			mustDo(t, db.Write(b))
+			check := func(stage string) {
+				t.Helper()
+				for c := byte(first); c < end; c++ {
+					if _, err := db.Get(key(c, 'm')); !errors.Is(err, ErrNotFound) {
+						t.Fatalf("%s: a key a range deletion covers: %v, want ErrNotFound", stage, err)
+					}
+					if v, err := db.Get(key(c, 'z')); err != nil || string(v) != "kept" {
+						t.Fatalf("%s: a key past the range deletion: %q, %v", stage, v, err)
+					}
+				}
+				it, err := db.NewIterator(nil)
+				mustDo(t, err)
+				n := 0
+				for k, v := range it.All() {
+					if k[len(k)-1] != 'z' || string(v) != "kept" {
+						t.Fatalf("%s: the scan shows key …%q = %q", stage, k[len(k)-1:], v)
+					}
+					n++
+				}
+				mustDo(t, it.Close())
+				if n != end-first {
+					t.Fatalf("%s: the scan saw %d keys, want %d", stage, n, end-first)
+				}
+				rep, err := db.Verify(context.Background())
+				if err != nil || !rep.OK() {
+					t.Fatalf("%s: Verify: %v\n%v", stage, err, rep)
+				}
+			}
+			check("in the memtable")
+			mustDo(t, db.Close())
+			db = mustOpen(t, dir, o) // replays the WAL and flushes it
+			check("replayed and flushed")
+			snap, err := db.NewSnapshot()
+			mustDo(t, err)
+			mustDo(t, db.Compact()) // the snapshot keeps the covered versions and the tombstones
+			check("compacted under a snapshot")
+			mustDo(t, snap.Close())
+			mustDo(t, db.Close())
+			db = mustOpen(t, dir, o)
+			check("reopened")
+			mustDo(t, db.Compact())
+			check("compacted")
+			mustDo(t, db.Close())
+			if rep, err := VerifyDir(context.Background(), nil, dir); err != nil || !rep.OK() {
+				t.Fatalf("VerifyDir: %v\n%v", err, rep)
+			}
+		})
+	}
+}
