@@ -57,6 +57,8 @@ func TestReadOnlyChangesNothing(t *testing.T) {
 			t.Fatalf("key %d: %q, %v", i, v, err)
 		}
 	}
+	oneWrite := NewBatch()
+	oneWrite.Put([]byte("x"), []byte("y"))
 	for name, call := range map[string]func() error{
 		"Put":     func() error { return db.Put([]byte("x"), []byte("y")) },
 		"Delete":  func() error { return db.Delete([]byte("x")) },
@@ -67,10 +69,37 @@ func TestReadOnlyChangesNothing(t *testing.T) {
 		"Write(empty)":     func() error { return db.Write(NewBatch()) },
 		"WriteSync(empty)": func() error { return db.WriteSync(NewBatch()) },
 		"Write(nil)":       func() error { return db.Write(nil) },
+		// A range deletion would first rotate the memtable the replay
+		// filled (more than 1/16 of it), and rotating creates a WAL.
+		"DeleteRange": func() error { return db.DeleteRange(faultKey(0), faultKey(10)) },
+		"Write":       func() error { return db.Write(oneWrite) },
+		"WriteSync":   func() error { return db.WriteSync(oneWrite) },
+		"CompareAndSet": func() error {
+			_, err := db.CompareAndSet(faultKey(1), faultValue(1), []byte("new"))
+			return err
+		},
+		"CompareAndSet(absent)": func() error { _, err := db.CompareAndSet([]byte("x"), nil, []byte("y")); return err },
+		"Update": func() error {
+			return db.Update(func(txn *Txn) error {
+				if _, err := txn.Get(faultKey(2)); err != nil {
+					return err
+				}
+				return txn.DeleteRange(faultKey(0), faultKey(10))
+			})
+		},
 	} {
 		if err := call(); !errors.Is(err, ErrReadOnly) {
 			t.Errorf("%s = %v, want ErrReadOnly", name, err)
 		}
+	}
+	// Refused, they changed nothing in memory either.
+	for _, i := range []int{0, 1, 2, 9} {
+		if v, err := db.Get(faultKey(i)); err != nil || !bytes.Equal(v, faultValue(i)) {
+			t.Fatalf("key %d after the refused writes: %q, %v", i, v, err)
+		}
+	}
+	if _, err := db.Get([]byte("x")); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("a refused write is visible: %v", err)
 	}
 	if err := db.Sync(); err != nil {
 		t.Errorf("Sync = %v: nothing to sync", err)
