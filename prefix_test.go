@@ -422,3 +422,61 @@ func TestPrefixCheckpoint(t *testing.T) {
 		t.Fatal("the checkpoint's prefix filters were not asked")
 	}
 }
+
+// TestPrefixFiltersApartFromFilterMemory: prefix filters are not counted
+// in Stats().FilterBytes and not folded under FilterBudget. Two stores of
+// the same keys, one with an extractor, report the same filter memory,
+// with and without a budget; and under a budget that halves the key
+// filters, the prefix filters skip exactly the segments they skipped
+// before.
+func TestPrefixFiltersApartFromFilterMemory(t *testing.T) {
+	open := func(px *PrefixExtractor) *DB {
+		o := DefaultOptions()
+		o.Prefix, o.DisableAutoCompaction, o.FilterAllocation = px, true, FilterUniform
+		db := mustOpen(t, t.TempDir(), o)
+		for s := range 4 {
+			for i := range 2000 {
+				mustDo(t, db.Put(fmt.Appendf(nil, "p%04d/%d", i*4+s, i), []byte("v")))
+			}
+			mustDo(t, db.Flush())
+		}
+		return db
+	}
+	withPrefix, without := open(FixedPrefix(5)), open(nil)
+	defer withPrefix.Close()
+	defer without.Close()
+	skips := func() uint64 { // absent prefixes within every segment's key range
+		before := withPrefix.Stats().PrefixFilterSkips
+		for i := range 400 {
+			it, err := withPrefix.NewIterator(&IterOptions{Prefix: fmt.Appendf(nil, "p%04dx", i*20+1)})
+			mustDo(t, err)
+			for range it.All() {
+				t.Fatal("an absent prefix has keys")
+			}
+			mustDo(t, it.Close())
+		}
+		return withPrefix.Stats().PrefixFilterSkips - before
+	}
+	same := func(when string) int64 {
+		t.Helper()
+		a, b := withPrefix.Stats().FilterBytes, without.Stats().FilterBytes
+		if a != b || a == 0 {
+			t.Fatalf("%s: FilterBytes %d with prefix filters, %d without; want the same, not 0", when, a, b)
+		}
+		return a
+	}
+	full := same("no budget")
+	skipped := skips()
+	if skipped == 0 {
+		t.Fatal("the prefix filters skipped no segment")
+	}
+	for _, db := range []*DB{withPrefix, without} {
+		mustDo(t, db.SetFilterBudget(full/2))
+	}
+	if folded := same("budget of half"); folded > full/2 {
+		t.Fatalf("FilterBytes %d over the budget %d", folded, full/2)
+	}
+	if got := skips(); got != skipped {
+		t.Fatalf("under the budget the prefix filters skipped %d segments, %d before: they were folded", got, skipped)
+	}
+}
