@@ -3,14 +3,18 @@ package bloomkv
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/bloomkv/bloomkv/bloom"
 	"github.com/bloomkv/bloomkv/compaction"
+	"github.com/bloomkv/bloomkv/internal/base"
 )
 
 // tieredStore fills a store by flushes of different sizes (compaction
@@ -188,6 +192,7 @@ func TestRebuildFilters(t *testing.T) {
 	opts.FilterAllocation = FilterUniform
 	db, keys := tieredStore(t, opts, 3, 1000)
 	dir := db.dir
+	segsBefore := segmentsHash(t, dir)
 	full := db.Stats()
 	if err := db.SetFilterBudget(full.FilterBytes / 2); err != nil {
 		t.Fatal(err)
@@ -213,6 +218,9 @@ func TestRebuildFilters(t *testing.T) {
 		t.Errorf("rebuilt: measured %.4f blocks per absent Get, expected %.4f", got, rebuilt.FilterExpectedReads)
 	}
 	t.Logf("half memory: folded %.4f, rebuilt optimal %.4f expected reads (full %.4f)", folded.FilterExpectedReads, rebuilt.FilterExpectedReads, full.FilterExpectedReads)
+	if segmentsHash(t, dir) != segsBefore {
+		t.Error("a budget change or a rebuild of the filters rewrote a segment file")
+	}
 	db.Close()
 	opts.FilterBudget = 0
 	db = mustOpen(t, dir, opts)
@@ -285,4 +293,19 @@ func TestFilterAllocationOption(t *testing.T) {
 	if _, err := Open(t.TempDir(), opts); !errors.Is(err, ErrInvalidOptions) {
 		t.Errorf("Open with FilterAllocation %d = %v, want ErrInvalidOptions", opts.FilterAllocation, err)
 	}
+}
+
+// segmentsHash hashes the names and bytes of dir's segment files.
+func segmentsHash(t *testing.T, dir string) string {
+	t.Helper()
+	h := sha256.New()
+	segs, err := filepath.Glob(filepath.Join(dir, "*"+base.SegmentExt))
+	mustDo(t, err)
+	for _, name := range segs {
+		b, err := os.ReadFile(name)
+		mustDo(t, err)
+		fmt.Fprintf(h, "%s %d\n", filepath.Base(name), len(b))
+		h.Write(b)
+	}
+	return fmt.Sprintf("%x", h.Sum(nil))
 }
