@@ -457,3 +457,36 @@ func reportCPU(b *testing.B, c0 float64, raw int) {
 		b.ReportMetric(float64(raw)*float64(b.N)/cpu/1e6, "cpuMB/s")
 	}
 }
+
+// TestStoredRawUnlessAnEighthSaved: a block is stored compressed only when
+// its codec saves at least 1/8 of it, with either codec: decompressing a
+// block costs more than reading the few bytes less would save. Blocks of
+// random bytes after a run of zeros compress by about the run's share.
+func TestStoredRawUnlessAnEighthSaved(t *testing.T) {
+	rng := rand.New(rand.NewPCG(8, 1))
+	block := func(zeros int) []byte {
+		b := make([]byte, 16<<10)
+		for i := zeros; i < len(b); i++ {
+			b[i] = byte(rng.Uint32())
+		}
+		return b
+	}
+	for _, c := range []Compression{SnappyCompression, ZstdCompression} {
+		for _, tc := range []struct {
+			zeros int // of 16 KiB
+			raw   bool
+		}{{0, true}, {1 << 10, true}, {1 << 11, true}, {3 << 10, false}, {8 << 10, false}} {
+			w := NewWriter(new(bytes.Buffer), WriterOptions{Compression: c})
+			raw := block(tc.zeros)
+			stored, typ := w.maybeCompress(raw, c)
+			saved := 1 - float64(len(stored))/float64(len(raw))
+			if (typ == compressionNone) != tc.raw || typ == compressionNone && !bytes.Equal(stored, raw) {
+				t.Errorf("%v, %d of %d bytes zero: stored as type %d, %d bytes (%.1f%% saved); want raw %v",
+					c, tc.zeros, len(raw), typ, len(stored), 100*saved, tc.raw)
+			}
+			if typ != compressionNone && 8*len(stored) > 7*len(raw) {
+				t.Errorf("%v: a block compressed to %d of %d bytes, less than 1/8 saved, stored compressed", c, len(stored), len(raw))
+			}
+		}
+	}
+}
