@@ -213,6 +213,46 @@ func TestLockedStore(t *testing.T) {
 	}
 }
 
+// TestSharedWithReaders: while another reader has the store open
+// (Options.ReadOnly, as the reading commands open it), every reading
+// command shares it and succeeds, and every writing command refuses it
+// with exit 3, "locked", leaving it unchanged.
+func TestSharedWithReaders(t *testing.T) {
+	store := makeStore(t)
+	reader, err := bloomkv.Open(store, &bloomkv.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Close()
+	before := treeHash(t, store)
+	for _, args := range [][]string{
+		{"verify", store},
+		{"stats", store},
+		{"get", store, "k0001"},
+		{"scan", store, "-limit", "3"},
+		{"count", store},
+		{"lsm", store},
+		{"checkpoint", store, filepath.Join(t.TempDir(), "copy")},
+		{"dump", "manifest", filepath.Join(store, "MANIFEST")},
+	} {
+		if code, _, errs := runCmd(args...); code != exitOK {
+			t.Errorf("bloomkv %v beside a reader: exit %d, stderr %q; want 0", args, code, errs)
+		}
+	}
+	for _, args := range [][]string{
+		{"put", store, "k", "v"},
+		{"delete", store, "k0001"},
+		{"compact", store},
+	} {
+		if code, out, errs := runCmd(args...); code != exitOpen || !strings.Contains(errs, "locked") || out != "" {
+			t.Errorf("bloomkv %v beside a reader: exit %d, stdout %q, stderr %q; want 3 and a lock error", args, code, out, errs)
+		}
+	}
+	if treeHash(t, store) != before {
+		t.Fatal("the commands changed a store another reader has open")
+	}
+}
+
 // TestDumpUnderWriter: dump segment and dump wal read one file and take
 // no lock, so they work while a writer has the store open (the WAL being
 // the one it appends to, on Linux mapped with a preallocated zero tail),
