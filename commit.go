@@ -217,6 +217,12 @@ func (q *commitQueue) submit(db *DB, b *Batch, sync bool) error {
 // submitChecked is submit for a transaction's batch: it is written only if
 // check passes, else the commit fails with ErrConflict.
 func (q *commitQueue) submitChecked(db *DB, b *Batch, sync bool, check *txnCheck) error {
+	if b.err != nil {
+		// A batch that refused an operation (ErrBatchTooLarge) holds the
+		// ones before it: never written in part. DB.write and Txn.commit
+		// check first; every commit passes here.
+		return b.err
+	}
 	r := reqPool.Get().(*commitReq)
 	r.b, r.sync, r.check, r.err = b, sync, check, nil
 	q.mu.Lock()
