@@ -83,6 +83,10 @@ func (db *DB) installLocked(e shapeEdit) {
 		if len(db.imm) == 0 || db.imm[0] != e.flushed {
 			panic("bloomkv: a flush installed out of order")
 		}
+		// Cleared first: the array outlives the reslice, and its first
+		// slot would keep the flushed memtable, every byte of it, alive
+		// until a rotation outgrew the array.
+		db.imm[0] = nil
 		db.imm = db.imm[1:]
 	}
 	if e.mem != nil {
