@@ -137,9 +137,11 @@ type Memtable struct {
 
 	// rangeDels holds the range tombstones added so far, replaced (never
 	// changed) by each AddRangeDeletes; rangeDelBytes is what they are
-	// charged in size. pointBytes is size less the tombstones.
+	// charged in size: rangeDelKeys, the bounds copied into the arena, and
+	// the lists' own memory. pointBytes is size less the tombstones.
 	rangeDels     atomic.Pointer[rangeDelLevels]
 	rangeDelBytes int // writer only
+	rangeDelKeys  int // writer only
 	pointBytes    atomic.Int64
 
 	// Writer-only state.
@@ -244,13 +246,24 @@ func (m *Memtable) AddRangeDeletes(ts []rangedel.Tombstone) {
 	if len(ts) == 0 {
 		return
 	}
-	owned := make([]rangedel.Tombstone, len(ts))
-	for i, t := range ts {
+	owned := make([]rangedel.Tombstone, 0, len(ts))
+	for _, t := range ts {
+		m.noteSeq(t.Seq)
+		if bytes.Compare(t.Start, t.End) >= 0 {
+			continue // deletes nothing: not copied, as BuildNewest drops it
+		}
 		buf := m.arena.alloc(len(t.Start) + len(t.End))
 		copy(buf, t.Start)
 		copy(buf[len(t.Start):], t.End)
-		owned[i] = rangedel.Tombstone{Start: buf[:len(t.Start):len(t.Start)], End: buf[len(t.Start):], Seq: t.Seq}
-		m.noteSeq(t.Seq)
+		owned = append(owned, rangedel.Tombstone{Start: buf[:len(t.Start):len(t.Start)], End: buf[len(t.Start):], Seq: t.Seq})
+		// Charged whether or not a fragment keeps these bytes: a copy no
+		// fragment refers to (of a tombstone the batch's newer ones hide,
+		// or of a range deleted again, whose fragment keeps the equal
+		// bounds copied first) stays in its arena chunk beside live
+		// entries until the table goes. Charged only for its fragments, a
+		// table held 300 MB of heap for 0.7 MiB charged: 2,000 Puts, each
+		// followed by a DeleteRange of the same two 64 KiB bounds.
+		m.rangeDelKeys += len(buf)
 	}
 	added := rangedel.BuildNewest(owned)
 	if added.Empty() {
@@ -264,13 +277,13 @@ func (m *Memtable) AddRangeDeletes(ts []rangedel.Tombstone) {
 	for n := len(lists); n >= 2 && 2*lists[n-1].Len() >= lists[n-2].Len(); n-- {
 		lists = append(lists[:n-2], rangedel.Union(lists[n-2], lists[n-1]))
 	}
-	bytes := 0
+	charge := m.rangeDelKeys
 	for _, l := range lists {
-		bytes += l.Bytes()
+		charge += l.Bytes()
 	}
 	m.rangeDels.Store(&rangeDelLevels{lists: lists})
-	m.size.Add(int64(bytes - m.rangeDelBytes))
-	m.rangeDelBytes = bytes
+	m.size.Add(int64(charge - m.rangeDelBytes))
+	m.rangeDelBytes = charge
 }
 
 // RangeDelLists returns the table's range tombstones as a few fragmented

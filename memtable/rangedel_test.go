@@ -1,7 +1,9 @@
 package memtable
 
 import (
+	"bytes"
 	"fmt"
+	"runtime"
 	"testing"
 
 	"github.com/bloomkv/bloomkv/internal/base"
@@ -78,4 +80,51 @@ func TestRangeDelListsHalve(t *testing.T) {
 	if n := len(m.RangeDelLists()); n != 3 { // 100 = 64 + 32 + 4
 		t.Errorf("100 batches in %d lists, want 3", n)
 	}
+}
+
+// heapAlloc returns the bytes of live heap objects after a collection.
+func heapAlloc() int64 {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return int64(ms.HeapAlloc)
+}
+
+// TestRangeDeleteCopiesCharged: the table charges its size for the
+// bounds of every range tombstone it copies, also those no fragment keeps
+// (a range deleted again; a tombstone its batch's newer ones hide), so
+// that what it holds stays within a small factor of ApproximateSize,
+// which decides when it is flushed. Charged only for its fragments, the
+// table below held 65 times its size, and with 64 KiB bounds a 4 MiB
+// memtable of a store took 300 MB of heap.
+func TestRangeDeleteCopiesCharged(t *testing.T) {
+	start, end := bytes.Repeat([]byte("a"), 4<<10), bytes.Repeat([]byte("b"), 4<<10)
+	const n = 500
+	base0 := heapAlloc()
+	m := New(4 << 20)
+	for i := range n {
+		m.Add(uint64(2*i+1), base.KindPut, fmt.Appendf(nil, "k%05d", i), nil)
+		m.AddRangeDeletes([]rangedel.Tombstone{{Start: start, End: end, Seq: uint64(2*i + 2)}})
+	}
+	batch := make([]rangedel.Tombstone, n)
+	for i := range batch {
+		batch[i] = rangedel.Tombstone{Start: start, End: end, Seq: uint64(2*n + i + 1)}
+	}
+	m.AddRangeDeletes(batch)
+	held := heapAlloc() - base0
+	copied := 2 * n * (len(start) + len(end))
+	size := m.ApproximateSize()
+	if size < copied {
+		t.Errorf("ApproximateSize %d, less than the %d bytes of bounds the table copied", size, copied)
+	}
+	// Beside the charge: arena chunks' unused tails (under a quarter of
+	// each) and the first chunk and node slab of any table.
+	if limit := int64(2*size) + 1<<20; held > limit {
+		t.Errorf("the table holds %d bytes of heap for an ApproximateSize of %d (limit %d)", held, size, limit)
+	}
+	if got := m.RangeDels().Len(); got != n+1 {
+		t.Errorf("%d tombstone pieces, want %d (one fragment, a sequence number per batch)", got, n+1)
+	}
+	runtime.KeepAlive(m)
 }

@@ -54,7 +54,7 @@ func (l *List) indexed() *List {
 	for i := range l.frags {
 		f := &l.frags[i]
 		l.ends[i] = base.KeyPrefix(f.End)
-		l.bytes += fragmentOverhead + len(f.Start) + len(f.End) + 8*len(f.Seqs)
+		l.bytes += fragmentOverhead + 8*len(f.Seqs)
 	}
 	return l
 }
@@ -565,11 +565,14 @@ func (h *newestHeap) pop() {
 // and sequence numbers: the struct, its slice headers and its ends entry.
 const fragmentOverhead = 80
 
-// Bytes approximates the memory the list holds: its fragments, their keys
-// (counted per fragment, though touching fragments share them) and their
-// sequence numbers. A memtable charges it to its size. It is counted once,
-// when the list is built, so a memtable that sums its lists at every
-// batch does not walk their fragments again.
+// Bytes approximates the memory the list itself holds: its fragments and
+// their sequence numbers, not their keys, which it shares with the
+// tombstones it was built from (and touching fragments with each other).
+// The holder of those keys counts them where it copies them: a memtable
+// charges its size for each tombstone's bounds when it copies them, and
+// for its lists' Bytes. It is counted once, when the list is built, so a
+// memtable that sums its lists at every batch does not walk their
+// fragments again.
 func (l *List) Bytes() int {
 	if l == nil {
 		return 0

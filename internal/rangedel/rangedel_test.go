@@ -103,7 +103,7 @@ func checkInvariants(t *testing.T, l *List) {
 	}
 	bytes := 0
 	for _, f := range l.Fragments() {
-		bytes += fragmentOverhead + len(f.Start) + len(f.End) + 8*len(f.Seqs)
+		bytes += fragmentOverhead + 8*len(f.Seqs)
 	}
 	if bytes != l.Bytes() {
 		t.Fatalf("Bytes %d, fragments hold %d", l.Bytes(), bytes)
