@@ -99,7 +99,7 @@ type Txn struct {
 
 	// reads is the read set of Gets and closed iterators; iters the open
 	// iterators, whose spans Commit adds to it.
-	reads []keySpan
+	reads readSpans
 	iters []*TxnIterator
 }
 
@@ -193,7 +193,7 @@ func (t *Txn) get(key []byte) ([]byte, error) {
 		if t.dels.covering(key) != nil {
 			return nil, ErrNotFound // deleted by this transaction, whatever others wrote
 		}
-		t.reads = append(t.reads, pointSpan(key))
+		t.reads.add(pointSpan(key))
 	}
 	return t.snap.Get(key)
 }
@@ -205,6 +205,30 @@ func (t *Txn) Has(key []byte) (bool, error) {
 		return false, nil
 	}
 	return err == nil, err
+}
+
+// readSpans is a read set: the spans read, in the order read, merged
+// (mergeSpans) each time their number has doubled since the last merge,
+// so that it holds about as many spans as the reads cover disjoint ranges
+// of keys, not one per read, for O(log n) amortized a read. A transaction
+// that read one key 10^6 times held 10^6 copies of it, 78 MB, and its
+// commit sorted them all.
+type readSpans struct {
+	spans  []keySpan
+	merged int // len(spans) after the last merge
+}
+
+// minReadSpans is how many spans a read set holds before its first merge.
+const minReadSpans = 64
+
+// add appends spans to the set.
+func (r *readSpans) add(spans ...keySpan) {
+	r.spans = append(r.spans, spans...)
+	if n := len(r.spans); n >= max(2*r.merged, minReadSpans) {
+		r.spans = mergeSpans(r.spans)
+		clear(r.spans[len(r.spans):n]) // the merged-away spans' keys
+		r.merged = len(r.spans)
+	}
 }
 
 // pointSpan is the read span of one key, [key, key+"\x00"), in one
@@ -457,11 +481,10 @@ func (t *Txn) commit(sync bool) error {
 	if b.err != nil {
 		return b.err // ErrBatchTooLarge; the entries were checked when added
 	}
-	reads := t.reads
 	for _, it := range t.iters {
-		reads = it.appendSpans(reads)
+		it.addSpansTo(&t.reads)
 	}
-	check := &txnCheck{readSeq: t.snap.seq, reads: mergeSpans(reads)}
+	check := &txnCheck{readSeq: t.snap.seq, reads: mergeSpans(t.reads.spans)}
 	if err := t.db.txns.prevalidate(check); err != nil {
 		return err
 	}
@@ -491,7 +514,7 @@ func (t *Txn) Discard() {
 		ts.trimLocked()
 		ts.mu.Unlock()
 	}
-	t.pending, t.runs, t.tail, t.dels, t.reads, t.iters = nil, nil, nil, txnDels{}, nil, nil
+	t.pending, t.runs, t.tail, t.dels, t.reads, t.iters = nil, nil, nil, txnDels{}, readSpans{}, nil
 }
 
 // View runs fn in a read-only transaction: every read in it sees one

@@ -48,7 +48,7 @@ type TxnIterator struct {
 	hiSet  bool
 	hiPast bool // the span ends just past hi (hi was a key), not at it
 	hiInf  bool
-	spans  []keySpan // finished spans
+	spans  readSpans // finished spans
 }
 
 // NewIterator returns an unpositioned iterator over what the transaction
@@ -520,16 +520,15 @@ func (it *TxnIterator) finishSpan() {
 	if s.start == nil {
 		s.start = []byte{}
 	}
-	it.spans = append(it.spans, s)
+	it.spans.add(s)
 }
 
-// appendSpans appends the spans the iterator traversed to reads, the
-// current one included (it stays current).
-func (it *TxnIterator) appendSpans(reads []keySpan) []keySpan {
+// addSpansTo adds the spans the iterator traversed to reads, the current
+// one included (it stays current).
+func (it *TxnIterator) addSpansTo(reads *readSpans) {
 	it.finishSpan()
-	reads = append(reads, it.spans...)
-	it.spans = it.spans[:0]
-	return reads
+	reads.add(it.spans.spans...)
+	it.spans = readSpans{}
 }
 
 // usable reports whether the iterator may move.
@@ -574,7 +573,7 @@ func (it *TxnIterator) Close() error {
 	}
 	t := it.t
 	if it.track && !t.done {
-		t.reads = it.appendSpans(t.reads)
+		it.addSpansTo(&t.reads)
 		// The last one takes its place: Commit reads every open
 		// iterator's spans in any order, and a search and a shift made
 		// closing n open iterators O(n²).
