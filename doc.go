@@ -110,8 +110,8 @@
 // made against an in-memory record of the keys written since the oldest
 // open transaction began: by the committing goroutine, then by the commit
 // leader for what committed meanwhile. A transaction older than that
-// record's limit (64 MiB: the keys, and about 200 bytes per commit group)
-// fails with ErrConflict rather than commit unchecked. While no read-write transaction is open
+// record's limit (64 MiB of memory) fails with ErrConflict rather than
+// commit unchecked. While no read-write transaction is open
 // nothing is recorded. UpdateWith retries conflicts; CompareAndSet is a
 // transaction.
 //

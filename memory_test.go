@@ -2,6 +2,7 @@ package bloomkv
 
 import (
 	"errors"
+	"fmt"
 	"runtime"
 	"testing"
 	"weak"
@@ -145,5 +146,43 @@ func TestTxnRereadsHoldDistinct(t *testing.T) {
 			t.Errorf("a write of %s after the reads: Commit = %v, want a conflict: %v", tc.write, err, tc.conflict)
 		}
 		mustDo(t, it.Close())
+	}
+}
+
+// TestTxnHistoryChargesItsMemory: the record of the keys written while a
+// read-write transaction is open, capped at txnHistoryLimit, is charged
+// what it holds: what the transaction's end lets go. It was charged a
+// key's bytes and 64 bytes a commit group, where a group of one Put holds
+// about 200, so the cap let it grow to about 2.5 times its limit.
+func TestTxnHistoryChargesItsMemory(t *testing.T) {
+	db := mustOpen(t, t.TempDir(), &Options{MemtableSize: 64 << 20})
+	defer db.Close()
+	for _, shape := range []struct {
+		groups, puts, ranges int
+	}{{10000, 1, 0}, {1000, 10, 0}, {2000, 0, 1}} {
+		txn := db.NewTransaction(true)
+		if _, err := txn.Get([]byte("x")); !errors.Is(err, ErrNotFound) {
+			t.Fatal(err)
+		}
+		for i := range shape.groups {
+			b := NewBatch()
+			for j := range shape.puts {
+				mustDo(t, b.Put(fmt.Appendf(nil, "k%07d-%d", i, j), nil))
+			}
+			for range shape.ranges {
+				mustDo(t, b.DeleteRange(fmt.Appendf(nil, "r%07d", i), fmt.Appendf(nil, "r%07d~", i)))
+			}
+			mustDo(t, db.Write(b))
+		}
+		db.txns.mu.Lock()
+		charged := db.txns.bytes
+		db.txns.mu.Unlock()
+		before := heapAlloc()
+		txn.Discard() // the last transaction: the history goes
+		held := before - heapAlloc()
+		if limit := int64(charged)/4*5 + 64<<10; held > limit {
+			t.Errorf("%d groups of %d Puts and %d range deletions: the history held %d bytes of heap, charged %d (limit %d)",
+				shape.groups, shape.puts, shape.ranges, held, charged, limit)
+		}
 	}
 }

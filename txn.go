@@ -52,9 +52,9 @@ var (
 // The check is conservative: a commit in a traversed range conflicts even
 // where the transaction's own writes hid that key from it, and so does a
 // transaction that began before the DB's record of writes reached its
-// limit (64 MiB: the keys written while it was open, and about 200 bytes
-// per commit group), because it can no longer be checked. A conflict is
-// always safe to retry.
+// limit (64 MiB of memory for the keys written while it was open),
+// because it can no longer be checked. A conflict is always safe to
+// retry.
 //
 // Read-only transactions (NewTransaction(false), View) read a consistent
 // snapshot and never conflict; they are Snapshots with the Txn API.
