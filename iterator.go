@@ -115,8 +115,9 @@ type Iterator struct {
 	key       []byte
 	value     []byte
 	keyBuf    []byte
-	succBuf   []byte // keyBuf+"\x00": the first user key after it (skipVersions)
-	valBuf    []byte
+	succBuf   []byte           // keyBuf+"\x00": the first user key after it (skipVersions)
+	valBuf    []byte           // a value copied to be shown (copyValue)
+	valBufLen int              // the length of the last copy into valBuf, this positioning call; see expire
 	valRef    segment.ValueRef // findPrevSeg's record of the version it shows
 	err       error
 	// lease guards key and value in an invariants build: it expires at
@@ -666,7 +667,7 @@ func (it *Iterator) atSeg(ok bool) bool {
 // landSeg ends a move over the one segment seg, in the direction reverse
 // says: at seg's current entry if ok, else unpositioned.
 func (it *Iterator) landSeg(ok, reverse, segAt bool) bool {
-	it.lease.Expire()
+	it.expire()
 	it.reverse, it.segAt = reverse, segAt
 	if !ok {
 		return it.stop()
@@ -694,7 +695,7 @@ func (it *Iterator) segBound() []byte {
 // over unread (DeferValueRecords), so a key with many large versions
 // costs one record's read, not one per version.
 func (it *Iterator) findPrevSeg() bool {
-	it.lease.Expire()
+	it.expire()
 	it.reverse, it.segAt = true, false
 	s := it.seg
 	s.DeferValueRecords(true)
@@ -727,8 +728,7 @@ func (it *Iterator) findPrevSeg() bool {
 				// one value and key alias (a newer version of the key can
 				// be the first entry of its block).
 				if aliased {
-					it.valBuf = append(it.valBuf[:0], value...)
-					value, aliased = it.valBuf, false
+					value, aliased = it.copyValue(value), false
 				}
 				if keyAliased {
 					it.keyBuf = append(it.keyBuf[:0], key...)
@@ -775,7 +775,7 @@ func (it *Iterator) prevSegAll(ok bool) bool {
 // findNext moves m forward to the newest visible version of the next key
 // that has a value, and stops there.
 func (it *Iterator) findNext() bool {
-	it.lease.Expire()
+	it.expire()
 	it.reverse, it.segAt = false, false
 	for it.m.Valid() {
 		k := it.m.Key()
@@ -850,7 +850,7 @@ const maxEagerCopy = 4 << 10
 // written v times with 64 KiB values copy v·64 KiB (1 ms at v=100, where
 // a forward step took 4 µs).
 func (it *Iterator) findPrev() bool {
-	it.lease.Expire()
+	it.expire()
 	it.reverse, it.segAt = true, false
 	for it.m.Valid() {
 		if it.lower != nil && bytes.Compare(it.m.Key(), it.lower) < 0 {
@@ -880,7 +880,8 @@ func (it *Iterator) findPrev() bool {
 						return it.stop()
 					}
 					if !copied || len(v) <= maxEagerCopy {
-						it.valBuf, copied = append(it.valBuf[:0], v...), true
+						it.copyValue(v)
+						copied = true
 					} else {
 						later = true
 					}
@@ -931,7 +932,7 @@ func (it *Iterator) newestVisible() (found bool, seq uint64, ok bool) {
 			if !vok {
 				return false, 0, false
 			}
-			it.valBuf = append(it.valBuf[:0], v...)
+			it.copyValue(v)
 		}
 	}
 	if it.m.Error() != nil {
@@ -939,6 +940,33 @@ func (it *Iterator) newestVisible() (found bool, seq uint64, ok bool) {
 	}
 	it.m.SeekLT(it.keyBuf)
 	return found, seq, it.m.Error() == nil
+}
+
+// maxKeptValBuf is the largest valBuf an Iterator keeps past a
+// positioning call that did not use a quarter of it.
+const maxKeptValBuf = 64 << 10
+
+// expire begins the end of a positioning call: the Key and Value it
+// returned last end (their lease expires), and valBuf goes if it is
+// larger than maxKeptValBuf and the last call copied less than a
+// quarter of it there. Backward steps copy values (copyValue), so an
+// Iterator that once stepped back over a large value (up to
+// MaxValueSize) kept a buffer of its size for as long as it lived, though
+// it showed small values since, or moved forward, where values are not
+// copied; steps back over large values one after another still reuse it.
+func (it *Iterator) expire() {
+	it.lease.Expire()
+	if cap(it.valBuf) > maxKeptValBuf && 4*it.valBufLen < cap(it.valBuf) {
+		it.valBuf = nil
+	}
+	it.valBufLen = 0
+}
+
+// copyValue copies v into valBuf and returns the copy.
+func (it *Iterator) copyValue(v []byte) []byte {
+	it.valBuf = append(it.valBuf[:0], v...)
+	it.valBufLen = len(v)
+	return it.valBuf
 }
 
 // stop leaves the iterator unpositioned, keeping a source's error.
@@ -971,7 +999,7 @@ func (it *Iterator) usable() bool {
 // positioning call (in an invariants build, using them afterwards
 // faults). Apart from usable so that usable inlines.
 func (it *Iterator) unusable() bool {
-	it.lease.Expire()
+	it.expire()
 	it.valid, it.key, it.value = false, nil, nil
 	return false
 }
@@ -1013,6 +1041,8 @@ func (it *Iterator) Close() error {
 	it.rs.unpin(it.pin)
 	it.rs, it.segIts, it.mems, it.srcs, it.m, it.seg = nil, nil, nil, nil, nil, nil
 	it.merge = merge.Iter{}
+	// A closed Iterator the program still refers to holds no copies.
+	it.keyBuf, it.succBuf, it.valBuf, it.seekBuf = nil, nil, nil, nil
 	it.err, it.valid, it.key, it.value = ErrIteratorClosed, false, nil, nil
 	return err
 }

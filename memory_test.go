@@ -186,3 +186,63 @@ func TestTxnHistoryChargesItsMemory(t *testing.T) {
 		}
 	}
 }
+
+// TestIteratorLetsGoOfLargeValues: an Iterator that stepped back over a
+// large value keeps no copy of it once it shows smaller values, or moves
+// forward, where values are not copied. It kept the buffer it copied the
+// value into for as long as it lived: 8 MiB here, an open Iterator's
+// cost for good, though the value it showed was a few bytes. The values
+// are stored in their blocks, uncompressed and mapped, so the Iterator's
+// copy is the only heap they take.
+func TestIteratorLetsGoOfLargeValues(t *testing.T) {
+	db := mustOpen(t, t.TempDir(), &Options{DisableAutoCompaction: true, DisableValueSeparation: true, Compression: NoCompression})
+	defer db.Close()
+	large := make([]byte, 8<<20)
+	for i := range 20 {
+		mustDo(t, db.Put(fmt.Appendf(nil, "a%02d", i), []byte("small")))
+		mustDo(t, db.Put(fmt.Appendf(nil, "c%02d", i), []byte("small")))
+	}
+	mustDo(t, db.Put([]byte("b"), large))
+	mustDo(t, db.Put([]byte("d"), large))
+	mustDo(t, db.Put([]byte("d"), []byte("small"))) // the large version is older
+	for _, flushed := range []bool{false, true} {
+		if flushed {
+			mustDo(t, db.Flush()) // one segment, read without a merge
+		}
+		heapAlloc() // what the writes left for a second collection goes now
+		for _, tc := range []struct {
+			name string
+			move func(it *Iterator) bool
+		}{
+			{"back past both, then on back", func(it *Iterator) bool {
+				ok := it.SeekLT([]byte("e"))
+				for ok && string(it.Key()) > "a10" {
+					ok = it.Prev()
+				}
+				return ok
+			}},
+			{"back past b, then forward", func(it *Iterator) bool {
+				ok := it.SeekLT([]byte("c00"))
+				for ok && string(it.Key()) >= "a10" {
+					ok = it.Prev()
+				}
+				for ok && string(it.Key()) < "c10" {
+					ok = it.Next()
+				}
+				return ok
+			}},
+		} {
+			it, err := db.NewIterator(nil)
+			mustDo(t, err)
+			before := heapAlloc()
+			if !tc.move(it) || string(it.Value()) != "small" {
+				t.Fatalf("%s (flushed %v): at %q=%.8q", tc.name, flushed, it.Key(), it.Value())
+			}
+			if held := heapAlloc() - before; held > 1<<20 || cap(it.valBuf) > maxKeptValBuf {
+				t.Errorf("%s (flushed %v): the Iterator at %s holds %d bytes of heap, a value buffer of %d",
+					tc.name, flushed, it.Key(), held, cap(it.valBuf))
+			}
+			mustDo(t, it.Close())
+		}
+	}
+}
