@@ -208,13 +208,27 @@ func (r *Reader) NewIterWithCounters(fillCache bool, c *Counters) *Iter {
 // returns false at either end of the index or on error.
 func (it *Iter) load(i int) bool {
 	it.blk.valid = false
+	if i != it.idx {
+		// The last value record read (up to MaxValueSize) is an entry's
+		// of the block left: not kept once the Iter leaves that block
+		// (settle, which every step calls, leaves apart as it is).
+		it.apart = nil
+	}
 	if it.err != nil || i < 0 || i >= len(it.r.index) {
+		// Out of blocks: the block left is not kept either (data, and
+		// the key and value that alias it), for it may be a large one
+		// decoded on the heap, and a merge may leave this Iter here
+		// while its other sources go on; a seek loads it again.
+		it.blk.reset(nil, it.blk.internal, it.blk.file, 0)
+		it.ra.release()
 		return false
 	}
 	data := it.blk.data
 	if i != it.idx || data == nil {
 		var err error
-		if data, err = it.r.dataBlock(i, it.mode, &it.ra); err != nil {
+		data, err = it.r.dataBlock(i, it.mode, &it.ra)
+		it.ra.release()
+		if err != nil {
 			it.err = err
 			return false
 		}

@@ -270,10 +270,7 @@ func (r *Reader) decode(h blockHandle, buf []byte, src blockSource, ra *readahea
 	case compressionSnappy:
 		var dst []byte
 		if ra != nil && ra.reuseDecoded {
-			if cap(ra.decoded) < dlen {
-				ra.decoded = make([]byte, dlen)
-			}
-			dst, src = ra.decoded[:dlen], srcBorrowed
+			dst, src = ra.decodeBuf(dlen)[:dlen], srcBorrowed
 		} else {
 			dst, src = make([]byte, dlen), srcFresh
 		}
@@ -340,10 +337,7 @@ func (r *Reader) decodeZstd(h blockHandle, stored []byte, dlen int, ra *readahea
 	}
 	var dst []byte
 	if ra != nil && ra.reuseDecoded {
-		if cap(ra.decoded) < dlen {
-			ra.decoded = make([]byte, dlen)
-		}
-		dst, src = ra.decoded[:0:dlen], srcBorrowed
+		dst, src = ra.decodeBuf(dlen)[:0:dlen], srcBorrowed
 	} else {
 		dst = make([]byte, 0, dlen)
 	}

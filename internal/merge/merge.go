@@ -20,7 +20,10 @@ import (
 var ErrDirection = errors.New("merge: iteration direction changed without a seek")
 
 // item is one source in the heap, with its current internal key cached so
-// that comparisons cost no interface calls.
+// that comparisons cost no interface calls. A source that runs out leaves
+// the heap and its key is dropped (drop): the key may alias the block the
+// source read last, which may be a large one decoded on the heap, and the
+// other sources may go on for long.
 type item struct {
 	src     base.InternalIterator
 	index   int // of src in New's arguments
@@ -29,6 +32,9 @@ type item struct {
 }
 
 func (it *item) load() { it.key, it.trailer = it.src.InternalKey() }
+
+// drop forgets the key of a source that ran out.
+func (it *item) drop() { it.key = nil }
 
 // Iter is the merge of several sources. Moving forward (First, SeekGE,
 // Next) it yields entries in internal-key order; moving backward (Last,
@@ -88,7 +94,10 @@ func (m *Iter) position(reverse bool, move func(base.InternalIterator) bool) boo
 		if move(it.src) {
 			it.load()
 			m.heap = append(m.heap, it)
-		} else if err := it.src.Error(); err != nil {
+			continue
+		}
+		it.drop()
+		if err := it.src.Error(); err != nil {
 			m.err = err
 			m.heap = m.heap[:0]
 			return false
@@ -133,6 +142,7 @@ func (m *Iter) settle(ok bool) bool {
 		if err := top.src.Error(); err != nil {
 			return m.fail(err)
 		}
+		top.drop()
 		last := len(m.heap) - 1
 		m.heap[0] = m.heap[last]
 		m.heap = m.heap[:last]
@@ -214,6 +224,7 @@ func (m *Iter) reposition(skip func(int) bool, move func(*item) bool, due func(*
 					m.fail(err)
 					return
 				}
+				it.drop()
 				continue // nothing left in this direction
 			}
 			it.load()
