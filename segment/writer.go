@@ -391,17 +391,37 @@ func (p *Properties) count(ukey []byte, seq uint64, kind base.Kind) {
 }
 
 // appendSeparator appends an internal key s with last <= s < (next, any
-// trailer), shortened when possible: if the user keys first differ at byte
-// i and last[i]+1 < next[i], then last[:i+1] with that byte incremented,
-// paired with the largest trailer, lies strictly between the user keys.
-// Otherwise it is last itself.
+// trailer), shortened when possible, as Pebble's Separator does: where the
+// user keys first differ, at byte i (last[i] < next[i]), the user key u
+// is
+//
+//   - last[:i+1] with byte i incremented, if that is below next: when
+//     last[i]+1 < next[i], or when next goes on past byte i (u is then a
+//     prefix of next);
+//   - else (next is last[:i] and last[i]+1), last up to its first byte
+//     after i that is not 0xff, that byte incremented;
+//
+// paired with the largest trailer: u lies strictly between the user keys.
+// Otherwise (last's user key is a prefix of next, or equal to it) s is
+// last itself. The index a reader keeps holds one separator a block, so
+// keys longer than a block whose first difference is early (a counter
+// in a long key) no longer cost a reader their whole length each: 300
+// keys of 64 KiB, distinct in their first 9 bytes, held 20 MB of index
+// for a 0.9 MB segment.
 func appendSeparator(dst, last, next []byte) []byte {
 	lu, _ := splitInternalKey(last)
 	i := commonPrefix(lu, next)
-	if i < len(lu) && i < len(next) && lu[i] < 0xff && lu[i]+1 < next[i] {
-		dst = append(dst, lu[:i+1]...)
-		dst[len(dst)-1]++
-		return binary.LittleEndian.AppendUint64(dst, maxTrailer)
+	if i < len(lu) && i < len(next) && lu[i] < next[i] {
+		j := i // the byte to increment
+		if lu[i]+1 == next[i] && i+1 == len(next) {
+			for j = i + 1; j < len(lu) && lu[j] == 0xff; j++ {
+			}
+		}
+		if j < len(lu) {
+			dst = append(dst, lu[:j+1]...)
+			dst[len(dst)-1]++
+			return binary.LittleEndian.AppendUint64(dst, maxTrailer)
+		}
 	}
 	return append(dst, last...)
 }
