@@ -194,9 +194,10 @@ func TestTxnHistoryChargesItsMemory(t *testing.T) {
 // value into for as long as it lived: 8 MiB here, an open Iterator's
 // cost for good, though the value it showed was a few bytes. The values
 // are stored in their blocks, uncompressed and mapped, so the Iterator's
-// copy is the only heap they take.
+// copy is the only heap they take, and the memtable holds them all, so
+// that no flush runs in the background while the heap is measured.
 func TestIteratorLetsGoOfLargeValues(t *testing.T) {
-	db := mustOpen(t, t.TempDir(), &Options{DisableAutoCompaction: true, DisableValueSeparation: true, Compression: NoCompression})
+	db := mustOpen(t, t.TempDir(), &Options{DisableAutoCompaction: true, DisableValueSeparation: true, Compression: NoCompression, MemtableSize: 64 << 20})
 	defer db.Close()
 	large := make([]byte, 8<<20)
 	for i := range 20 {
