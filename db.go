@@ -144,8 +144,9 @@ type Options struct {
 	// still checked).
 	DisableValueSeparation bool
 	// BlockCacheSize bounds the memory of decompressed blocks kept for
-	// reuse, shared by all segments. Default 64 MiB. Valid: 0 (default)
-	// or more.
+	// reuse, shared by all segments: each block is charged its bytes, an
+	// eighth more for the allocator's rounding and about 200 bytes of
+	// bookkeeping. Default 64 MiB. Valid: 0 (default) or more.
 	BlockCacheSize int64
 	// DisableCompression stores blocks without compression. It is
 	// equivalent to Compression = NoCompression, kept for the programs that

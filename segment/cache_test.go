@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"testing"
 
@@ -25,7 +26,7 @@ func sameShardOffsets(c *Cache, n int) []uint64 {
 
 func TestCacheLRU(t *testing.T) {
 	const blockLen = 100
-	charge := int64(blockLen + cacheEntryOverhead)
+	charge := blockCharge(make([]byte, blockLen))
 	c := NewCache(3 * charge * cacheShards) // three blocks per shard
 	offs := sameShardOffsets(c, 4)
 	block := func(i int) []byte { return bytes.Repeat([]byte{byte(i)}, blockLen) }
@@ -254,4 +255,34 @@ func TestCacheKeyedByHandle(t *testing.T) {
 			t.Errorf("get(%d, %d) = %q, %v; want %q", h.offset, h.length, b, ok, want)
 		}
 	}
+}
+
+// TestCacheHeldWithinCapacity: the heap a full cache holds stays near its
+// capacity, whatever the size of its blocks. Charged their length and 96
+// bytes each, a cache of 50-byte blocks held 1.5 times its capacity, and
+// one of blocks just over 4 KiB, as most data blocks are at the default
+// BlockSize, 1.2 times: the allocator gives such a block 4,864 bytes.
+func TestCacheHeldWithinCapacity(t *testing.T) {
+	const capacity = 4 << 20
+	for _, size := range []int{50, 4150} {
+		before := heapAlloc()
+		c := NewCache(capacity)
+		for i := range 3 * capacity / size {
+			c.insert(uint64(i%5), blockHandle{uint64(i) * 8192, uint64(size)}, make([]byte, size))
+		}
+		held := heapAlloc() - before
+		if limit := int64(capacity) / 10 * 11; held > limit {
+			t.Errorf("a cache of %d-byte blocks, capacity %d, holds %d bytes of heap (limit %d)", size, capacity, held, limit)
+		}
+		runtime.KeepAlive(c)
+	}
+}
+
+// heapAlloc returns the bytes of live heap objects after a collection.
+func heapAlloc() int64 {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return int64(ms.HeapAlloc)
 }
