@@ -8,6 +8,7 @@ import (
 	"testing"
 	"weak"
 
+	"github.com/bloomkv/bloomkv/internal/heapstat"
 	"github.com/bloomkv/bloomkv/memtable"
 )
 
@@ -60,15 +61,6 @@ func TestFlushedMemtablesReleased(t *testing.T) {
 	}
 }
 
-// heapAlloc returns the bytes of live heap objects after a collection.
-func heapAlloc() int64 {
-	runtime.GC()
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return int64(ms.HeapAlloc)
-}
-
 // TestTxnOverwritesHoldLatest: a transaction that writes one key again and
 // again holds its latest write, not every one. The writes made since its
 // last iterator waited in a list, in order, for the next iterator to sort
@@ -81,7 +73,7 @@ func TestTxnOverwritesHoldLatest(t *testing.T) {
 	defer txn.Discard()
 	const n = 2000
 	value := make([]byte, 4<<10)
-	before := heapAlloc()
+	before := heapstat.Live()
 	for i := range n {
 		value[0] = byte(i)
 		mustDo(t, txn.Put([]byte("k"), value))
@@ -97,7 +89,7 @@ func TestTxnOverwritesHoldLatest(t *testing.T) {
 	}
 	mustDo(t, txn.Delete([]byte("j")))
 	mustDo(t, txn.Put([]byte("j"), []byte("w")))
-	if held := heapAlloc() - before; held > 256<<10 {
+	if held := heapstat.Live() - before; held > 256<<10 {
 		t.Errorf("%d writes of one key hold %d bytes of heap (one write: %d)", n, held, len(value))
 	}
 	mustDo(t, txn.Commit())
@@ -128,7 +120,7 @@ func TestTxnRereadsHoldDistinct(t *testing.T) {
 		it, err := txn.NewIterator(nil)
 		mustDo(t, err)
 		const n = 20000
-		before := heapAlloc()
+		before := heapstat.Live()
 		for range n {
 			if _, err := txn.Get([]byte("k")); err != nil {
 				t.Fatal(err)
@@ -137,7 +129,7 @@ func TestTxnRereadsHoldDistinct(t *testing.T) {
 				t.Fatal("Seek(m) found nothing")
 			}
 		}
-		if held := heapAlloc() - before; held > 64<<10 {
+		if held := heapstat.Live() - before; held > 64<<10 {
 			t.Errorf("%d Gets and seeks of two keys hold %d bytes of heap", n, held)
 		}
 		mustDo(t, txn.Put([]byte("z"), []byte("w")))
@@ -178,9 +170,9 @@ func TestTxnHistoryChargesItsMemory(t *testing.T) {
 		db.txns.mu.Lock()
 		charged := db.txns.bytes
 		db.txns.mu.Unlock()
-		before := heapAlloc()
+		before := heapstat.Live()
 		txn.Discard() // the last transaction: the history goes
-		held := before - heapAlloc()
+		held := before - heapstat.Live()
 		if limit := int64(charged)/4*5 + 64<<10; held > limit {
 			t.Errorf("%d groups of %d Puts and %d range deletions: the history held %d bytes of heap, charged %d (limit %d)",
 				shape.groups, shape.puts, shape.ranges, held, charged, limit)
@@ -211,7 +203,7 @@ func TestIteratorLetsGoOfLargeValues(t *testing.T) {
 		if flushed {
 			mustDo(t, db.Flush()) // one segment, read without a merge
 		}
-		heapAlloc() // what the writes left for a second collection goes now
+		heapstat.Live() // what the writes left for a second collection goes now
 		for _, tc := range []struct {
 			name string
 			move func(it *Iterator) bool
@@ -236,11 +228,11 @@ func TestIteratorLetsGoOfLargeValues(t *testing.T) {
 		} {
 			it, err := db.NewIterator(nil)
 			mustDo(t, err)
-			before := heapAlloc()
+			before := heapstat.Live()
 			if !tc.move(it) || string(it.Value()) != "small" {
 				t.Fatalf("%s (flushed %v): at %q=%.8q", tc.name, flushed, it.Key(), it.Value())
 			}
-			if held := heapAlloc() - before; held > 1<<20 || cap(it.valBuf) > maxKeptValBuf {
+			if held := heapstat.Live() - before; held > 1<<20 || cap(it.valBuf) > maxKeptValBuf {
 				t.Errorf("%s (flushed %v): the Iterator at %s holds %d bytes of heap, a value buffer of %d",
 					tc.name, flushed, it.Key(), held, cap(it.valBuf))
 			}
@@ -290,10 +282,10 @@ func TestIteratorLetsGoOfLargeBlocks(t *testing.T) {
 			mustDo(t, db.Put(fmt.Appendf(nil, "c%04d", i), small()))
 		}
 		mustDo(t, db.Flush())
-		heapAlloc()
+		heapstat.Live()
 		it, err := db.NewIterator(nil)
 		mustDo(t, err)
-		before := heapAlloc()
+		before := heapstat.Live()
 		n := 0
 		for ok := it.Last(); ok; ok = it.Prev() {
 			n++
@@ -301,7 +293,7 @@ func TestIteratorLetsGoOfLargeBlocks(t *testing.T) {
 		if n != 2101 || !it.Seek([]byte("c1500")) || !it.Next() {
 			t.Fatalf("%+v: %d keys backward, then at %q", tc, n, it.Key())
 		}
-		if held := heapAlloc() - before; held > 1<<20 {
+		if held := heapstat.Live() - before; held > 1<<20 {
 			t.Errorf("%+v: the Iterator at %s holds %d bytes of heap", tc, it.Key(), held)
 		}
 		mustDo(t, it.Close())

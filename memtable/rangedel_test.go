@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/bloomkv/bloomkv/internal/base"
+	"github.com/bloomkv/bloomkv/internal/heapstat"
 	"github.com/bloomkv/bloomkv/internal/rangedel"
 )
 
@@ -82,15 +83,6 @@ func TestRangeDelListsHalve(t *testing.T) {
 	}
 }
 
-// heapAlloc returns the bytes of live heap objects after a collection.
-func heapAlloc() int64 {
-	runtime.GC()
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return int64(ms.HeapAlloc)
-}
-
 // TestRangeDeleteCopiesCharged: the table charges its size for the
 // bounds of every range tombstone it copies, also those no fragment keeps
 // (a range deleted again; a tombstone its batch's newer ones hide), so
@@ -101,7 +93,7 @@ func heapAlloc() int64 {
 func TestRangeDeleteCopiesCharged(t *testing.T) {
 	start, end := bytes.Repeat([]byte("a"), 4<<10), bytes.Repeat([]byte("b"), 4<<10)
 	const n = 500
-	base0 := heapAlloc()
+	base0 := heapstat.Live()
 	m := New(4 << 20)
 	for i := range n {
 		m.Add(uint64(2*i+1), base.KindPut, fmt.Appendf(nil, "k%05d", i), nil)
@@ -112,7 +104,7 @@ func TestRangeDeleteCopiesCharged(t *testing.T) {
 		batch[i] = rangedel.Tombstone{Start: start, End: end, Seq: uint64(2*n + i + 1)}
 	}
 	m.AddRangeDeletes(batch)
-	held := heapAlloc() - base0
+	held := heapstat.Live() - base0
 	copied := 2 * n * (len(start) + len(end))
 	size := m.ApproximateSize()
 	if size < copied {

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/bloomkv/bloomkv/internal/base"
+	"github.com/bloomkv/bloomkv/internal/heapstat"
 )
 
 // sameShardOffsets returns n block offsets of file 1 that fall into the
@@ -265,24 +266,15 @@ func TestCacheKeyedByHandle(t *testing.T) {
 func TestCacheHeldWithinCapacity(t *testing.T) {
 	const capacity = 4 << 20
 	for _, size := range []int{50, 4150} {
-		before := heapAlloc()
+		before := heapstat.Live()
 		c := NewCache(capacity)
 		for i := range 3 * capacity / size {
 			c.insert(uint64(i%5), blockHandle{uint64(i) * 8192, uint64(size)}, make([]byte, size))
 		}
-		held := heapAlloc() - before
+		held := heapstat.Live() - before
 		if limit := int64(capacity) / 10 * 11; held > limit {
 			t.Errorf("a cache of %d-byte blocks, capacity %d, holds %d bytes of heap (limit %d)", size, capacity, held, limit)
 		}
 		runtime.KeepAlive(c)
 	}
-}
-
-// heapAlloc returns the bytes of live heap objects after a collection.
-func heapAlloc() int64 {
-	runtime.GC()
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return int64(ms.HeapAlloc)
 }
