@@ -150,3 +150,33 @@ func TestSmallCoveredGarbageWaits(t *testing.T) {
 		t.Fatalf("the covered puts are estimated at %d bytes, want about 0.5 MB", b)
 	}
 }
+
+// TestCoverageWorkBounded: the estimates of one pass stop where their
+// work runs out (coverageWork), at Open as at an install: none at all
+// with none to spend, all of them with enough.
+func TestCoverageWorkBounded(t *testing.T) {
+	defer func(w int) { coverageWork = w }(coverageWork)
+	dir := t.TempDir()
+	o := DefaultOptions()
+	o.DisableAutoCompaction = true
+	db := mustOpen(t, dir, o)
+	v := make([]byte, 100)
+	for i := range uint64(4000) {
+		mustDo(t, db.Put(tableKey(i), v))
+	}
+	mustDo(t, db.Flush())
+	mustDo(t, db.DeleteRange(tableKey(0), tableKey(3000)))
+	mustDo(t, db.Flush())
+	mustDo(t, db.Close())
+	for _, work := range []int{0, 1 << 18} {
+		coverageWork = work
+		db := mustOpen(t, dir, o)
+		db.mu.Lock()
+		n := db.segments[0].coveredGarbage()
+		db.mu.Unlock()
+		mustDo(t, db.Close())
+		if work == 0 && n != 0 || work > 0 && n < 2000 {
+			t.Errorf("work %d: %d entries covered at Open, want %s", work, n, map[bool]string{true: "none", false: "about 3000"}[work == 0])
+		}
+	}
+}

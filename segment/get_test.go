@@ -8,6 +8,7 @@ import (
 
 	"github.com/bloomkv/bloomkv/bloom"
 	"github.com/bloomkv/bloomkv/internal/base"
+	"github.com/bloomkv/bloomkv/internal/rangedel"
 )
 
 // The copying point reads the tests use. The store reads with Lookup,
@@ -65,11 +66,12 @@ func TestKeyHeadOrder(t *testing.T) {
 	}
 }
 
-// TestEntriesBetween: the index's estimate of the entries in a key range
-// is within a block of the count, adds up over adjacent ranges (to within
-// rounding), and is 0
-// for a range outside the segment's keys or within one block.
-func TestEntriesBetween(t *testing.T) {
+// TestEntriesCovered: the index's estimate of the entries that range
+// tombstones cover is within a block per fragment of the count, the same
+// by either walk (fragments, or blocks where fragments are more), 0 for
+// tombstones outside the segment's keys or not newer than its entries,
+// and stops where its work runs out.
+func TestEntriesCovered(t *testing.T) {
 	const n = 5000
 	var es []entry
 	for i := range n {
@@ -77,8 +79,12 @@ func TestEntriesBetween(t *testing.T) {
 	}
 	data, _ := writeSegment(t, es, WriterOptions{BlockSize: 1024})
 	r := openSegment(t, data, ReaderOptions{Name: "e.seg"})
-	perBlock := uint64(n / r.Blocks())
+	perBlock := n / r.Blocks()
 	key := func(i int) []byte { return fmt.Appendf(nil, "k%05d", i) }
+	covered := func(l *rangedel.List, minSeq uint64) uint64 {
+		work := 1 << 20
+		return r.EntriesCovered(l, minSeq, &work)
+	}
 	for _, c := range []struct{ lo, hi int }{{0, n}, {0, 100}, {1234, 4321}, {4000, n}, {-1, n + 1}} {
 		lo, hi := []byte("a"), []byte("z")
 		if c.lo >= 0 {
@@ -87,22 +93,48 @@ func TestEntriesBetween(t *testing.T) {
 		if c.hi <= n {
 			hi = key(c.hi)
 		}
-		want := uint64(min(c.hi, n) - max(c.lo, 0))
-		got := r.EntriesBetween(lo, hi)
+		want := min(c.hi, n) - max(c.lo, 0)
+		one := rangedel.Build([]rangedel.Tombstone{{Start: lo, End: hi, Seq: n + 1}})
+		got := int(covered(one, 0))
 		if got+perBlock+1 < want || got > want+perBlock+1 {
-			t.Errorf("EntriesBetween(%s, %s) = %d, want %d within a block (%d)", lo, hi, got, want, perBlock)
+			t.Errorf("[%s, %s): %d entries covered, want %d within a block (%d)", lo, hi, got, want, perBlock)
 		}
-		mid := key((max(c.lo, 0) + min(c.hi, n)) / 2)
-		if sum := r.EntriesBetween(lo, mid) + r.EntriesBetween(mid, hi); sum > got || sum+1 < got {
-			t.Errorf("EntriesBetween(%s, %s) = %d is not the sum over [%s, %s) and [%s, %s)", lo, hi, got, lo, mid, mid, hi)
+		// Every other key of the range, one fragment each: more fragments
+		// than the segment has blocks, so the other walk: about half.
+		var ts []rangedel.Tombstone
+		for i := max(c.lo, 0); i < min(c.hi, n); i += 2 {
+			ts = append(ts, rangedel.Tombstone{Start: key(i), End: key(i + 1), Seq: n + 1})
+		}
+		if many := rangedel.Build(ts); many.Len() > r.Blocks() {
+			if got, half := int(covered(many, 0)), want/2; got > half+want/5+perBlock || got+want/5+perBlock < half {
+				t.Errorf("every other key of [%s, %s), %d fragments: %d entries covered, want about %d", lo, hi, many.Len(), got, half)
+			}
+			if got := covered(many, n+1); got != 0 {
+				t.Errorf("every other key of [%s, %s), no newer than the entries: %d covered, want 0", lo, hi, got)
+			}
+		}
+		if got := covered(one, n+1); got != 0 {
+			t.Errorf("[%s, %s), no newer than the entries: %d covered, want 0", lo, hi, got)
 		}
 	}
-	if got := r.EntriesBetween(key(0), nil); got != n {
-		t.Errorf("EntriesBetween(first key, nil) = %d, want %d", got, n)
+	for _, span := range [][2]string{{"a", "b"}, {"l", "m"}, {"k00010", "k00011"}} {
+		if got := covered(rangedel.Build([]rangedel.Tombstone{{Start: []byte(span[0]), End: []byte(span[1]), Seq: n + 1}}), 0); got != 0 {
+			t.Errorf("[%s, %s): %d covered, want 0", span[0], span[1], got)
+		}
 	}
-	for _, span := range [][2][]byte{{[]byte("a"), []byte("b")}, {[]byte("l"), nil}, {key(10), key(11)}} {
-		if got := r.EntriesBetween(span[0], span[1]); got != 0 {
-			t.Errorf("EntriesBetween(%q, %q) = %d, want 0", span[0], span[1], got)
+	// Fragments apart from each other, fewer than the blocks, then more.
+	for _, step := range []int{40, 2} {
+		var ts []rangedel.Tombstone
+		for i := 0; i < n; i += step {
+			ts = append(ts, rangedel.Tombstone{Start: key(i), End: key(i + step/2), Seq: n + 1})
+		}
+		l := rangedel.Build(ts)
+		for _, budget := range []int{0, 10, 100} {
+			work := budget
+			got := r.EntriesCovered(l, 0, &work)
+			if work > 0 || budget == 0 && got != 0 || got >= uint64(n)/4 {
+				t.Errorf("%d fragments, work %d: %d entries covered, %d work left: want the walk cut short", l.Len(), budget, got, work)
+			}
 		}
 	}
 }
