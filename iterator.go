@@ -619,7 +619,7 @@ func (it *Iterator) skipVersions() {
 		it.m.Next()
 	}
 	if it.m.Valid() && bytes.Equal(it.m.Key(), it.keyBuf) {
-		it.m.SkipTo(it.successor(), everySource)
+		it.m.SkipTo(it.successor(), merge.EverySource)
 	}
 }
 
@@ -645,9 +645,6 @@ func (it *Iterator) successor() []byte {
 	it.succBuf = append(append(it.succBuf[:0], it.keyBuf...), 0)
 	return it.succBuf
 }
-
-// everySource selects every source of a merge (merge.Iter.SkipTo).
-func everySource(int) bool { return true }
 
 // findNextSeg is findNext reading the one segment seg directly: with no
 // range tombstone to apply, a key is shown at its newest visible version

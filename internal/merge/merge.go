@@ -185,7 +185,7 @@ func (m *Iter) SkipToVersion(key []byte, seq uint64) {
 		return
 	}
 	t := base.VersionTrailer(seq)
-	m.reposition(everySource, func(it *item) bool {
+	m.reposition(EverySource, func(it *item) bool {
 		if s, ok := it.src.(base.VersionSeeker); ok {
 			return s.SeekGEVersion(key, seq)
 		}
@@ -198,7 +198,8 @@ func (m *Iter) SkipToVersion(key []byte, seq uint64) {
 	}, func(it *item) bool { return base.Compare(it.key, it.trailer, key, t) < 0 })
 }
 
-func everySource(int) bool { return true }
+// EverySource selects every source of a merge (SkipTo, SkipBackTo).
+func EverySource(int) bool { return true }
 
 // SkipBackTo is SkipTo moving backward: the selected sources leave every
 // user key at or above key, to their last entry below it.
