@@ -259,6 +259,10 @@ func (ws *writeSet) conflicts(reads []keySpan) bool {
 			ws.indexRanges()
 		})
 	}
+	// Probes are counted here and added once: concurrent checks of a
+	// sealed set would otherwise write its counter's line at every probe.
+	var probes int64
+	defer func() { ws.probes.Add(probes) }()
 	scan := len(ws.ends) <= len(reads)
 	if !scan {
 		ws.index()
@@ -267,7 +271,7 @@ func (ws *writeSet) conflicts(reads []keySpan) bool {
 	if scan {
 		start := uint32(0)
 		for _, end := range ws.ends {
-			ws.probes.Add(1)
+			probes++
 			if spansContain(reads, ws.keys[start:end]) {
 				return true
 			}
@@ -276,7 +280,7 @@ func (ws *writeSet) conflicts(reads []keySpan) bool {
 	} else {
 		for _, run := range ws.runs {
 			for _, r := range reads {
-				ws.probes.Add(1)
+				probes++
 				// The first key at or after the read's start is the only
 				// candidate.
 				i, _ := slices.BinarySearchFunc(run, r.start, func(k uint32, start []byte) int {
@@ -288,12 +292,12 @@ func (ws *writeSet) conflicts(reads []keySpan) bool {
 			}
 		}
 	}
-	return ws.rangesMeet(reads)
+	return ws.rangesMeet(reads, &probes)
 }
 
 // rangesMeet reports whether a range deletion of ws meets reads, as
-// conflicts looks up its keys.
-func (ws *writeSet) rangesMeet(reads []keySpan) bool {
+// conflicts looks up its keys, adding its probes to *probes.
+func (ws *writeSet) rangesMeet(reads []keySpan, probes *int64) bool {
 	scan := len(ws.ranges) <= len(reads)
 	if !scan {
 		ws.indexRanges()
@@ -301,7 +305,7 @@ func (ws *writeSet) rangesMeet(reads []keySpan) bool {
 	}
 	if scan {
 		for _, r := range ws.ranges {
-			ws.probes.Add(1)
+			*probes++
 			if spansOverlap(reads, r) {
 				return true
 			}
@@ -310,7 +314,7 @@ func (ws *writeSet) rangesMeet(reads []keySpan) bool {
 	}
 	for i := range ws.rangeRuns {
 		for _, r := range reads {
-			ws.probes.Add(1)
+			*probes++
 			if ws.rangeRuns[i].overlaps(r) {
 				return true
 			}
