@@ -58,6 +58,18 @@ func coveredEntries(rd *rangedel.List, s *segHandle, work *int) uint64 {
 	return min(s.reader.EntriesCovered(rd, s.meta.MinSeq, work), s.meta.Entries)
 }
 
+// coverageOf returns the estimates of what rd covers in each of older
+// that it covers at all.
+func coverageOf(rd *rangedel.List, older []*segHandle, work *int) []coverage {
+	var out []coverage
+	for _, s := range older {
+		if n := coveredEntries(rd, s, work); n > 0 {
+			out = append(out, coverage{s, n})
+		}
+	}
+	return out
+}
+
 // coverageFor estimates, outside db.mu, what the range tombstones of the
 // segment e adds cover of the live segments older than it (own: its
 // coversOlder), and what those of the live segments newer than it cover of it
@@ -103,11 +115,7 @@ func (db *DB) coverageFor(e *shapeEdit) (own []coverage, newer []coveredBy) {
 	defer unrefAll(refs)
 
 	work := coverageWork
-	for _, s := range below {
-		if n := coveredEntries(x.reader.RangeDels(), s, &work); n > 0 {
-			own = append(own, coverage{s, n})
-		}
-	}
+	own = coverageOf(x.reader.RangeDels(), below, &work)
 	for _, s := range above {
 		if n := coveredEntries(s.reader.RangeDels(), x, &work); n > 0 {
 			newer = append(newer, coveredBy{s, n})
@@ -164,14 +172,8 @@ func (db *DB) coveredBytesLocked() uint64 {
 func (db *DB) loadCoverage() {
 	work := coverageWork
 	for i, s := range db.segments {
-		rd := s.reader.RangeDels()
-		if rd.Empty() {
-			continue
-		}
-		for _, o := range db.segments[i+1:] {
-			if n := coveredEntries(rd, o, &work); n > 0 {
-				s.coversOlder = append(s.coversOlder, coverage{o, n})
-			}
+		if rd := s.reader.RangeDels(); !rd.Empty() {
+			s.coversOlder = coverageOf(rd, db.segments[i+1:], &work)
 		}
 	}
 }
