@@ -16,14 +16,20 @@ func hotKeyDB(t testing.TB, v int) *DB {
 	db := mustOpen(t, t.TempDir(), &Options{MemtableSize: 256 << 20})
 	mustDo(t, db.Put([]byte("a"), []byte("1")))
 	mustDo(t, db.Put([]byte("c"), []byte("3")))
+	overwriteHotKey(t, db, v, "%d")
+	return db
+}
+
+// overwriteHotKey writes key "b" v times, the i-th time with the value
+// format makes of i, in batches of 10,000.
+func overwriteHotKey(t testing.TB, db *DB, v int, format string) {
 	for i := 0; i < v; {
 		b := NewBatch()
 		for ; i < v && b.Len() < 10_000; i++ {
-			mustDo(t, b.Put([]byte("b"), fmt.Appendf(nil, "%d", i)))
+			mustDo(t, b.Put([]byte("b"), fmt.Appendf(nil, format, i)))
 		}
 		mustDo(t, db.Write(b))
 	}
-	return db
 }
 
 // scanPastHotKey seeks to "a" and steps to "c", then back from "c" to
@@ -130,13 +136,7 @@ func TestScanPastNewerVersions(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer it.Close()
-	for i := 0; i < v; {
-		b := NewBatch()
-		for ; i < v && b.Len() < 10_000; i++ {
-			mustDo(t, b.Put([]byte("b"), fmt.Appendf(nil, "later %d", i)))
-		}
-		mustDo(t, db.Write(b))
-	}
+	overwriteHotKey(t, db, v, "later %d")
 	mustDo(t, db.Delete([]byte("b")))
 	scanPastHotKey(t, it, 1) // the first, untimed
 	scansWithin(t, fmt.Sprintf("%d scans past a key of %d versions newer than the Iterator", scans, v), func() {
