@@ -141,13 +141,18 @@ func (db *DB) NewTransaction(update bool) *Txn {
 	return t
 }
 
-// usable returns why t may not be used, if it may not.
+// usable returns why t may not be used, if it may not. A transaction
+// begun before its DB was closed is refused too: its writes could only
+// fail at Commit, and a read of its own pending writes would answer from
+// a store that no longer exists.
 func (t *Txn) usable() error {
 	switch {
 	case t.done:
 		return ErrTxnDiscarded
 	case t.err != nil:
 		return t.err
+	case t.db.isClosed.Load():
+		return ErrClosed
 	}
 	return nil
 }
@@ -457,10 +462,13 @@ func (t *Txn) Commit() error { return t.commit(false) }
 var testHookPrevalidated func()
 
 func (t *Txn) commit(sync bool) error {
+	if t.done {
+		return ErrTxnDiscarded
+	}
+	defer t.Discard() // whatever Commit returns, as documented
 	if err := t.usable(); err != nil {
 		return err
 	}
-	defer t.Discard()
 	if !t.update || len(t.pending) == 0 && t.dels.empty() {
 		return nil
 	}

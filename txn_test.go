@@ -849,3 +849,40 @@ func randomDBWrite(t *testing.T, db *DB, model txnView, rng *rand.Rand, keys, i 
 		model[string(k)] = v
 	}
 }
+
+// TestTxnAfterClose: a transaction begun before its DB was closed, read
+// only or not, and one begun after, refuse every method with ErrClosed,
+// reads of its own pending writes among them, rather than buffering
+// writes that only Commit would refuse.
+func TestTxnAfterClose(t *testing.T) {
+	db := mustOpen(t, t.TempDir(), nil)
+	if err := db.Put([]byte("a"), []byte("1")); err != nil {
+		t.Fatal(err)
+	}
+	txns := map[string]*Txn{"update": db.NewTransaction(true), "read-only": db.NewTransaction(false)}
+	if err := txns["update"].Put([]byte("own"), []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	txns["after Close"] = db.NewTransaction(true)
+	for name, txn := range txns {
+		ops := map[string]func() error{
+			"Get own":     func() error { _, err := txn.Get([]byte("own")); return err },
+			"Get":         func() error { _, err := txn.Get([]byte("a")); return err },
+			"Has":         func() error { _, err := txn.Has([]byte("own")); return err },
+			"Put":         func() error { return txn.Put([]byte("k"), nil) },
+			"Delete":      func() error { return txn.Delete([]byte("k")) },
+			"DeleteRange": func() error { return txn.DeleteRange([]byte("a"), []byte("b")) },
+			"NewIterator": func() error { _, err := txn.NewIterator(nil); return err },
+			"Commit":      txn.Commit,
+		}
+		for _, op := range []string{"Get own", "Get", "Has", "Put", "Delete", "DeleteRange", "NewIterator", "Commit"} {
+			if err := ops[op](); !errors.Is(err, ErrClosed) {
+				t.Errorf("%s transaction: %s after Close = %v, want ErrClosed", name, op, err)
+			}
+		}
+		txn.Discard()
+	}
+}
