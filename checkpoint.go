@@ -60,8 +60,11 @@ func (db *DB) Checkpoint(dir string) error {
 // files in it): by their absolute, cleaned names, and then by the files
 // themselves, where fsys's Stat tells them apart (the operating system's
 // does), so that a symbolic link to dir or to a directory above it, in
-// either name, does not hide it: path, or one of its ancestors that
-// exists, must not be dir's directory.
+// either name, does not hide it. The second test starts at the longest
+// prefix of path, as given, that exists, and climbs by appending "..",
+// which the file system resolves: cleaning the name first would take
+// "link/.." for the directory holding link, where the file system goes to
+// the parent of link's target, which may be dir.
 func within(fsys vfs.FS, dir, path string) (bool, error) {
 	d, err := filepath.Abs(dir)
 	if err != nil {
@@ -76,20 +79,44 @@ func within(fsys vfs.FS, dir, path string) (bool, error) {
 		return true, nil
 	}
 	di, err := fsys.Stat(d)
-	if err != nil {
-		return false, nil
+	if err != nil || !os.SameFile(di, di) {
+		return false, nil // no store to compare with, or no file identities
 	}
-	for {
-		if fi, err := fsys.Stat(p); err == nil && os.SameFile(di, fi) {
+	cur := path
+	if !filepath.IsAbs(cur) {
+		wd, err := os.Getwd()
+		if err != nil {
+			return false, err
+		}
+		cur = wd + string(filepath.Separator) + cur
+	}
+	fi, err := fsys.Stat(cur)
+	for err != nil {
+		i := strings.LastIndexByte(cur, filepath.Separator)
+		if i <= 0 {
+			return false, nil // below the root, nothing of it exists
+		}
+		cur = cur[:i]
+		fi, err = fsys.Stat(cur)
+	}
+	for range maxClimb {
+		if os.SameFile(di, fi) {
 			return true, nil
 		}
-		parent := filepath.Dir(p)
-		if parent == p {
-			return false, nil
+		up := strings.TrimSuffix(cur, string(filepath.Separator)) + string(filepath.Separator) + ".."
+		ui, err := fsys.Stat(up)
+		if err != nil || os.SameFile(ui, fi) {
+			return false, nil // the root: its ".." is itself
 		}
-		p = parent
+		cur, fi = up, ui
 	}
+	return false, nil
 }
+
+// maxClimb bounds within's climb to the root, in directories, where a
+// file system's Stat would not refuse the growing name first (Linux's
+// PATH_MAX, 4,096 bytes, stops it at about 1,360 levels).
+const maxClimb = 4096
 
 // checkEmptyDest creates dir, or accepts it if it exists and is empty.
 func checkEmptyDest(fsys vfs.FS, dir string) error {

@@ -265,6 +265,17 @@ func TestCheckpointThroughSymlink(t *testing.T) {
 	refused(db, storeLink)
 	refused(db, filepath.Join(storeLink, "cp"))
 	refused(db, filepath.Join(parentLink, "store", "cp"))
+	// A name that climbs out of a link with "..": the file system goes to
+	// the parent of the link's target, the store, where cleaning the name
+	// would have gone to the directory holding the link.
+	mustDo(t, os.Mkdir(filepath.Join(dir, "sub"), 0o755))
+	subLink := filepath.Join(t.TempDir(), "sub-link")
+	mustDo(t, os.Symlink(filepath.Join(dir, "sub"), subLink))
+	before = dirHash(t, dir)
+	refused(db, subLink+string(filepath.Separator)+".."+string(filepath.Separator)+"cp")
+	refused(db, subLink+string(filepath.Separator)+"..")
+	mustDo(t, os.Remove(filepath.Join(dir, "sub")))
+	before = dirHash(t, dir)
 	mustDo(t, db.Checkpoint(filepath.Join(parentLink, "beside"))) // beside it: fine
 	mustDo(t, db.Close())
 
