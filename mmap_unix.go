@@ -24,6 +24,7 @@ import (
 //
 // A file with no descriptor (from a file system that is not the
 // operating system's) is not mapped: nil, and reads go through ReadAt.
+// So is one whose mapping fails: DB.mapOrRead reads it with pread then.
 func mapSegment(f vfs.File, size int64) ([]byte, error) {
 	fd, ok := vfs.Fd(f)
 	if !ok {

@@ -25,7 +25,7 @@ type segHandle struct {
 	path    string
 	fs      vfs.FS
 	file    vfs.File
-	mapped  []byte // the file mapped read-only, nil with Options.DisableMmap
+	mapped  []byte // the file mapped read-only; nil with Options.DisableMmap or where mapping failed (mapOrRead)
 	folds   int    // halvings of the resident filter (filter budget); db.mu
 	reader  *segment.Reader
 	garbage uint64 // segmentGarbage of its properties, for garbageMergeLocked
@@ -313,12 +313,7 @@ func (db *DB) openSegment(f vfs.File, meta base.SegmentMeta) (*segHandle, error)
 		Name:     name,
 	}
 	if !db.opts.DisableMmap {
-		m, err := mapSegment(f, meta.Size)
-		if err != nil {
-			f.Close()
-			return nil, fmt.Errorf("open segment %s: %w", name, err)
-		}
-		ro.Mapped = m
+		ro.Mapped = db.mapOrRead(f, name, meta.Size)
 	}
 	if ro.Mapped == nil {
 		adviseRandom(f)
@@ -335,6 +330,29 @@ func (db *DB) openSegment(f vfs.File, meta base.SegmentMeta) (*segHandle, error)
 	s.garbage = segmentGarbage(r.Properties())
 	s.refs.Store(1)
 	return s, nil
+}
+
+// mapOrRead maps segment file f, or returns nil, and the segment is then
+// read with pread, as under Options.DisableMmap: a mapping is a speed-up,
+// never a condition of opening a segment. Mapping fails with ENOMEM where
+// the process has run out of mappings (on Linux vm.max_map_count, 65530
+// by default, and each mapped segment takes one) or of address space
+// (RLIMIT_AS), and on file systems that cannot map. Failing the open
+// instead would fail the flush or compaction that wrote the segment,
+// making the store read-only, and every later Open that loads it: a store
+// with more segments than the machine allows mappings could not be
+// opened there at all. vfs.OpMap lets a test's FS refuse the mapping.
+func (db *DB) mapOrRead(f vfs.File, name string, size int64) []byte {
+	err := vfs.Bypass(db.fs, vfs.OpMap, db.path(name))
+	var m []byte
+	if err == nil {
+		m, err = mapSegment(f, size)
+	}
+	if err != nil {
+		db.logger.Warn("segment not mapped: reading it with pread", "file", name, "err", err)
+		return nil
+	}
+	return m
 }
 
 func segName(s *segHandle) string {

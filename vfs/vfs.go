@@ -7,7 +7,8 @@
 // clone that drops what was not synced.
 //
 // Three things do not go through an FS's methods: reads of mapped segment
-// files (Fd; use Options.DisableMmap to fault reads), writes to the
+// files (Fd; use Options.DisableMmap to fault reads, or refuse the
+// mapping in Bypass with OpMap), writes to the
 // mapped WAL (MapFd: only files that can see them are mapped), and the bbolt
 // manifest's own I/O, which calls Bypass before each step so that a
 // wrapping FS can fail or record it.

@@ -99,6 +99,7 @@ func TestFaultyEveryOp(t *testing.T) {
 		vfs.OpLock:    func() error { _, err := fs.Lock(filepath.Join(dir, "LOCK")); return err },
 		vfs.OpStat:    func() error { _, err := fs.Stat(dir); return err },
 		vfs.OpCommit:  func() error { return vfs.Bypass(fs, vfs.OpCommit, "MANIFEST") },
+		vfs.OpMap:     func() error { return vfs.Bypass(fs, vfs.OpMap, "000001.seg") },
 		vfs.OpRead: func() error {
 			r, _ := mem.Open(filepath.Join(dir, "a"))
 			defer r.Close()
