@@ -1537,8 +1537,8 @@ func (db *DB) fail(err error) {
 
 func (db *DB) failLocked(err error) {
 	if db.bgErr == nil {
-		db.bgErr = err
-		db.logger.Error("bloomkv is now read-only", "err", err)
+		db.bgErr = fileLimitHint(err, len(db.segments))
+		db.logger.Error("bloomkv is now read-only", "err", db.bgErr)
 	}
 	db.cond.Broadcast()
 }

@@ -200,7 +200,9 @@ type Options struct {
 	// 64.
 	CompactionConcurrency int
 	// DisableAutoCompaction turns background compaction off; Compact
-	// still merges everything on demand.
+	// still merges everything on demand. Each flush then adds a live
+	// segment, and each holds an open file (and a mapping) until merged:
+	// README, "Limits and errors", sizes the limit on open files.
 	DisableAutoCompaction bool
 	// ReadOnly opens the store without changing a byte of it, so that it
 	// can be inspected (bloomkv stats, get, scan) while no writer has it,

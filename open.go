@@ -55,6 +55,9 @@ func Open(dir string, opts *Options) (*DB, error) {
 	}
 	db := newDB(dir, o, l)
 	if err := recoverFn(db); err != nil {
+		if db.manifest != nil {
+			err = fileLimitHint(err, len(db.manifest.State().Segments))
+		}
 		db.closeFiles()
 		return nil, err
 	}
