@@ -29,8 +29,11 @@ var ErrCheckpointExists = errors.New("bloomkv: checkpoint destination is not emp
 // store's own directory, by any name (symbolic links included), is
 // refused (an error matching fs.ErrInvalid).
 //
-// A failed Checkpoint may leave a partial copy in dir (never a store that
-// opens as complete: the manifest is written last); remove it.
+// A failed Checkpoint removes the files it wrote, and dir if it made it,
+// so that it may be tried again at the same place. Should that removal
+// fail too, its error is joined to the first, and the partial copy left
+// in dir is never a store that opens as complete (the manifest is
+// written last): remove it.
 func (db *DB) Checkpoint(dir string) error {
 	if inside, err := within(db.fs, db.dir, dir); err != nil || inside {
 		if err == nil {
@@ -41,16 +44,41 @@ func (db *DB) Checkpoint(dir string) error {
 	if db.isClosed.Load() {
 		return ErrClosed // before dir is made (captureCheckpoint checks again)
 	}
-	if err := checkEmptyDest(db.fs, dir); err != nil {
+	made, err := checkEmptyDest(db.fs, dir)
+	if err != nil {
 		return err
 	}
 	cp, err := db.captureCheckpoint()
 	if err != nil {
-		return err
+		return errors.Join(err, removeDest(db.fs, dir, nil, made))
 	}
 	defer cp.release()
 	if err := cp.write(db, dir); err != nil {
-		return fmt.Errorf("bloomkv: checkpoint: %w", err)
+		return fmt.Errorf("bloomkv: checkpoint: %w", errors.Join(err, removeDest(db.fs, dir, cp.names(), made)))
+	}
+	return nil
+}
+
+// removeDest undoes a Checkpoint that failed: it removes the files it
+// may have written in dir (names), and dir if the Checkpoint made it, so
+// that the caller may try again at the same place, which an empty
+// directory or none allows and a partial copy would refuse
+// (ErrCheckpointExists). A file not there was never written. Its error,
+// if any, is joined to the one that failed the Checkpoint.
+func removeDest(fsys vfs.FS, dir string, names []string, made bool) error {
+	var errs []error
+	for _, name := range names {
+		if err := fsys.Remove(pathIn(dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	if made && len(errs) == 0 {
+		if err := fsys.Remove(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("removing the partial checkpoint: %w", err)
 	}
 	return nil
 }
@@ -119,18 +147,18 @@ func within(fsys vfs.FS, dir, path string) (bool, error) {
 const maxClimb = 4096
 
 // checkEmptyDest creates dir, or accepts it if it exists and is empty.
-func checkEmptyDest(fsys vfs.FS, dir string) error {
+func checkEmptyDest(fsys vfs.FS, dir string) (made bool, err error) {
 	entries, err := fsys.List(dir)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		err = fsys.MkdirAll(dir)
+		err, made = fsys.MkdirAll(dir), true
 	case err == nil && len(entries) > 0:
-		return fmt.Errorf("%w: %s holds %s", ErrCheckpointExists, dir, entries[0])
+		return false, fmt.Errorf("%w: %s holds %s", ErrCheckpointExists, dir, entries[0])
 	}
 	if err != nil {
-		return fmt.Errorf("bloomkv: checkpoint: %w", err)
+		return false, fmt.Errorf("bloomkv: checkpoint: %w", err)
 	}
-	return nil
+	return made, nil
 }
 
 // checkpoint is what Checkpoint captured at its moment: the live segments
@@ -221,6 +249,19 @@ func (cp *checkpoint) release() {
 
 // write puts the captured files into dir, then the manifest, then syncs
 // the directory.
+// names returns the names of the files write makes in the checkpoint's
+// directory.
+func (cp *checkpoint) names() []string {
+	names := []string{base.ManifestName}
+	for _, s := range cp.segments {
+		names = append(names, s.name)
+	}
+	for _, l := range cp.logs {
+		names = append(names, base.WALFileName(l.num))
+	}
+	return names
+}
+
 func (cp *checkpoint) write(db *DB, dir string) error {
 	var adds []base.SegmentMeta
 	maxNum := uint64(0)

@@ -15,6 +15,7 @@ import (
 	"github.com/bloomkv/bloomkv/internal/base"
 	"github.com/bloomkv/bloomkv/manifest"
 	"github.com/bloomkv/bloomkv/vfs"
+	"github.com/bloomkv/bloomkv/vfs/errorfs"
 )
 
 // TestCheckpointUnderLoad takes checkpoints while writers, flushes and
@@ -284,4 +285,68 @@ func TestCheckpointThroughSymlink(t *testing.T) {
 	before = dirHash(t, dir)
 	refused(viaLink, filepath.Join(dir, "cp"))
 	refused(viaLink, dir)
+}
+
+// TestCheckpointFailureLeavesNoCopy: a Checkpoint that fails at any step
+// of writing the copy (a segment's link and copy, a WAL's copy, the
+// manifest's creation or commit, the final syncs) removes what it wrote,
+// and the directory if it made it, so that the same Checkpoint succeeds
+// once the fault is gone; a partial copy would refuse it
+// (ErrCheckpointExists).
+func TestCheckpointFailureLeavesNoCopy(t *testing.T) {
+	efs := errorfs.New(vfs.Default)
+	o := smallOptions()
+	o.FS, o.DisableAutoCompaction = efs, true
+	db := mustOpen(t, t.TempDir(), o)
+	defer db.Close()
+	for i := range 400 {
+		mustDo(t, db.Put(faultKey(i), faultValue(i)))
+		if i == 300 {
+			mustDo(t, db.Flush()) // segments, and writes only in the WAL
+		}
+	}
+	root := t.TempDir()
+	failed := 0
+	for _, name := range []string{"*.seg", "*.wal", "MANIFEST", filepath.Base(root) + "-*"} {
+		for _, op := range []vfs.Op{vfs.OpLink, vfs.OpCreate, vfs.OpWrite, vfs.OpSync, vfs.OpCommit, vfs.OpSyncDir} {
+			for _, existing := range []bool{false, true} {
+				dst := filepath.Join(root, fmt.Sprintf("%s-%v-%s", filepath.Base(root), existing, op))
+				if existing {
+					mustDo(t, os.Mkdir(dst, 0o755))
+				}
+				ops := op
+				if name == "*.seg" {
+					ops |= vfs.OpLink // a failed link falls back to a copy: fail both
+				}
+				efs.SetFault(errorfs.Fault{Ops: ops, Name: name, Sticky: true})
+				err := db.Checkpoint(dst)
+				fired := efs.Fired() > 0
+				efs.Clear()
+				if !fired || err == nil {
+					if err != nil {
+						t.Fatalf("%s on %s: Checkpoint = %v without the fault", op, name, err)
+					}
+					mustDo(t, os.RemoveAll(dst)) // a fault it rode out (a link falls back to a copy)
+					continue
+				}
+				failed++
+				entries, statErr := os.ReadDir(dst)
+				switch {
+				case !existing && !errors.Is(statErr, os.ErrNotExist):
+					t.Fatalf("%s on %s: the failed Checkpoint (%v) left the directory it made: %v %v", op, name, err, entries, statErr)
+				case existing && (statErr != nil || len(entries) > 0):
+					t.Fatalf("%s on %s: the failed Checkpoint (%v) left %v in the empty directory it was given (%v)", op, name, err, entries, statErr)
+				}
+				mustDo(t, db.Checkpoint(dst))
+				cp := mustOpen(t, dst, smallOptions())
+				checkFaultKeys(t, cp, 400)
+				mustDo(t, cp.Close())
+				mustDo(t, os.RemoveAll(dst))
+			}
+		}
+	}
+	if failed < 16 {
+		t.Fatalf("only %d faults failed a Checkpoint: the test no longer reaches its steps", failed)
+	}
+	t.Logf("%d failed Checkpoints cleaned up", failed)
 }
