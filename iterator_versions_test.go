@@ -53,14 +53,20 @@ func scanPastHotKey(t testing.TB, it *Iterator, v int) {
 // hostile input tests bound theirs: steps have no counter.
 func scansWithin(t *testing.T, what string, scans func()) {
 	t.Helper()
+	cpuWithin(t, what, 200*time.Millisecond, scans)
+}
+
+// cpuWithin runs work and fails t if it took over limit of CPU time (ten
+// times that under -race and the invariants build).
+func cpuWithin(t *testing.T, what string, limit time.Duration, work func()) {
+	t.Helper()
 	cpu, start := cpuSeconds(), time.Now()
-	scans()
+	work()
 	used := time.Duration((cpuSeconds() - cpu) * float64(time.Second))
 	if used <= 0 { // no CPU clock on this platform
 		used = time.Since(start)
 	}
 	t.Logf("%s: %v", what, used)
-	limit := 200 * time.Millisecond
 	if raceEnabled || invariants.Enabled {
 		limit *= 10
 	}

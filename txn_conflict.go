@@ -67,6 +67,10 @@ type txnState struct {
 	// leaderChecks counts the recorded groups the commit leader checked
 	// transactions against (validateLocked): its work, which tests bound.
 	leaderChecks int
+
+	// idx indexes history across groups for prevalidate. Its own lock is
+	// taken without mu, or inside it (trimLocked), never the other way.
+	idx historyIndex
 }
 
 // keySpan is a key range [start, end); a nil end is unbounded above, and
@@ -396,6 +400,10 @@ func (ts *txnState) validateLocked(c *txnCheck, group *writeSet) error {
 // Sound because every group after an open transaction's read sequence is
 // recorded (txnState.active), in sequence order, and a recorded set never
 // changes; the groups it checked stay checked whatever is dropped after.
+//
+// Past historyIndexMin groups it asks the index (historyIndex) for the
+// groups it holds instead of checking each, so that commits that each
+// span many groups cost about what their reads do, not the groups.
 func (ts *txnState) prevalidate(c *txnCheck) error {
 	if len(c.reads) == 0 {
 		return nil
@@ -405,11 +413,40 @@ func (ts *txnState) prevalidate(c *txnCheck) error {
 		ts.mu.Unlock()
 		return errHistoryLost()
 	}
-	h := ts.history[ts.after(c.readSeq):] // dropLocked leaves the array's entries alone
+	hist := ts.history // dropLocked leaves the array's entries alone
+	h := hist[ts.after(c.readSeq):]
+	floor := c.readSeq
+	if e := ts.open.Front(); e != nil {
+		floor = min(floor, e.Value.(uint64)) // the oldest open transaction
+	}
+	floor = max(floor, ts.lost) // those older cannot commit
 	ts.mu.Unlock()
-	for _, ws := range h {
+	rest := h
+	if len(h) >= historyIndexMin {
+		levels, next := ts.idx.levelsFor(hist, floor)
+		for _, l := range levels {
+			if l.meets(c.reads, c.readSeq) {
+				return errReadWritten
+			}
+		}
+		rest = h[unindexed(h, next):]
+		ts.idx.checked.Add(int64(len(rest)))
+	}
+	for _, ws := range rest {
 		if ws.conflicts(c.reads) {
 			return errReadWritten
+		}
+	}
+	if len(rest) < len(h) {
+		// The index leaves out writes at or below the floor of its last
+		// extension, which a drop for txnHistoryLimit may have raised
+		// past this transaction's read sequence since the check above;
+		// then the transaction fails as if it had been dropped before.
+		ts.mu.Lock()
+		lost := ts.lost
+		ts.mu.Unlock()
+		if c.readSeq < lost {
+			return errHistoryLost()
 		}
 	}
 	if len(h) > 0 {
@@ -506,6 +543,7 @@ func (ts *txnState) trimLocked() {
 	if ts.open.Len() == 0 {
 		ts.dropLocked(len(ts.history))
 		ts.bytes, ts.lost = 0, 0
+		ts.idx.reset()
 		return
 	}
 	oldest := ts.open.Front().Value.(uint64)
