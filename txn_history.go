@@ -42,6 +42,23 @@ type historyIndex struct {
 	// groups checks them one by one, as cheaply as without an index,
 	// and many commits index them once.
 	checked atomic.Int64
+	// bytes is what the levels hold (levelBytes), under mu: capped at
+	// indexLimit, past which the index is not extended.
+	bytes int
+}
+
+// indexLimit caps the bytes the index holds, beside the history's own
+// txnHistoryLimit: a quarter of it. Past it the groups not yet indexed
+// are checked one by one, as without an index, until the levels shrink
+// (dropped once no open transaction needs them) or no transaction is
+// open. Levels copy the keys they index, so without a cap the index
+// would add about as much memory again as the history holds.
+func indexLimit() int { return txnHistoryLimit / 4 }
+
+// levelBytes is what a level holds: its keys, their ends, the tree, and
+// the pieces (whose keys are the history's).
+func levelBytes(l *historyLevel) int {
+	return cap(l.keys) + 4*cap(l.ends) + 8*cap(l.tree) + 56*cap(l.frags)
 }
 
 // historyIndexMin is how many recorded groups a check must span before it
@@ -334,9 +351,24 @@ func (x *historyIndex) levelsFor(hist []*writeSet, floor uint64) ([]*historyLeve
 	if len(add) == 0 || x.checked.Load() < int64(len(add)) {
 		return x.levels, x.next.Load()
 	}
-	drop := 0
+	drop, kept := 0, x.bytes
 	for drop < len(x.levels) && x.levels[drop].maxSeq <= floor {
+		kept -= levelBytes(x.levels[drop])
 		drop++
+	}
+	// What the new groups' level takes at most (levelOf keeps each key
+	// once): the keys with an end and a tree entry each, and a range
+	// deletion's start as a key and a piece.
+	need := kept
+	for _, ws := range add {
+		need += len(ws.keys) + 12*len(ws.ends)
+		for _, r := range ws.ranges {
+			need += len(r.start) + 12 + 56
+		}
+	}
+	if need > indexLimit() {
+		x.checked.Store(0) // checked one by one until the next try
+		return x.levels, x.next.Load()
 	}
 	levels := slices.Clone(x.levels[drop:]) // checks may be reading x.levels
 	// The new groups as one level, sorted at once: a level per group cost
@@ -346,6 +378,10 @@ func (x *historyIndex) levelsFor(hist []*writeSet, floor uint64) ([]*historyLeve
 		levels = append(levels[:n-2], mergeLevels(levels[n-2], levels[n-1], floor))
 	}
 	x.levels = levels
+	x.bytes = 0
+	for _, l := range levels {
+		x.bytes += levelBytes(l)
+	}
 	x.next.Store(add[len(add)-1].seq)
 	x.checked.Store(0)
 	return levels, x.next.Load()
@@ -361,6 +397,6 @@ func unindexed(hist []*writeSet, next uint64) int {
 // reset drops the levels: no transaction is open.
 func (x *historyIndex) reset() {
 	x.mu.Lock()
-	x.levels = nil
+	x.levels, x.bytes = nil, 0
 	x.mu.Unlock()
 }

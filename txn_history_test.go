@@ -202,3 +202,49 @@ func TestHistoryIndexConcurrentIncrements(t *testing.T) {
 }
 
 var errDone = errors.New("done")
+
+// TestHistoryIndexCapped: the index holds at most indexLimit bytes; past
+// that the groups it does not hold are checked one by one, and commits
+// come out as without it: each transaction that read a key written after
+// it began conflicts, and no other.
+func TestHistoryIndexCapped(t *testing.T) {
+	defer func(l int) { txnHistoryLimit = l }(txnHistoryLimit)
+	txnHistoryLimit = 4 << 20
+	const n = 6000
+	db := mustOpen(t, t.TempDir(), &Options{MemtableSize: 64 << 20})
+	defer db.Close()
+	// Keys of 200 bytes: the index would take more than its limit of
+	// them, the history less than its own.
+	written := func(i int) []byte { return fmt.Appendf(nil, "w%06d-%0193d", i, 0) }
+	txns := make([]*Txn, n)
+	for i := range txns {
+		txns[i] = db.NewTransaction(true)
+		read := fmt.Appendf(nil, "r%06d", i)
+		if i%100 == 99 {
+			read = written(i - 1)
+		}
+		if _, err := txns[i].Get(read); !errors.Is(err, ErrNotFound) {
+			t.Fatal(err)
+		}
+		mustDo(t, txns[i].Put(written(i), nil))
+	}
+	most, indexed := 0, uint64(0)
+	for i, txn := range txns {
+		err := txn.Commit()
+		if want := i%100 == 99; want != errors.Is(err, ErrConflict) || err != nil && !want {
+			t.Fatalf("transaction %d: %v, want a conflict: %v", i, err, want)
+		}
+		x := &db.txns.idx
+		x.mu.Lock()
+		most = max(most, x.bytes)
+		x.mu.Unlock()
+		indexed = max(indexed, x.next.Load())
+	}
+	if most > indexLimit() {
+		t.Fatalf("the index held %d bytes, more than its limit %d", most, indexLimit())
+	}
+	if indexed == 0 || most < indexLimit()/2 {
+		t.Fatalf("the index held at most %d bytes (limit %d), indexed up to seq %d: the test does not reach the cap", most, indexLimit(), indexed)
+	}
+	t.Logf("index: at most %d bytes of %d", most, indexLimit())
+}
