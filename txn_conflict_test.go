@@ -26,23 +26,7 @@ func TestWriteSetConflictsMatchesModel(t *testing.T) {
 		space := 50 + rng.IntN(2000)
 		check := func(checks int) {
 			for range checks {
-				var reads []keySpan
-				for range 1 + rng.IntN([]int{1, 4, 100}[rng.IntN(3)]) {
-					a := rng.IntN(space + 10)
-					switch rng.IntN(4) {
-					case 0:
-						reads = append(reads, keySpan{key(a), key(a + 1 + rng.IntN(30))})
-					case 1:
-						if rng.IntN(10) == 0 {
-							reads = append(reads, keySpan{[]byte{}, key(a)})
-						} else {
-							reads = append(reads, keySpan{key(a), nil})
-						}
-					default:
-						reads = append(reads, pointSpan(key(a)))
-					}
-				}
-				reads = mergeSpans(reads)
+				reads := randomReads(rng, space, key)
 				in := func(k []byte) bool {
 					for _, r := range reads {
 						if bytes.Compare(r.start, k) <= 0 && (r.end == nil || bytes.Compare(k, r.end) < 0) {
@@ -227,4 +211,27 @@ func TestConflictAfterPrevalidate(t *testing.T) {
 			t.Fatalf("a write to %q between the transaction's check and the leader's: commit returned %v", key, err)
 		}
 	}
+}
+
+// randomReads returns a random read set over keys key(0) to about
+// key(space), merged (mergeSpans): one, a few or a hundred spans, each a
+// point, a range, or unbounded below or above.
+func randomReads(rng *rand.Rand, space int, key func(int) []byte) []keySpan {
+	var reads []keySpan
+	for range 1 + rng.IntN([]int{1, 4, 100}[rng.IntN(3)]) {
+		a := rng.IntN(space + 10)
+		switch rng.IntN(4) {
+		case 0:
+			reads = append(reads, keySpan{key(a), key(a + 1 + rng.IntN(30))})
+		case 1:
+			if rng.IntN(10) == 0 {
+				reads = append(reads, keySpan{[]byte{}, key(a)})
+			} else {
+				reads = append(reads, keySpan{key(a), nil})
+			}
+		default:
+			reads = append(reads, pointSpan(key(a)))
+		}
+	}
+	return mergeSpans(reads)
 }

@@ -66,23 +66,7 @@ func TestHistoryIndexMatchesGroups(t *testing.T) {
 				}
 			}
 			for range 20 {
-				var reads []keySpan
-				for range 1 + rng.IntN([]int{1, 4, 100}[rng.IntN(3)]) {
-					a := rng.IntN(space + 5)
-					switch rng.IntN(4) {
-					case 0:
-						reads = append(reads, keySpan{key(a), key(a + 1 + rng.IntN(30))})
-					case 1:
-						if rng.IntN(5) == 0 {
-							reads = append(reads, keySpan{[]byte{}, key(a)})
-						} else {
-							reads = append(reads, keySpan{key(a), nil})
-						}
-					default:
-						reads = append(reads, pointSpan(key(a)))
-					}
-				}
-				reads = mergeSpans(reads)
+				reads := randomReads(rng, space, key)
 				readSeq := floor + uint64(rng.IntN(int(seq-floor)+1))
 				want := false
 				for _, ws := range hist {
