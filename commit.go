@@ -265,7 +265,29 @@ func (q *commitQueue) exclusive(db *DB, fn func()) {
 	q.leading = true
 	q.mu.Unlock()
 	fn()
-	q.handOff()
+	q.handOffToWriters()
+}
+
+// handOffToWriters ends an exclusive section: it passes leadership to the
+// first writer queued even while another goroutine waits in exclusive,
+// and steps down only if none is queued. That writer leads one group and
+// then steps down for the waiter (stepDownIfIdleLocked), so exclusives and
+// writers take turns. Stepping down for the next exclusive instead (as
+// handOff does) let two goroutines calling Sync, Flush or Checkpoint back
+// to back keep leadership between them for as long as they went on, while
+// every writer stayed queued.
+func (q *commitQueue) handOffToWriters() {
+	q.mu.Lock()
+	if len(q.pending) == 0 {
+		q.leading = false
+		q.idle.Broadcast()
+		q.mu.Unlock()
+		return
+	}
+	next := q.pending[0]
+	q.handOffs++
+	q.mu.Unlock()
+	next.done <- msgLead
 }
 
 // lead writes groups, each everything queued, until none is queued or a
