@@ -470,7 +470,7 @@ type DB struct {
 
 // Get returns the value of key, or an error matching ErrNotFound if it has
 // none. The returned slice is the caller's.
-func (db *DB) Get(key []byte) ([]byte, error) { return db.getAt(key, latestSeq) }
+func (db *DB) Get(key []byte) ([]byte, error) { return db.getAt(key, nil) }
 
 // GetFunc calls fn with key's value without copying it, and returns fn's
 // error; if key has no value it returns an error matching ErrNotFound and
@@ -482,50 +482,50 @@ func (db *DB) Get(key []byte) ([]byte, error) { return db.getAt(key, latestSeq) 
 // invariants build (LIFETIMES.md) faults on a use of value after fn
 // returns.
 func (db *DB) GetFunc(key []byte, fn func(value []byte) error) error {
-	return db.getFuncAt(key, latestSeq, fn)
+	return db.getFuncAt(key, nil, fn)
 }
 
 // Has reports whether key has a value. It finds the value as Get does but
 // does not copy it: cheaper than Get for large values.
-func (db *DB) Has(key []byte) (bool, error) { return db.hasAt(key, latestSeq) }
+func (db *DB) Has(key []byte) (bool, error) { return db.hasAt(key, nil) }
 
 // ValueSize returns the length of key's value, or an error matching
 // ErrNotFound if it has none, without copying the value.
-func (db *DB) ValueSize(key []byte) (int, error) { return db.valueSizeAt(key, latestSeq) }
+func (db *DB) ValueSize(key []byte) (int, error) { return db.valueSizeAt(key, nil) }
 
 // getAt, getFuncAt, hasAt and valueSizeAt are Get, GetFunc, Has and
-// ValueSize as of sequence number seq, for DB and Snapshot.
-func (db *DB) getAt(key []byte, seq uint64) ([]byte, error) {
+// ValueSize as of snapshot s, or of the newest write for nil, for DB and
+// Snapshot.
+func (db *DB) getAt(key []byte, s *Snapshot) ([]byte, error) {
 	var value []byte
-	err := db.get(key, seq, func(v []byte) { value = bytes.Clone(v) })
+	err := db.get(key, s, func(v []byte) { value = bytes.Clone(v) })
 	return value, err
 }
 
-func (db *DB) getFuncAt(key []byte, seq uint64, fn func(value []byte) error) error {
+func (db *DB) getFuncAt(key []byte, s *Snapshot, fn func(value []byte) error) error {
 	var fnErr error
-	if err := db.get(key, seq, func(v []byte) { fnErr = fn(v) }); err != nil {
+	if err := db.get(key, s, func(v []byte) { fnErr = fn(v) }); err != nil {
 		return err
 	}
 	return fnErr
 }
 
-func (db *DB) hasAt(key []byte, seq uint64) (bool, error) {
-	err := db.get(key, seq, nil)
+func (db *DB) hasAt(key []byte, s *Snapshot) (bool, error) {
+	err := db.get(key, s, nil)
 	if errors.Is(err, ErrNotFound) {
 		return false, nil
 	}
 	return err == nil, err
 }
 
-func (db *DB) valueSizeAt(key []byte, seq uint64) (int, error) {
+func (db *DB) valueSizeAt(key []byte, s *Snapshot) (int, error) {
 	n := 0
-	err := db.get(key, seq, func(v []byte) { n = len(v) })
+	err := db.get(key, s, func(v []byte) { n = len(v) })
 	return n, err
 }
 
-// get finds the newest value of key with a sequence number <= snapSeq
-// (latestSeq: the newest committed) and, if use is not nil, calls use
-// with it.
+// get finds the newest value of key as of snapshot snap (nil: the newest
+// committed) and, if use is not nil, calls use with it.
 //
 // The value found aliases memtable or segment memory (a segment's file
 // mapping, which is unmapped once the last read state that holds the
@@ -533,7 +533,7 @@ func (db *DB) valueSizeAt(key []byte, seq uint64) (int, error) {
 // after get returns, a compaction may already have unmapped it. In an
 // invariants build the value use sees is guarded by a lease that expires
 // with the read state, so a use of it after the release faults at once.
-func (db *DB) get(key []byte, snapSeq uint64, use func(value []byte)) error {
+func (db *DB) get(key []byte, snap *Snapshot, use func(value []byte)) error {
 	if err := checkEntry(key, nil); err != nil {
 		return err
 	}
@@ -543,6 +543,13 @@ func (db *DB) get(key []byte, snapSeq uint64, use func(value []byte)) error {
 		return ErrClosed
 	}
 	defer rs.unpin(pin)
+	snapSeq := latestSeq
+	if snap != nil {
+		if snap.released() {
+			return ErrSnapshotReleased // see Snapshot.released
+		}
+		snapSeq = snap.seq
+	}
 	var lease invariants.Lease
 	if invariants.Enabled {
 		defer lease.Expire()

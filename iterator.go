@@ -149,10 +149,12 @@ func sliceOf[T any](arr []T, n int) []T {
 // NewIterator returns an unpositioned iterator over the current state of
 // the DB; opts may be nil.
 func (db *DB) NewIterator(opts *IterOptions) (*Iterator, error) {
-	return db.newIterator(opts, latestSeq)
+	return db.newIterator(opts, nil)
 }
 
-func (db *DB) newIterator(opts *IterOptions, snapSeq uint64) (*Iterator, error) {
+// newIterator makes an iterator as of snapshot snap, or of the newest
+// write for nil.
+func (db *DB) newIterator(opts *IterOptions, snap *Snapshot) (*Iterator, error) {
 	if opts == nil {
 		opts = &IterOptions{}
 	}
@@ -160,6 +162,14 @@ func (db *DB) newIterator(opts *IterOptions, snapSeq uint64) (*Iterator, error) 
 	rs, seq := db.view(pin)
 	if rs == nil {
 		return nil, ErrClosed
+	}
+	snapSeq := latestSeq
+	if snap != nil {
+		if snap.released() {
+			rs.unpin(pin)
+			return nil, ErrSnapshotReleased // see Snapshot.released
+		}
+		snapSeq = snap.seq
 	}
 	it := &Iterator{db: db, rs: rs, pin: pin, seq: min(seq, snapSeq), fillCache: opts.FillCache}
 	it.lower, it.upper = bounds(opts)

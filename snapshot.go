@@ -32,13 +32,20 @@ func (db *DB) NewSnapshot() (*Snapshot, error) {
 	return s, nil
 }
 
+// testHookSnapshotChecked, if set (by tests), runs in Snapshot.Get and
+// Snapshot.NewIterator after their first check of released.
+var testHookSnapshotChecked func()
+
 // Get returns the value key had when the snapshot was taken, or an error
 // matching ErrNotFound. The returned slice is the caller's.
 func (s *Snapshot) Get(key []byte) ([]byte, error) {
 	if s.released() {
 		return nil, ErrSnapshotReleased
 	}
-	return s.db.getAt(key, s.seq)
+	if testHookSnapshotChecked != nil {
+		testHookSnapshotChecked()
+	}
+	return s.db.getAt(key, s)
 }
 
 // GetFunc calls fn with the value key had when the snapshot was taken,
@@ -48,7 +55,7 @@ func (s *Snapshot) GetFunc(key []byte, fn func(value []byte) error) error {
 	if s.released() {
 		return ErrSnapshotReleased
 	}
-	return s.db.getFuncAt(key, s.seq, fn)
+	return s.db.getFuncAt(key, s, fn)
 }
 
 // Has reports whether key had a value when the snapshot was taken,
@@ -57,7 +64,7 @@ func (s *Snapshot) Has(key []byte) (bool, error) {
 	if s.released() {
 		return false, ErrSnapshotReleased
 	}
-	return s.db.hasAt(key, s.seq)
+	return s.db.hasAt(key, s)
 }
 
 // ValueSize returns the length of the value key had when the snapshot was
@@ -66,7 +73,7 @@ func (s *Snapshot) ValueSize(key []byte) (int, error) {
 	if s.released() {
 		return 0, ErrSnapshotReleased
 	}
-	return s.db.valueSizeAt(key, s.seq)
+	return s.db.valueSizeAt(key, s)
 }
 
 // NewIterator returns an iterator over the snapshot's view; opts may be
@@ -75,7 +82,10 @@ func (s *Snapshot) NewIterator(opts *IterOptions) (*Iterator, error) {
 	if s.released() {
 		return nil, ErrSnapshotReleased
 	}
-	return s.db.newIterator(opts, s.seq)
+	if testHookSnapshotChecked != nil {
+		testHookSnapshotChecked()
+	}
+	return s.db.newIterator(opts, s)
 }
 
 // Close releases the snapshot, letting compaction drop the versions only it
@@ -100,6 +110,19 @@ func (s *Snapshot) Close() error {
 	return nil
 }
 
+// released reports whether the snapshot is closed.
+//
+// Its reads check it twice: first, and again once they have pinned the
+// read state they will read (DB.get, DB.newIterator). The first check
+// alone let a read that passed it just before a concurrent Close read the
+// versions of s.seq from a read state published after the Close: a flush
+// or compaction that began after the Close may have dropped them there,
+// and the read returned an older version, or ErrNotFound, as the
+// snapshot's value. Close marks the snapshot released before it leaves
+// the list of snapshots that flushes and compactions keep versions for,
+// so a read state built without its versions is published only after
+// released reports true; a read that pinned an earlier one reads the
+// versions that one still holds.
 func (s *Snapshot) released() bool { return s.closed.Load() }
 
 // snapshotSeqs returns the sequence numbers of the open snapshots, the
