@@ -776,8 +776,11 @@ func putBatch(b *Batch) {
 }
 
 // Close waits for the commit in progress, stops background work and
-// releases the directory. Reads in progress finish first; every later call
-// returns ErrClosed. If a background flush or compaction failed earlier,
+// releases the directory; every later call returns ErrClosed. Reads in
+// progress are not waited for: a Get (or GetFunc's fn) that began before
+// Close finishes on the memtables and segments it pinned, and the files
+// of those segments are closed when the last such read, or open
+// Iterator, lets go of them, which may be after Close returns. If a background flush or compaction failed earlier,
 // Close returns that failure too (matching ErrReadOnly). Writes already acknowledged are in the WAL and will be
 // recovered by the next Open.
 func (db *DB) Close() error {
