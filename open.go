@@ -551,7 +551,14 @@ func (db *DB) closeFiles() error {
 		s.unref()
 	}
 	db.segments = nil
-	db.closer.wait() // before the lock goes: no file of ours is removed after it
+	// Before the lock goes, the files no reader holds are closed (and the
+	// obsolete ones removed). Those a read in progress or an open
+	// Iterator still holds are closed when it lets go, possibly after the
+	// lock went and another process opened the store: harmless, since an
+	// obsolete segment's number was committed to the manifest, which
+	// never hands it out again, and a live one is only closed, not
+	// removed.
+	db.closer.wait()
 	if db.manifest != nil {
 		errs = append(errs, db.manifest.Close())
 	}
