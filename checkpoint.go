@@ -247,8 +247,6 @@ func (cp *checkpoint) release() {
 	}
 }
 
-// write puts the captured files into dir, then the manifest, then syncs
-// the directory.
 // names returns the names of the files write makes in the checkpoint's
 // directory.
 func (cp *checkpoint) names() []string {
@@ -262,6 +260,8 @@ func (cp *checkpoint) names() []string {
 	return names
 }
 
+// write puts the captured files into dir, then the manifest, then syncs
+// the directory.
 func (cp *checkpoint) write(db *DB, dir string) error {
 	var adds []base.SegmentMeta
 	maxNum := uint64(0)
@@ -279,10 +279,6 @@ func (cp *checkpoint) write(db *DB, dir string) error {
 		}
 		maxNum = max(maxNum, l.num)
 	}
-	m, err := manifest.Create(db.fs, pathIn(dir, base.ManifestName))
-	if err != nil {
-		return err
-	}
 	next := maxNum + 1
 	e := manifest.Edit{Add: adds, FlushedSeq: &cp.flushed, NextFileNum: &next,
 		PrefixExtractor: db.manifest.State().PrefixExtractor}
@@ -292,8 +288,14 @@ func (cp *checkpoint) write(db *DB, dir string) error {
 	if len(cp.logs) > 0 {
 		e.LogNum = &cp.logs[0].num
 	}
-	err = m.Apply(e)
-	return errors.Join(err, m.Close(), db.fs.SyncDir(dir))
+	// The manifest is made whole under its temporary name and linked into
+	// place: a Checkpoint killed before leaves no MANIFEST, which Open
+	// refuses as ErrNotStore, never one that names none of the files.
+	m, err := manifest.CreateWith(db.fs, pathIn(dir, base.ManifestName), e)
+	if err != nil {
+		return err
+	}
+	return errors.Join(m.Close(), db.fs.SyncDir(dir))
 }
 
 // linkOrCopy hard-links a segment into the checkpoint (segments never

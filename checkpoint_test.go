@@ -350,3 +350,99 @@ func TestCheckpointFailureLeavesNoCopy(t *testing.T) {
 	}
 	t.Logf("%d failed Checkpoints cleaned up", failed)
 }
+
+// killImageFS passes everything to the FS it wraps and, while armed,
+// copies the directory dir as it is before each operation on it or a
+// file in it — bbolt's creations and commits included, which it
+// announces through Bypass by base name — to a new directory under
+// images: what a kill at that moment would leave of dir.
+type killImageFS struct {
+	vfs.FS
+	t           testing.TB
+	dir, images string
+	armed       atomic.Bool
+	n           int
+}
+
+func (f *killImageFS) image(name string) {
+	if !f.armed.Load() || name != f.dir && filepath.Dir(name) != f.dir && filepath.Dir(name) != "." {
+		return
+	}
+	f.n++
+	dst := filepath.Join(f.images, strconv.Itoa(f.n))
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		f.t.Fatal(err)
+	}
+	entries, _ := os.ReadDir(f.dir)
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(f.dir, e.Name()))
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dst, e.Name()), b, 0o644); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+}
+
+func (f *killImageFS) Create(name string) (vfs.File, error) { f.image(name); return f.FS.Create(name) }
+func (f *killImageFS) Remove(name string) error             { f.image(name); return f.FS.Remove(name) }
+func (f *killImageFS) Rename(o, n string) error             { f.image(n); return f.FS.Rename(o, n) }
+func (f *killImageFS) Link(o, n string) error               { f.image(n); return f.FS.Link(o, n) }
+func (f *killImageFS) MkdirAll(dir string) error            { f.image(dir); return f.FS.MkdirAll(dir) }
+func (f *killImageFS) SyncDir(dir string) error             { f.image(dir); return f.FS.SyncDir(dir) }
+func (f *killImageFS) Bypass(op vfs.Op, name string) error {
+	f.image(name)
+	return vfs.Bypass(f.FS, op, name)
+}
+
+// TestCheckpointKilledAtEveryStep takes what a kill would leave of a
+// checkpoint before each of its steps and opens it: Open must refuse it
+// with ErrNotStore, or open a store holding every write. A checkpoint
+// that made its manifest empty and then filled it left, killed between
+// the two, a MANIFEST that Open took for one older than the files:
+// ErrCorrupt, for a copy nothing had damaged.
+func TestCheckpointKilledAtEveryStep(t *testing.T) {
+	src, dst := t.TempDir(), filepath.Join(t.TempDir(), "cp")
+	kfs := &killImageFS{FS: vfs.Default, t: t, dir: dst, images: t.TempDir()}
+	o := smallOptions()
+	o.FS = kfs
+	db := mustOpen(t, src, o)
+	defer db.Close()
+	const n = 600
+	for i := range n {
+		mustDo(t, db.Put(fmt.Appendf(nil, "k%04d", i), fmt.Appendf(nil, "v%d", i)))
+		if i == n-100 {
+			mustDo(t, db.Flush()) // segments and a WAL to copy
+		}
+	}
+	mustDo(t, db.WaitForCompactions(context.Background()))
+	kfs.armed.Store(true)
+	mustDo(t, db.Checkpoint(dst))
+	kfs.armed.Store(false)
+	if kfs.n < 5 {
+		t.Fatalf("%d images of the checkpoint's steps: the FS saw too few", kfs.n)
+	}
+	opened := 0
+	for i := 1; i <= kfs.n; i++ {
+		img := filepath.Join(kfs.images, strconv.Itoa(i))
+		if entries, _ := os.ReadDir(img); len(entries) == 0 {
+			continue // nothing written yet
+		}
+		cp, err := Open(img, smallOptions())
+		if errors.Is(err, ErrNotStore) {
+			continue
+		}
+		if err != nil {
+			t.Fatalf("killed before step %d of %d: Open: %v; want ErrNotStore, or a store holding every write", i, kfs.n, err)
+		}
+		for k := range n {
+			if _, err := cp.Get(fmt.Appendf(nil, "k%04d", k)); err != nil {
+				t.Fatalf("killed before step %d of %d: the checkpoint opens without k%04d: %v", i, kfs.n, k, err)
+			}
+		}
+		mustDo(t, cp.Close())
+		opened++
+	}
+	t.Logf("%d steps, %d images opened complete", kfs.n, opened)
+}

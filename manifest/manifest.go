@@ -107,6 +107,32 @@ func boltOptions(openFile func(string, int, os.FileMode) (*os.File, error)) *bol
 // could open path first; Create then fails with ErrLocked, and the store
 // excludes that anyway with its directory lock, taken before Create.
 func Create(fsys vfs.FS, path string) (*Manifest, error) {
+	return create(fsys, path, func(tx *bolt.Tx) error { return initialize(tx, State{NextFileNum: firstFileNum}) })
+}
+
+// CreateWith is Create for a manifest that starts with the state e makes
+// of an empty one: e is written in the temporary database's first
+// transaction, so the manifest appears at path complete or not at all. A
+// checkpoint's copy is made so: created empty and then filled, a copy
+// killed between the two held a MANIFEST that named none of its files,
+// which Open takes for a manifest older than the files (ErrCorrupt).
+func CreateWith(fsys vfs.FS, path string, e Edit) (*Manifest, error) {
+	empty := State{NextFileNum: firstFileNum}
+	st, err := empty.apply(e, firstFileNum) // as Apply to an empty manifest
+	if err != nil {
+		return nil, fmt.Errorf("manifest: create: %w", err)
+	}
+	return create(fsys, path, func(tx *bolt.Tx) error {
+		if err := initialize(tx, empty); err != nil {
+			return err
+		}
+		return writeEdit(tx, e, st)
+	})
+}
+
+// create builds the manifest at path under its temporary name with
+// init, and links it into place (see Create).
+func create(fsys vfs.FS, path string, init func(*bolt.Tx) error) (*Manifest, error) {
 	tmp := path + ".tmp"
 	if err := fsys.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("manifest: create: %w", err)
@@ -120,7 +146,7 @@ func Create(fsys vfs.FS, path string) (*Manifest, error) {
 	if err != nil {
 		return nil, fmt.Errorf("manifest: create: %w", err)
 	}
-	err = db.Update(func(tx *bolt.Tx) error { return initialize(tx, State{NextFileNum: firstFileNum}) })
+	err = db.Update(init)
 	if cerr := db.Close(); err == nil {
 		err = cerr
 	}
@@ -141,8 +167,8 @@ func Create(fsys vfs.FS, path string) (*Manifest, error) {
 // interrupted Create leaves at its temporary name: an empty file, or a
 // bbolt file (bbolt's meta magic in the first page) that is not a manifest
 // holding segments. Create only ever writes an empty manifest there, so
-// anything else — a user's file that happens to bear the name — is not
-// the store's to remove.
+// anything else — a user's file that happens to bear the name, or what a
+// CreateWith of a checkpoint left — is not the store's to remove.
 func IsCreateLeftover(fsys vfs.FS, path string) bool {
 	f, err := fsys.Open(path)
 	if err != nil {
