@@ -35,12 +35,13 @@ import (
 )
 
 var (
-	crashLoopIterations = flag.Int("crashloop.iterations", 100, "kill-and-recover rounds of TestCrashLoop")
+	crashLoopIterations = flag.Int("crashloop.iterations", 100, "kill-and-recover rounds of TestCrashLoop (TestCrashLoopOps: 30 at the default)")
 	crashLoopSeed       = flag.Uint64("crashloop.seed", 0, "seed of TestCrashLoop (0: from the clock)")
 )
 
 const (
 	crashLoopEnv     = "BLOOMKV_CRASHLOOP_DIR"
+	crashLoopModeEnv = "BLOOMKV_CRASHLOOP_MODE" // "ops": TestCrashLoopOps's child
 	crashLoopWriters = 4
 	crashLoopKeys    = 40 // per writer and key family
 )
@@ -145,6 +146,9 @@ func TestCrashLoopChild(t *testing.T) {
 			db.Flush() // flushes beyond the memtable's, so more compactions too
 		}
 	}()
+	if os.Getenv(crashLoopModeEnv) == "ops" {
+		startOpsChild(db, base, say) // crashloop_ops_test.go
+	}
 	var last Stats
 	for {
 		time.Sleep(time.Millisecond)
@@ -265,7 +269,7 @@ func TestCrashLoop(t *testing.T) {
 			// guarded copies), so these live up to ten times longer.
 			delay *= time.Duration(1 + rng.IntN(10))
 		}
-		rep := runCrashLoopChild(t, dir, syncOn, base, duringOpen, delay)
+		rep := runCrashLoopChild(t, dir, syncOn, base, duringOpen, delay, nil, nil)
 		var inFlight [crashLoopWriters]int
 		for g, n := range rep.acked {
 			inFlight[g] = base // the first op of the round may land unacknowledged
@@ -279,7 +283,7 @@ func TestCrashLoop(t *testing.T) {
 		}
 		flushes += int(rep.flushes)
 		compactions += int(rep.compactions)
-		n, err := checkCrashLoop(dir, st, inFlight)
+		n, err := checkCrashLoop(dir, st, inFlight, nil)
 		if err != nil {
 			t.Fatalf("seed %d round %d (sync %v, kill %v after %s): %v",
 				seed, round, syncOn, delay, map[bool]string{true: "open", false: "the first ack"}[duringOpen], err)
@@ -293,7 +297,7 @@ func TestCrashLoop(t *testing.T) {
 	mustDo(t, db.Compact())
 	mustDo(t, db.Close())
 	for range 2 { // after the final Compact, and once more
-		if _, err := checkCrashLoop(dir, st, noneInFlight()); err != nil {
+		if _, err := checkCrashLoop(dir, st, noneInFlight(), nil); err != nil {
 			t.Fatalf("seed %d after the final Compact: %v", seed, err)
 		}
 	}
@@ -316,12 +320,18 @@ func noneInFlight() [crashLoopWriters]int {
 
 // runCrashLoopChild runs the writer from op base and kills it delay after
 // it starts opening the store (duringOpen) or acknowledges its first op.
-func runCrashLoopChild(t *testing.T, dir string, syncOn bool, base int, duringOpen bool, delay time.Duration) childReport {
+// env is added to the child's environment, and extra, if not nil, is
+// given each line the loop does not know, with the writers' last
+// acknowledged ops so far; it returns false for a line it does not know
+// either.
+func runCrashLoopChild(t *testing.T, dir string, syncOn bool, base int, duringOpen bool, delay time.Duration,
+	env []string, extra func(line string, acked [crashLoopWriters]int) bool) childReport {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashLoopChild$")
 	cmd.Env = append(os.Environ(), crashLoopEnv+"="+dir, "BLOOMKV_CRASHLOOP_BASE="+strconv.Itoa(base),
 		// The writer runs on as many Ps as this test does (-cpu 1,4,16).
 		"GOMAXPROCS="+strconv.Itoa(runtime.GOMAXPROCS(0)))
+	cmd.Env = append(cmd.Env, env...)
 	if syncOn {
 		cmd.Env = append(cmd.Env, "BLOOMKV_CRASHLOOP_SYNC=1")
 	}
@@ -357,6 +367,7 @@ func runCrashLoopChild(t *testing.T, dir string, syncOn bool, base int, duringOp
 			kill(delay)
 		case scanLine(line, "stats %d %d", &f, &c):
 			rep.flushes, rep.compactions = f, c
+		case extra != nil && extra(line, rep.acked):
 		default:
 			cmd.Process.Signal(syscall.SIGKILL)
 			cmd.Wait()
@@ -382,8 +393,9 @@ func scanLine(line, format string, args ...any) bool {
 // flight, of that op — all of its keys or none (a batch is atomic). It
 // records the in-flight ops that landed in st and returns their number.
 // A full scan must show exactly the keys the Gets found, with the same
-// values: nothing never written.
-func checkCrashLoop(dir string, st *loopState, inFlight [crashLoopWriters]int) (int, error) {
+// values: nothing never written. extra, if not nil, reads (into got) and
+// checks the keys of the other writers, before the scan.
+func checkCrashLoop(dir string, st *loopState, inFlight [crashLoopWriters]int, extra func(db *DB, got map[string][]byte) error) (int, error) {
 	db, err := Open(dir, smallOptions())
 	if err != nil {
 		return 0, fmt.Errorf("reopen: %w", err)
@@ -399,6 +411,11 @@ func checkCrashLoop(dir string, st *loopState, inFlight [crashLoopWriters]int) (
 		if ok {
 			st.apply(g, inFlight[g])
 			landed++
+		}
+	}
+	if extra != nil {
+		if err := extra(db, got); err != nil {
+			return 0, err
 		}
 	}
 	return landed, checkScanMatches(db, got)
