@@ -279,15 +279,11 @@ func (q *commitQueue) exclusive(db *DB, fn func()) {
 func (q *commitQueue) handOffToWriters() {
 	q.mu.Lock()
 	if len(q.pending) == 0 {
-		q.leading = false
-		q.idle.Broadcast()
+		q.stepDownLocked()
 		q.mu.Unlock()
 		return
 	}
-	next := q.pending[0]
-	q.handOffs++
-	q.mu.Unlock()
-	next.done <- msgLead
+	q.passLocked()
 }
 
 // lead writes groups, each everything queued, until none is queued or a
@@ -412,6 +408,12 @@ func (q *commitQueue) handOff() {
 		q.mu.Unlock()
 		return
 	}
+	q.passLocked()
+}
+
+// passLocked passes leadership to the first writer queued (there is one)
+// and unlocks q.mu, which the caller holds.
+func (q *commitQueue) passLocked() {
 	next := q.pending[0]
 	q.handOffs++
 	q.mu.Unlock()
@@ -445,9 +447,15 @@ func (q *commitQueue) stepDownIfIdleLocked() bool {
 	if len(q.pending) > 0 && q.exclusives == 0 {
 		return false
 	}
+	q.stepDownLocked()
+	return true
+}
+
+// stepDownLocked gives up leadership, waking the goroutines waiting for
+// it in exclusive. q.mu is held.
+func (q *commitQueue) stepDownLocked() {
 	q.leading = false
 	q.idle.Broadcast()
-	return true
 }
 
 // enqueue hands a written group (or one that failed with err) to the

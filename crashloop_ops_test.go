@@ -247,18 +247,7 @@ func TestCrashLoopOps(t *testing.T) {
 	if runtime.GOOS == "windows" {
 		t.Skip("kills a process with SIGKILL; Windows has no signals (and no removal of open files)")
 	}
-	rounds := *crashLoopIterations
-	switch {
-	case rounds == 100 && testing.Short():
-		rounds = 10
-	case rounds == 100:
-		rounds = 30
-	}
-	seed := *crashLoopSeed
-	if seed == 0 {
-		seed = uint64(time.Now().UnixNano())
-	}
-	t.Logf("seed %d (rerun with -crashloop.seed %d)", seed, seed)
+	rounds, seed := crashLoopRounds(t, 30, 10)
 	rng := rand.New(rand.NewPCG(seed, 0x0b5))
 	dir, cpRoot := t.TempDir(), t.TempDir()
 	st := &loopState{keyOp: map[string]int{}}

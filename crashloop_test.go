@@ -237,15 +237,7 @@ func TestCrashLoop(t *testing.T) {
 	if runtime.GOOS == "windows" {
 		t.Skip("kills a writer process with SIGKILL; Windows has no signals (and no removal of open files)")
 	}
-	rounds := *crashLoopIterations
-	if testing.Short() && rounds == 100 {
-		rounds = 30
-	}
-	seed := *crashLoopSeed
-	if seed == 0 {
-		seed = uint64(time.Now().UnixNano())
-	}
-	t.Logf("seed %d (rerun with -crashloop.seed %d)", seed, seed)
+	rounds, seed := crashLoopRounds(t, 100, 30)
 	rng := rand.New(rand.NewPCG(seed, 0xc1a5))
 	dir := t.TempDir()
 	st := &loopState{keyOp: map[string]int{}}
@@ -494,4 +486,25 @@ func checkScanMatches(db *DB, got map[string][]byte) error {
 		return fmt.Errorf("scan yields %d keys, the Gets found %d", seen, len(got))
 	}
 	return nil
+}
+
+// crashLoopRounds returns a crash loop's rounds, from
+// -crashloop.iterations where it was given (that is, not left at its
+// default of 100), else normal, or short under -short; and its seed, from
+// -crashloop.seed or the clock, logged so that a failure can be rerun.
+func crashLoopRounds(t *testing.T, normal, short int) (rounds int, seed uint64) {
+	t.Helper()
+	rounds = *crashLoopIterations
+	switch {
+	case rounds == 100 && testing.Short():
+		rounds = short
+	case rounds == 100:
+		rounds = normal
+	}
+	seed = *crashLoopSeed
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	t.Logf("seed %d (rerun with -crashloop.seed %d)", seed, seed)
+	return rounds, seed
 }
