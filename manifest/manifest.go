@@ -259,7 +259,7 @@ func OpenReadOnly(fsys vfs.FS, path string) (*Manifest, error) {
 // empty file, which bbolt would otherwise initialize as a new database:
 // Open must not write to a file it reports as damaged.
 func openExisting(name string, flag int, perm os.FileMode) (*os.File, error) {
-	f, err := os.OpenFile(name, flag&^os.O_CREATE, perm)
+	f, err := vfs.OpenRegular(name, flag&^os.O_CREATE, perm)
 	if err != nil {
 		return nil, err
 	}

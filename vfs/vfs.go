@@ -17,6 +17,7 @@ package vfs
 import (
 	"errors"
 	"io"
+	"io/fs"
 	"os"
 
 	"github.com/bloomkv/bloomkv/internal/flock"
@@ -68,6 +69,38 @@ type FS interface {
 // ErrLocked is returned by Lock when the file is locked by someone else.
 var ErrLocked = errors.New("vfs: file is locked")
 
+// ErrNotRegular is returned, in an *fs.PathError, by Default's Open,
+// OpenReadWrite, Lock and LockShared for a name that is not a regular file
+// or a symbolic link to one: a directory, a named pipe, a socket, a device.
+// Every file of a store is a regular file, and the others are hostile to
+// a reader: opening a named pipe waits for a writer that may never come,
+// and reading /dev/zero never ends.
+var ErrNotRegular = errors.New("vfs: not a regular file")
+
+// OpenRegular is os.OpenFile for a file that must be regular: it opens
+// name without waiting (a named pipe would block the open until the other
+// end is opened) and returns an error matching ErrNotRegular, with the
+// file closed, if it is anything else. The manifest package gives it to
+// bbolt, which opens the MANIFEST itself.
+func OpenRegular(name string, flag int, perm os.FileMode) (*os.File, error) {
+	f, err := os.OpenFile(name, flag|openNonblock, perm)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := f.Stat()
+	if err == nil && !fi.Mode().IsRegular() {
+		err = &fs.PathError{Op: "open", Path: name, Err: ErrNotRegular}
+	}
+	if err == nil {
+		err = clearNonblock(f)
+	}
+	if err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
 // Default is the operating system's file system.
 var Default FS = osFS{}
 
@@ -76,9 +109,9 @@ type osFS struct{}
 func (osFS) Create(name string) (File, error) {
 	return os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
 }
-func (osFS) Open(name string) (File, error) { return os.Open(name) }
+func (osFS) Open(name string) (File, error) { return OpenRegular(name, os.O_RDONLY, 0) }
 func (osFS) OpenReadWrite(name string) (File, error) {
-	return os.OpenFile(name, os.O_RDWR, 0)
+	return OpenRegular(name, os.O_RDWR, 0)
 }
 func (osFS) Remove(name string) error              { return os.Remove(name) }
 func (osFS) Rename(oldname, newname string) error  { return os.Rename(oldname, newname) }
@@ -104,7 +137,7 @@ func (osFS) SyncDir(dir string) error {
 }
 
 func (osFS) Lock(name string) (io.Closer, error) {
-	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := OpenRegular(name, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, err
 	}
@@ -112,7 +145,7 @@ func (osFS) Lock(name string) (io.Closer, error) {
 }
 
 func (osFS) LockShared(name string) (io.Closer, error) {
-	f, err := os.Open(name)
+	f, err := OpenRegular(name, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, err
 	}
