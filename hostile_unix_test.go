@@ -164,3 +164,43 @@ func TestOpenNonRegularStoreFile(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenLeavesForeignEntries puts a directory, a named pipe and a
+// symbolic link to a directory under names of files a successful Open
+// removes (an orphan segment, a WAL below the log number). Open used to
+// remove the first two as its own leftovers; the store makes only regular
+// files, so they are someone else's, and stay.
+func TestOpenLeavesForeignEntries(t *testing.T) {
+	dir, st := hostileStore(t)
+	live := map[uint64]bool{}
+	for _, s := range st.Segments {
+		live[s.FileNum] = true
+	}
+	var free []uint64 // numbers below the log number that name no file
+	for n := uint64(1); n < st.LogNum && len(free) < 3; n++ {
+		_, errSeg := os.Lstat(filepath.Join(dir, base.SegmentFileName(n)))
+		_, errWAL := os.Lstat(filepath.Join(dir, base.WALFileName(n)))
+		if !live[n] && os.IsNotExist(errSeg) && os.IsNotExist(errWAL) {
+			free = append(free, n)
+		}
+	}
+	if len(free) < 3 {
+		t.Skipf("no three free file numbers below the log number %d", st.LogNum)
+	}
+	foreign := map[string]func(string) error{
+		base.SegmentFileName(free[0]): func(p string) error { return os.Mkdir(p, 0o755) },
+		base.WALFileName(free[1]):     func(p string) error { return syscall.Mkfifo(p, 0o644) },
+		base.SegmentFileName(free[2]): func(p string) error { return os.Symlink(t.TempDir(), p) },
+	}
+	for name, mk := range foreign {
+		mustDo(t, mk(filepath.Join(dir, name)))
+	}
+	db := mustOpen(t, dir, smallOptions())
+	mustDo(t, db.Close())
+	for name := range foreign {
+		if _, err := os.Lstat(filepath.Join(dir, name)); err != nil {
+			t.Errorf("Open removed %s, which is not a regular file: %v", name, err)
+		}
+	}
+	checkAll(t, dir, 200)
+}

@@ -516,12 +516,18 @@ func (db *DB) startFresh(replayed *memtable.Memtable) error {
 // removeObsolete deletes, after a successful recovery, the WALs it
 // replayed and the files a crash left behind. Every one of them is below
 // the committed log number or unlisted and below NextFileNum, so the store
-// made it and no longer needs it.
+// made it and no longer needs it — if it is a regular file: the store
+// makes nothing else, so a directory, named pipe or socket that bears
+// such a name is someone else's, and is left where it is.
 func (db *DB) removeObsolete(files storeFiles) {
 	for _, num := range files.logs {
 		db.removeFile(base.WALFileName(num))
 	}
 	for _, name := range slices.Concat(files.obsolete, files.orphans) {
+		if fi, err := db.fs.Stat(db.path(name)); err == nil && !fi.Mode().IsRegular() {
+			db.logger.Warn("leaving a file that is not the store's: it bears the name of an obsolete one but is not a regular file", "file", name, "mode", fi.Mode().String())
+			continue
+		}
 		db.logger.Info("removing obsolete file", "file", name)
 		db.removeFile(name)
 	}
