@@ -308,9 +308,11 @@ func orEmpty[T any](s []T) []T {
 }
 
 // openSegment opens the segment file at path; the caller closes f. Its
-// damage is reported as corruption naming the file and offset.
+// damage is reported as corruption naming the file and offset. Like the
+// store, it opens only a regular file (vfs.OpenRegular): a named pipe
+// would block the open, a device such as /dev/zero never ends.
 func openSegment(path string) (r *segment.Reader, f *os.File, size int64, err error) {
-	f, err = os.Open(path)
+	f, err = vfs.OpenRegular(path, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, nil, 0, err
 	}
@@ -506,9 +508,10 @@ func dumpSegment(ctx context.Context, o *dumpOptions, path string) error {
 
 // dumpWAL prints each record of the log and its operations. A torn tail,
 // the normal end of a log cut by a crash, ends the dump with a note (exit
-// 0); damage followed by more data is corruption.
+// 0); damage followed by more data is corruption. Only a regular file is
+// read, as by openSegment.
 func dumpWAL(ctx context.Context, o *dumpOptions, path string) error {
-	f, err := os.Open(path)
+	f, err := vfs.OpenRegular(path, os.O_RDONLY, 0)
 	if err != nil {
 		return err
 	}
