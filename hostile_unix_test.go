@@ -204,3 +204,36 @@ func TestOpenLeavesForeignEntries(t *testing.T) {
 	}
 	checkAll(t, dir, 200)
 }
+
+// TestOpenNewDirNonRegularManifestTmp: a directory holding only a
+// MANIFEST.tmp that is a named pipe is not an interrupted store creation.
+// Open used to wait on the pipe, reading it to tell; it must refuse the
+// directory at once with ErrNotStore and leave it as it was.
+func TestOpenNewDirNonRegularManifestTmp(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, base.ManifestTmpName)
+	mustDo(t, syscall.Mkfifo(path, 0o644))
+	before := lstatHash(t, dir)
+	done := make(chan error, 1)
+	go func() {
+		db, err := Open(dir, smallOptions())
+		if err == nil {
+			db.Close()
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrNotStore) {
+			t.Errorf("Open: %v, want ErrNotStore", err)
+		}
+	case <-time.After(10 * time.Second):
+		if w, err := os.OpenFile(path, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+			w.Close()
+		}
+		t.Fatal("Open did not return within 10 s")
+	}
+	if lstatHash(t, dir) != before {
+		t.Error("Open changed the directory")
+	}
+}
