@@ -26,7 +26,9 @@ import (
 // with ErrNotStore if dir holds other files but no store, and with an
 // error matching ErrCorrupt (a *base.CorruptError naming the file and
 // offset) if a file of the store is damaged or the files and the manifest
-// disagree.
+// disagree. A file of the store that is not a regular file (a directory,
+// a named pipe, a device) gives an error matching vfs.ErrNotRegular under
+// the operating system's file system, without waiting on the pipe.
 //
 // Open is transactional: until recovery is known to succeed it only reads
 // (and creates the LOCK file of an existing store that lacks one). It
