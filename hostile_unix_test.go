@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -194,6 +195,13 @@ func TestOpenLeavesForeignEntries(t *testing.T) {
 	}
 	for name, mk := range foreign {
 		mustDo(t, mk(filepath.Join(dir, name)))
+	}
+	rep, err := VerifyDir(context.Background(), nil, dir)
+	mustDo(t, err)
+	for _, n := range rep.Notes {
+		if foreign[n.File] != nil && strings.Contains(n.Message, "Open removes it") {
+			t.Errorf("VerifyDir says Open removes %s: %s", n.File, n.Message)
+		}
 	}
 	db := mustOpen(t, dir, smallOptions())
 	mustDo(t, db.Close())

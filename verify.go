@@ -240,6 +240,14 @@ func (db *DB) verifyOpenDir(rs *readState, wals []uint64, rep *VerifyReport) err
 }
 
 // noteForeign notes a file that is not named like a file of the store.
+// isRegular reports whether path is a regular file, or cannot be told to
+// be anything else (Stat fails): what removeObsolete takes for the
+// store's own leftover.
+func isRegular(fsys vfs.FS, path string) bool {
+	fi, err := fsys.Stat(path)
+	return err != nil || fi.Mode().IsRegular()
+}
+
 func noteForeign(name string, rep *VerifyReport) {
 	if name == base.ManifestTmpName {
 		rep.notef(name, "temporary file of a store creation that was interrupted; unused, safe to delete")
@@ -334,6 +342,8 @@ func verifyClosedDir(ctx context.Context, fsys vfs.FS, dir string, st manifest.S
 			noteForeign(name, rep)
 		case numErr != nil:
 			rep.problem(name, numErr)
+		case (ext == base.SegmentExt && !live[num] || ext == base.WALExt && num < st.LogNum) && !isRegular(fsys, filepath.Join(dir, name)):
+			rep.notef(name, "not a regular file, so not the store's though it bears the name of an obsolete file (Open leaves it)")
 		case ext == base.SegmentExt && !live[num]:
 			rep.notef(name, "segment not in the manifest (left by an interrupted flush or compaction); Open removes it")
 		case ext == base.WALExt && num < st.LogNum:
