@@ -780,9 +780,10 @@ func putBatch(b *Batch) {
 // progress are not waited for: a Get (or GetFunc's fn) that began before
 // Close finishes on the memtables and segments it pinned, and the files
 // of those segments are closed when the last such read, or open
-// Iterator, lets go of them, which may be after Close returns. If a background flush or compaction failed earlier,
-// Close returns that failure too (matching ErrReadOnly). Writes already acknowledged are in the WAL and will be
-// recovered by the next Open.
+// Iterator, lets go of them, which may be after Close returns. If a
+// background flush or compaction failed earlier, Close returns that
+// failure too (matching ErrReadOnly). Writes already acknowledged are in
+// the WAL and will be recovered by the next Open.
 func (db *DB) Close() error {
 	db.mu.Lock()
 	if db.closed {

@@ -429,7 +429,7 @@ func (ts *txnState) prevalidate(c *txnCheck) error {
 				return errReadWritten
 			}
 		}
-		rest = h[unindexed(h, next):]
+		rest = h[newerThan(h, next):]
 		ts.idx.checked.Add(int64(len(rest)))
 	}
 	for _, ws := range rest {
@@ -457,10 +457,12 @@ func (ts *txnState) prevalidate(c *txnCheck) error {
 
 // after returns the index of the first group of the history newer than
 // seq.
-func (ts *txnState) after(seq uint64) int {
-	i, _ := slices.BinarySearchFunc(ts.history, seq+1, func(ws *writeSet, seq uint64) int {
-		return compareSeq(ws.seq, seq)
-	})
+func (ts *txnState) after(seq uint64) int { return newerThan(ts.history, seq) }
+
+// newerThan returns the index of the first group of hist (recorded
+// groups, oldest first) newer than seq.
+func newerThan(hist []*writeSet, seq uint64) int {
+	i, _ := slices.BinarySearchFunc(hist, seq+1, func(ws *writeSet, seq uint64) int { return compareSeq(ws.seq, seq) })
 	return i
 }
 

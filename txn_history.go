@@ -347,7 +347,7 @@ func unionPieces(a, b []seqSpan, floor uint64) []seqSpan {
 func (x *historyIndex) levelsFor(hist []*writeSet, floor uint64) ([]*historyLevel, uint64) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	add := hist[unindexed(hist, x.next.Load()):]
+	add := hist[newerThan(hist, x.next.Load()):]
 	if len(add) == 0 || x.checked.Load() < int64(len(add)) {
 		return x.levels, x.next.Load()
 	}
@@ -385,13 +385,6 @@ func (x *historyIndex) levelsFor(hist []*writeSet, floor uint64) ([]*historyLeve
 	x.next.Store(add[len(add)-1].seq)
 	x.checked.Store(0)
 	return levels, x.next.Load()
-}
-
-// unindexed returns the index of the first group of hist (oldest first)
-// newer than next.
-func unindexed(hist []*writeSet, next uint64) int {
-	i, _ := slices.BinarySearchFunc(hist, next+1, func(ws *writeSet, seq uint64) int { return compareSeq(ws.seq, seq) })
-	return i
 }
 
 // reset drops the levels: no transaction is open.

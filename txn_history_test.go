@@ -76,7 +76,7 @@ func TestHistoryIndexMatchesGroups(t *testing.T) {
 				for _, l := range levels {
 					got = got || l.meets(reads, readSeq)
 				}
-				for _, ws := range hist[unindexed(hist, next):] {
+				for _, ws := range hist[newerThan(hist, next):] {
 					got = got || ws.seq > readSeq && ws.conflicts(reads)
 				}
 				if got != want {
