@@ -1,6 +1,7 @@
 package wal
 
 import (
+	"bytes"
 	"encoding/binary"
 	"hash/crc32"
 )
@@ -87,27 +88,85 @@ func parseMark(p []byte) (m Mark, ok bool) {
 func knownBoot(id [16]byte) bool { return id != [16]byte{} }
 
 // maxSyncedClaim returns the largest Synced of the valid mark records found
-// anywhere in b (which starts at file offset base), or -1. A random window
-// passes for a record with probability about 2^-40; the work is capped as
-// in findRecord, and past the cap the answer is "everything was synced",
-// which reports corruption: the safe side.
+// anywhere in b, or -1.
 func maxSyncedClaim(b []byte) int64 {
-	best := int64(-1)
-	budget := 8*len(b) + 1<<20
-	for i := 0; i+recordHeaderSize+markLen <= len(b); i++ {
-		if b[i+8] != recordMark || binary.LittleEndian.Uint32(b[i+4:]) != markLen {
+	var c claimScan
+	c.write(b)
+	return c.best()
+}
+
+// claimScan finds the largest Synced of the valid mark records in bytes
+// given to write a piece at a time, as maxSyncedClaim does for one slice:
+// a mark split between two pieces is found, and it holds only the last
+// few bytes, so that the whole rest of a log can be searched without
+// reading it into memory. A random window passes for a record with
+// probability about 2^-40; the work is capped as in findRecord, and past
+// the cap the answer is "everything was synced", which reports
+// corruption: the safe side.
+type claimScan struct {
+	tail    [markRecordSize - 1]byte // the last bytes written: too few for a whole mark
+	n       int                      // how many of tail hold bytes
+	max     int64                    // the largest Synced found, if found
+	found   bool
+	written int // bytes written so far
+	spent   int // checksummed candidates' bytes; capped by written
+	over    bool
+}
+
+// markRecordSize is the size of a mark record with its header.
+const markRecordSize = recordHeaderSize + markLen
+
+func (c *claimScan) write(p []byte) {
+	c.written += len(p)
+	if c.n > 0 {
+		// The positions in the tail were not searched: a mark starting
+		// there did not fit. With the start of p it may.
+		var join [2 * (markRecordSize - 1)]byte
+		k := copy(join[copy(join[:], c.tail[:c.n]):], p)
+		c.scan(join[:c.n+k])
+		if len(p) < markRecordSize-1 {
+			c.n = copy(c.tail[:], join[max(0, c.n+k-(markRecordSize-1)):c.n+k])
+			return
+		}
+	}
+	c.scan(p)
+	c.n = copy(c.tail[:], p[max(0, len(p)-(markRecordSize-1)):])
+}
+
+// scan searches every position of b at which a whole mark fits.
+func (c *claimScan) scan(b []byte) {
+	for i := 0; i+markRecordSize <= len(b) && !c.over; i++ {
+		// Jump to the next byte that could be a mark's type: most of a
+		// long search is zeros or a record's payload.
+		j := bytes.IndexByte(b[i+8:len(b)-markLen], recordMark)
+		if j < 0 {
+			return
+		}
+		if i += j; binary.LittleEndian.Uint32(b[i+4:]) != markLen {
 			continue
 		}
-		end := i + recordHeaderSize + markLen
-		if budget -= markLen; budget < 0 {
-			return 1 << 62
+		end := i + markRecordSize
+		if c.spent += markLen; c.spent > 8*c.written+1<<20 {
+			c.over = true
+			return
 		}
 		if crc32.Checksum(b[i+4:end], crcTable) != binary.LittleEndian.Uint32(b[i:]) {
 			continue
 		}
-		if m, ok := parseMark(b[i+recordHeaderSize : end]); ok {
-			best = max(best, m.Synced)
+		if m, ok := parseMark(b[i+recordHeaderSize : end]); ok && (!c.found || m.Synced > c.max) {
+			c.max, c.found = m.Synced, true
 		}
 	}
-	return best
+}
+
+// best returns the largest Synced found, -1 if none, or 1<<62 if the work
+// ran past its cap.
+func (c *claimScan) best() int64 {
+	switch {
+	case c.over:
+		return 1 << 62
+	case !c.found:
+		return -1
+	}
+	return c.max
 }

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 
 	"github.com/bloomkv/bloomkv/internal/base"
@@ -685,5 +687,111 @@ func TestMarkPrevSealedAfterFailedWrite(t *testing.T) {
 	}
 	if f.Len() != size {
 		t.Fatalf("MarkPrevSealed after a failed write wrote %d bytes", f.Len()-size)
+	}
+}
+
+// naiveSyncedClaim is the plain search claimScan must agree with: every
+// position of b, no cap.
+func naiveSyncedClaim(b []byte) int64 {
+	best := int64(-1)
+	for i := 0; i+recordHeaderSize+markLen <= len(b); i++ {
+		end := i + recordHeaderSize + markLen
+		if b[i+8] != recordMark || binary.LittleEndian.Uint32(b[i+4:]) != markLen ||
+			crc32.Checksum(b[i+4:end], crcTable) != binary.LittleEndian.Uint32(b[i:]) {
+			continue
+		}
+		if m, ok := parseMark(b[i+recordHeaderSize : end]); ok {
+			best = max(best, m.Synced)
+		}
+	}
+	return best
+}
+
+// TestClaimScanPieces: claimScan finds the same largest claim whatever
+// pieces the bytes come in, marks split between pieces (even across
+// several one-byte pieces) included.
+func TestClaimScanPieces(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 9))
+	for round := range 300 {
+		var b []byte
+		for range rng.IntN(6) {
+			b = append(b, make([]byte, rng.IntN(100))...) // zeros
+			junk := make([]byte, rng.IntN(60))
+			for i := range junk {
+				junk[i] = byte(rng.IntN(4)) // small bytes: many near-miss headers
+			}
+			b = append(b, junk...)
+			m := appendMark(nil, Mark{BootID: bootA, Synced: rng.Int64N(1 << 40)})
+			if rng.IntN(4) == 0 {
+				m[rng.IntN(len(m))] ^= 1 // a damaged mark claims nothing
+			}
+			b = append(b, m...)
+		}
+		want := naiveSyncedClaim(b)
+		for _, maxPiece := range []int{1, 2, 33, 34, 35, 70, len(b) + 1} {
+			var c claimScan
+			for rest := b; len(rest) > 0; {
+				n := min(len(rest), 1+rng.IntN(maxPiece))
+				if rng.IntN(8) == 0 {
+					c.write(nil)
+				}
+				c.write(rest[:n])
+				rest = rest[n:]
+			}
+			if got := c.best(); got != want {
+				t.Fatalf("round %d, pieces up to %d bytes: claim %d, want %d (%d bytes)", round, maxPiece, got, want, len(b))
+			}
+		}
+	}
+}
+
+// zeroReader reads as n zero bytes without holding them.
+type zeroReader struct{ n int64 }
+
+func (z *zeroReader) Read(p []byte) (int, error) {
+	if z.n == 0 {
+		return 0, io.EOF
+	}
+	p = p[:min(int64(len(p)), z.n)]
+	clear(p)
+	z.n -= int64(len(p))
+	return len(p), nil
+}
+
+// TestDamageBeforeLongTailInBoundedMemory: judging damage after a power cut
+// searches the whole rest of the log for a mark claiming the damaged bytes
+// synced. The rest may be long (a preallocated file, a hole in a sparse
+// one), so it is searched a piece at a time: a mark after 64 MiB of zeros
+// still decides, and the search holds no copy of what it read.
+func TestDamageBeforeLongTailInBoundedMemory(t *testing.T) {
+	const tail = 64 << 20
+	for _, claimed := range []bool{false, true} {
+		t.Run(fmt.Sprintf("mark at the end %v", claimed), func(t *testing.T) {
+			data, offs := markedLog(t, 10, func(int) bool { return false })
+			at := offs[8]
+			data[at+recordHeaderSize+2] ^= 0x40 // group 4's first record
+			var end []byte
+			if claimed {
+				end = appendMark(nil, Mark{BootID: bootA, Synced: at + recordHeaderSize})
+			}
+			r := NewReader(io.MultiReader(bytes.NewReader(data), &zeroReader{tail}, bytes.NewReader(end)), "000042.wal")
+			r.AllowUnsyncedLoss(bootB)
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			records, err := readAll(r)
+			runtime.ReadMemStats(&after)
+			if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 8<<20 {
+				t.Errorf("reading the log allocated %d bytes; its tail is %d", alloc, tail)
+			}
+			var ce *base.CorruptError
+			switch {
+			case len(records) != 8:
+				t.Fatalf("read %d records before the damage, want 8", len(records))
+			case claimed && (!errors.As(err, &ce) || ce.Offset != at):
+				t.Fatalf("err = %v; want corruption at %d: the mark at the end claims it synced", err, at)
+			case !claimed && !errors.Is(err, ErrUnsyncedTail):
+				t.Fatalf("err = %v; want ErrUnsyncedTail", err)
+			}
+		})
 	}
 }

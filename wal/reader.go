@@ -187,7 +187,7 @@ func (r *Reader) readRecord() ([]byte, error) {
 			// the length field is damaged, and what follows was written
 			// (and maybe acknowledged) after it. Cutting here would lose
 			// it, unless a power cut may have lost this record.
-			return nil, r.damaged(r.buf, "record length %d runs past end of file, but a valid record starts %d bytes into it", length, recordHeaderSize+at)
+			return nil, r.damaged(maxSyncedClaim(r.buf), "record length %d runs past end of file, but a valid record starts %d bytes into it", length, recordHeaderSize+at)
 		}
 		return nil, r.torn("record of %d bytes runs past end of file", length)
 	}
@@ -358,14 +358,18 @@ func (r *Reader) badRecord(length uint32) error {
 			recordHeaderSize+at, recordHeaderSize+int64(length))
 	}
 	if r.unsyncedMayBeLost {
-		rest, err := io.ReadAll(r.br)
+		// The rest of the log is searched a piece at a time, never read
+		// into memory whole: it may be long, or a hole of any length.
+		var claims claimScan
+		claims.write(r.buf)
+		zero, err := r.consumeRest(&claims)
 		switch {
 		case err != nil:
 			return r.ioError(err)
-		case at < 0 && allZero(rest):
+		case at < 0 && zero:
 			return r.torn("%s", reason)
 		}
-		return r.damaged(append(r.buf, rest...), "%s", reason)
+		return r.damaged(claims.best(), "%s", reason)
 	}
 	if at >= 0 {
 		return r.corrupt("%s", reason)
@@ -380,20 +384,20 @@ func (r *Reader) badRecord(length uint32) error {
 	return r.corrupt("%s", reason)
 }
 
-// damaged classifies damage at r.off followed by more data (rest, the bytes
-// after the damaged record's header). It is corruption unless
-// AllowUnsyncedLoss was called and nothing shows the damaged bytes were
-// durable: the log was written under another boot (or an unknown one), and
-// no mark in rest claims them synced. Then it is what a power cut leaves
-// (ErrUnsyncedTail).
-func (r *Reader) damaged(rest []byte, format string, args ...any) error {
+// damaged classifies damage at r.off followed by more data. claimed is the
+// largest offset a mark after the damaged record's header claims synced
+// (maxSyncedClaim), or -1. It is corruption unless AllowUnsyncedLoss was
+// called and nothing shows the damaged bytes were durable: the log was
+// written under another boot (or an unknown one), and no mark after them
+// claims them synced. Then it is what a power cut leaves (ErrUnsyncedTail).
+func (r *Reader) damaged(claimed int64, format string, args ...any) error {
 	switch {
 	case !r.unsyncedMayBeLost || r.first == nil:
 		// No marks (a version-1 log), or the first mark itself damaged:
 		// it was synced when the log was created.
 	case knownBoot(r.boot) && r.first.BootID == r.boot:
 		// Written under this boot: no power cut since.
-	case maxSyncedClaim(rest) > r.off:
+	case claimed > r.off:
 		// A later mark says the damaged record had been fsynced.
 	default:
 		return fmt.Errorf("%w: %s at offset %d: %s", ErrUnsyncedTail, r.name, r.off, fmt.Sprintf(format, args...))
@@ -402,17 +406,28 @@ func (r *Reader) damaged(rest []byte, format string, args ...any) error {
 }
 
 // restIsZero consumes the rest of the input and reports whether it holds
-// only zero bytes.
+// only zero bytes. It stops at the first that is not.
 func (r *Reader) restIsZero() (bool, error) {
+	return r.consumeRest(nil)
+}
+
+// consumeRest reads the rest of the input a buffer at a time, giving each
+// piece to claims if it is not nil, and reports whether it held only zero
+// bytes. Without claims it stops at the first byte that is not zero.
+func (r *Reader) consumeRest(claims *claimScan) (zero bool, err error) {
+	zero = true
 	for {
 		if _, err := r.br.Peek(1); err != nil {
 			if err == io.EOF {
-				return true, nil
+				return zero, nil
 			}
 			return false, err
 		}
 		b, _ := r.br.Peek(r.br.Buffered())
-		if !allZero(b) {
+		zero = zero && allZero(b)
+		if claims != nil {
+			claims.write(b)
+		} else if !zero {
 			return false, nil
 		}
 		if _, err := r.br.Discard(len(b)); err != nil {
@@ -421,13 +436,18 @@ func (r *Reader) restIsZero() (bool, error) {
 	}
 }
 
+// allZero reports whether b holds only zero bytes, a word at a time: a
+// log's zero tail (a preallocated file, or a hole) may be long.
 func allZero(b []byte) bool {
-	for _, c := range b {
-		if c != 0 {
-			return false
-		}
+	var or uint64
+	for len(b) >= 8 {
+		or |= binary.LittleEndian.Uint64(b)
+		b = b[8:]
 	}
-	return true
+	for _, c := range b {
+		or |= uint64(c)
+	}
+	return or == 0
 }
 
 // torn returns an ErrTornTail error for the record starting at r.off.
