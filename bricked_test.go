@@ -481,7 +481,7 @@ func TestFailedFlushSurfaces(t *testing.T) {
 	o := smallOptions()
 	o.FS = ffs
 	db := mustOpen(t, t.TempDir(), o)
-	ffs.SetFault(errorfs.Fault{Ops: vfs.OpCreate, Name: "*.seg", Sticky: true, Err: syscall.ENOSPC})
+	ffs.SetFault(errorfs.Fault{Ops: vfs.OpCreate, Name: "*.seg", Sticky: true, Err: syscall.EIO})
 	for i := 0; i < 2000; i++ {
 		if err := db.Put(faultKey(i), faultValue(i)); err != nil {
 			if !errors.Is(err, ErrReadOnly) {
@@ -494,8 +494,8 @@ func TestFailedFlushSurfaces(t *testing.T) {
 	go func() { done <- db.WaitForCompactions(context.Background()) }()
 	select {
 	case err := <-done:
-		if !errors.Is(err, ErrReadOnly) || !errors.Is(err, syscall.ENOSPC) {
-			t.Fatalf("WaitForCompactions = %v, want ErrReadOnly wrapping ENOSPC", err)
+		if !errors.Is(err, ErrReadOnly) || !errors.Is(err, syscall.EIO) {
+			t.Fatalf("WaitForCompactions = %v, want ErrReadOnly wrapping EIO", err)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("WaitForCompactions still waiting 10 s after the flush failed")

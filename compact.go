@@ -95,6 +95,7 @@ func (db *DB) waitForCompactions(ctx context.Context) error {
 	defer stop()
 	db.mu.Lock()
 	defer db.mu.Unlock()
+	flushFails, compactFails, kicked := db.flushRetry.fails, db.compactRetry.fails, false
 	for {
 		if db.opts.ReadOnly && !db.closed {
 			return nil // no background work ever runs
@@ -104,6 +105,20 @@ func (db *DB) waitForCompactions(ctx context.Context) error {
 		}
 		if db.compacting == 0 && len(db.imm) == 0 {
 			return nil
+		}
+		// While flushes or merges fail for want of a resource, the next
+		// attempt (asked for now) says whether the shortage is over: its
+		// failure is returned rather than waited out.
+		if err := db.flushRetry.failedSince(flushFails); err != nil {
+			return err
+		}
+		if err := db.compactRetry.failedSince(compactFails); err != nil {
+			return err
+		}
+		if !kicked {
+			kicked = true
+			db.kickLocked(&db.flushRetry)
+			db.kickLocked(&db.compactRetry)
 		}
 		if err := ctx.Err(); err != nil {
 			return err
@@ -162,6 +177,9 @@ func (db *DB) scheduleCompactionLocked() {
 func (db *DB) mayCompactLocked() bool {
 	if db.closed || db.bgErr != nil || db.opts.DisableAutoCompaction || db.opts.ReadOnly {
 		return false
+	}
+	if db.compactRetry.err != nil {
+		return false // the loop that failed retries after its backoff
 	}
 	return db.compacting < db.opts.CompactionConcurrency || len(db.segments) >= db.urgentAt
 }
@@ -386,6 +404,24 @@ func (db *DB) compactLoop(job *compactionJob) {
 			delete(db.busy, s)
 		}
 		job = nil
+		if isRetryable(err) {
+			// Out of a resource before the manifest commit (retry.go):
+			// the inputs are still live. Back off, keeping this loop's
+			// slot (no other merge starts meanwhile: mayCompactLocked),
+			// then pick again, as the segments may have changed.
+			db.retryFailedLocked(&db.compactRetry, err)
+			db.retryWaitLocked(&db.compactRetry)
+			if !db.closed && db.bgErr == nil && !db.opts.DisableAutoCompaction {
+				job = db.pickLocked()
+			}
+			if job != nil {
+				db.mu.Unlock()
+				continue
+			}
+			db.compactRetry.err = nil // nothing left to merge: no streak
+		} else if err == nil {
+			db.retrySucceededLocked(&db.compactRetry)
+		}
 		db.compacting-- // this loop's slot, free while it looks for more work
 		if err == nil && db.mayCompactLocked() {
 			job = db.pickLocked()
@@ -443,7 +479,9 @@ func (db *DB) compactSegments(inputs []*segHandle, tier uint32, major bool) erro
 	}
 	out, err := db.writeSegment(it, compaction.KeepRangeDels(merged, snaps, major), filter, tier, inputs, int(min(keys, math.MaxInt32)))
 	if err != nil {
-		db.fail(fmt.Errorf("compaction: %w", err))
+		if !isRetryable(err) { // else the inputs are still live: merge them later
+			db.fail(fmt.Errorf("compaction: %w", err))
+		}
 		return err
 	}
 	e := shapeEdit{added: out, removed: inputs}

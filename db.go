@@ -10,6 +10,7 @@ import (
 	"math"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/bloomkv/bloomkv/bloom"
 	"github.com/bloomkv/bloomkv/compaction"
@@ -437,7 +438,7 @@ type DB struct {
 	cond          *sync.Cond // signalled when a flush or compaction finishes
 	closed        bool
 	snapshots     list.List           // sequence numbers of open snapshots, oldest first
-	bgErr         error               // first background failure; makes the DB read-only
+	bgErr         error               // first sticky background failure; makes the DB read-only
 	logw          *wal.Writer         // the WAL of mem
 	logNum        uint64              // file number of logw
 	spares        []spareWAL          // WALs makeSpare made ahead for the next rotations, by number
@@ -454,6 +455,15 @@ type DB struct {
 	urgentAt      int                 // segment count from which merges of the newest segments start beyond CompactionConcurrency
 	expectedReads float64             // predicted block reads per absent Get (filtermem.go)
 	history       []CompactionInfo    // the latest compactions, oldest first
+	// flushRetry and compactRetry are the streaks of flushes and
+	// background compactions that ran out of a resource and are retried
+	// (retry.go); retried counts those failures since Open and
+	// lastRetried is the latest, for Stats. retryMin and retryMax bound
+	// the backoff (tests shorten them).
+	flushRetry, compactRetry retryState
+	retried                  uint64
+	lastRetried              error
+	retryMin, retryMax       time.Duration
 	// bgWG counts the background goroutines: the flush loop, every
 	// background compaction loop, sealLoop and makeSpare. Close waits
 	// for it.

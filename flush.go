@@ -24,8 +24,11 @@ func (db *DB) Flush() error {
 			return
 		}
 		if !db.mem.Empty() {
-			for len(db.imm) >= db.frozenLimit && db.writableLocked() == nil {
-				db.cond.Wait()
+			err = db.awaitFlushLocked(func() bool {
+				return len(db.imm) < db.frozenLimit || db.writableLocked() != nil
+			})
+			if err != nil {
+				return
 			}
 			if err = db.writableLocked(); err != nil {
 				return
@@ -46,9 +49,11 @@ func (db *DB) Flush() error {
 	if err != nil || last == nil {
 		return err
 	}
-	<-last.done
 	db.mu.Lock()
 	defer db.mu.Unlock()
+	if err := db.awaitFlushLocked(func() bool { return isDone(last.done) }); err != nil {
+		return err
+	}
 	if db.bgErr != nil {
 		return fmt.Errorf("%w: %w", ErrReadOnly, db.bgErr)
 	}
@@ -73,6 +78,7 @@ func (db *DB) scheduleFlushLocked() {
 		for _, f := range db.imm {
 			closeOnce(f.done)
 		}
+		db.cond.Broadcast() // for Flush, which waits for done on cond
 		return
 	}
 	db.flushing = true
@@ -95,9 +101,19 @@ func (db *DB) flushLoop() {
 		}
 		db.mu.Lock()
 		if err != nil {
+			if isRetryable(err) {
+				// Nothing durable changed: f stays first in db.imm, its
+				// writes in its WAL; try again after the backoff. Writes
+				// go on into memtables until db.frozenLimit wait here,
+				// then stall in makeRoom as behind a slow flush.
+				db.retryFailedLocked(&db.flushRetry, err)
+				db.retryWaitLocked(&db.flushRetry)
+				continue
+			}
 			db.failLocked(fmt.Errorf("flush: %w", err))
 			break
 		}
+		db.retrySucceededLocked(&db.flushRetry)
 		if s != nil { // nil: the memtable held no entries
 			db.stats.flushBytes.Add(uint64(s.meta.Size))
 		}
@@ -123,6 +139,37 @@ func (db *DB) flushLoop() {
 	}
 	db.flushing = false
 	db.cond.Broadcast()
+}
+
+// awaitFlushLocked waits on db.cond until done reports true. While the
+// flushes fail for want of a resource (retry.go) it asks for an attempt
+// now rather than after the backoff, and returns the failure of the first
+// attempt that fails after the call began: a Flush reports the failure
+// its caller can act on (free space, raise RLIMIT_NOFILE) instead of
+// waiting for the shortage to end. The memtables stay queued, and the
+// background goes on retrying them.
+func (db *DB) awaitFlushLocked(done func() bool) error {
+	fails, kicked := db.flushRetry.fails, false
+	for !done() {
+		if err := db.flushRetry.failedSince(fails); err != nil {
+			return err
+		}
+		if !kicked && db.flushRetry.err != nil {
+			kicked = true
+			db.kickLocked(&db.flushRetry)
+		}
+		db.cond.Wait()
+	}
+	return nil
+}
+
+func isDone(c chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
 }
 
 func closeOnce(c chan struct{}) {

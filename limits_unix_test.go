@@ -63,9 +63,11 @@ const fileLimitEnv = "BLOOMKV_TEST_FILE_LIMIT_DIR"
 // flushed again and again with no compaction runs into the process's
 // limit on open files (RLIMIT_NOFILE). A child process with a low limit
 // does that and checks what the README promises: the failing write or
-// flush returns an error matching syscall.EMFILE, the store turns
-// read-only (later writes return ErrReadOnly wrapping it) and reads go
-// on; Close releases every descriptor; an Open under a limit too low for
+// flush returns an error matching syscall.EMFILE; if the creation of a
+// WAL ran out, the store turns read-only (later writes return ErrReadOnly
+// wrapping it), and if a flush's segment did, the flush is retried and
+// the store stays writable, and Flush succeeds once the limit is raised;
+// reads go on either way; Close releases every descriptor; an Open under a limit too low for
 // the store's segments fails with EMFILE, its message naming the
 // segments and the limit, and changes nothing. Then, under the usual
 // limit, the store opens with every acknowledged write.
@@ -120,12 +122,39 @@ func fileLimitChild(t *testing.T, dir string) {
 	if !errors.Is(failure, syscall.EMFILE) {
 		t.Fatalf("the write or flush that ran out of files: %v, want EMFILE", failure)
 	}
-	if err := db.Put([]byte("later"), nil); !errors.Is(err, ErrReadOnly) || !errors.Is(err, syscall.EMFILE) {
-		t.Fatalf("Put after running out of files: %v, want ErrReadOnly wrapping EMFILE", err)
-	}
-	checkFaultKeys(t, db, acked) // reads go on
-	if err := db.Close(); !errors.Is(err, syscall.EMFILE) {
-		t.Fatalf("Close: %v, want the stored EMFILE", err)
+	if errors.Is(failure, ErrReadOnly) {
+		// The creation of a WAL (or a manifest commit) ran out: sticky.
+		if err := db.Put([]byte("later"), nil); !errors.Is(err, ErrReadOnly) || !errors.Is(err, syscall.EMFILE) {
+			t.Fatalf("Put after running out of files: %v, want ErrReadOnly wrapping EMFILE", err)
+		}
+		checkFaultKeys(t, db, acked) // reads go on
+		if err := db.Close(); !errors.Is(err, syscall.EMFILE) {
+			t.Fatalf("Close: %v, want the stored EMFILE", err)
+		}
+	} else {
+		// A flush ran out writing its segment: retried in the background,
+		// the store stays writable, and with descriptors to spare again
+		// the next Flush succeeds.
+		checkFaultKeys(t, db, acked) // reads go on
+		if err := db.Put(faultKey(acked), faultValue(acked)); err != nil {
+			t.Fatalf("Put after a flush ran out of files: %v, want success", err)
+		}
+		acked++
+		if n := db.Stats().RetriedFailures; n == 0 {
+			t.Fatal("the flush that ran out of files is not counted as retried")
+		}
+		setFileLimit(t, orig)
+		var err error
+		for range 5 { // an attempt under way may still fail once
+			if err = db.Flush(); err == nil {
+				break
+			}
+		}
+		if err != nil {
+			t.Fatalf("Flush with descriptors to spare again: %v", err)
+		}
+		checkFaultKeys(t, db, acked)
+		mustDo(t, db.Close())
 	}
 	if after := openFds(t); after != before {
 		t.Fatalf("%d descriptors open after Close, %d before Open", after, before)

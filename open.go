@@ -79,7 +79,11 @@ func newDB(dir string, o Options, lock io.Closer) *DB {
 		// Tiers come from the manifest's Tier field (flush = 0, merge =
 		// inputs' tier + 1), not from file sizes, which depend on how well
 		// the data compresses.
-		policy: compaction.SizeTiered{FanIn: o.CompactionFanIn},
+		policy:       compaction.SizeTiered{FanIn: o.CompactionFanIn},
+		flushRetry:   retryState{what: "flush"},
+		compactRetry: retryState{what: "compaction"},
+		retryMin:     minRetryDelay,
+		retryMax:     maxRetryDelay,
 	}
 	db.cond = sync.NewCond(&db.mu)
 	db.closer.idle.L = &db.closer.mu

@@ -147,6 +147,15 @@ func unrefAll(segs []*segHandle) {
 // (and no error) if there is nothing to write. The file is not live until
 // the caller commits it to the manifest. replaces are the segments it will
 // replace (a merge's inputs; nil for a flush), for the filter allocation.
+//
+// A failure removes the file. One that ran out of a resource (ENOSPC,
+// EMFILE, …) while the file was created, written, synced, or opened for
+// reading is marked retryable (retry.go): nothing durable changed. The
+// file number's manifest commit is not, nor a failed sync of the
+// directory, even for want of space: that sync covers the entries of
+// other files too (the WALs'), which a failed sync may have dropped. Only
+// running out of descriptors to open the directory is retried: no sync
+// was made.
 func (db *DB) writeSegment(it base.ForwardIterator, rangeDels *rangedel.List, filter *bloom.Filter, tier uint32, replaces []*segHandle, keys int) (*segHandle, error) {
 	num, err := db.manifest.NewFileNum()
 	if err != nil {
@@ -155,38 +164,47 @@ func (db *DB) writeSegment(it base.ForwardIterator, rangeDels *rangedel.List, fi
 	name := base.SegmentFileName(num)
 	f, err := db.fs.Create(db.path(name))
 	if err != nil {
-		return nil, fmt.Errorf("create segment: %w", err)
+		return nil, markRetryable(fmt.Errorf("create segment: %w", err))
+	}
+	discard := func(err error) error {
+		db.fs.Remove(db.path(name))
+		return fmt.Errorf("write segment %s: %w", name, err)
 	}
 	props, err := db.fillSegment(writeBehind(f), it, rangeDels, filter, replaces, keys)
 	empty := props.Entries == 0 && props.RangeDels == 0
 	if err == nil && !empty {
 		err = f.Sync()
 	}
-	if err == nil && !empty {
-		err = db.fs.SyncDir(db.dir)
-	}
 	if err != nil || empty {
 		f.Close()
-		db.fs.Remove(db.path(name))
 		if err != nil {
-			return nil, fmt.Errorf("write segment %s: %w", name, err)
+			return nil, markRetryable(discard(err))
 		}
+		db.fs.Remove(db.path(name))
 		return nil, nil
+	}
+	if err := db.fs.SyncDir(db.dir); err != nil {
+		f.Close()
+		if outOfFiles(err) {
+			// The directory could not be opened: nothing was synced, so
+			// nothing a failed sync may have dropped.
+			return nil, markRetryable(discard(err))
+		}
+		return nil, discard(err)
 	}
 	meta := metaFromProperties(num, props)
 	meta.Tier = tier
 	st, err := f.Stat()
 	if err != nil {
 		f.Close()
-		db.fs.Remove(db.path(name))
-		return nil, fmt.Errorf("write segment %s: %w", name, err)
+		return nil, markRetryable(discard(err))
 	}
 	meta.Size = st.Size()
 	s, err := db.openSegment(f, meta)
 	if err != nil {
-		db.fs.Remove(db.path(name))
+		return nil, markRetryable(discard(err))
 	}
-	return s, err
+	return s, nil
 }
 
 // hugeSegmentBytes is the input size from which a merge writes its output

@@ -93,6 +93,15 @@ type Stats struct {
 	// because their prefix filter said "not here": each saves the
 	// segment's index search and data block reads for that Iterator.
 	PrefixFilterSkips uint64 `json:"prefix_filter_skips"`
+	// RetriedFailures counts the background flushes and compactions that
+	// failed for want of a resource (ENOSPC, EDQUOT, EMFILE, ENFILE,
+	// ENOMEM) while writing their segment and were retried instead of
+	// making the store read-only, in attempts; LastRetriedFailure is the
+	// latest one's message ("" if none). A count that keeps growing is a
+	// shortage that has not ended: writes stall once the memtables are
+	// full.
+	RetriedFailures    uint64 `json:"retried_failures"`
+	LastRetriedFailure string `json:"last_retried_failure"`
 }
 
 // counters are the DB's live counters. Those every read adds to are the
@@ -156,6 +165,10 @@ func (db *DB) Stats() Stats {
 	db.mu.Lock()
 	s.RecentCompactions = append([]CompactionInfo(nil), db.history...)
 	s.FilterExpectedReads = db.expectedReads
+	s.RetriedFailures = db.retried
+	if db.lastRetried != nil {
+		s.LastRetriedFailure = db.lastRetried.Error()
+	}
 	db.mu.Unlock()
 	if rs := db.acquire(); rs != nil {
 		defer rs.release()

@@ -1,0 +1,464 @@
+package bloomkv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/bloomkv/bloomkv/internal/base"
+	"github.com/bloomkv/bloomkv/vfs"
+	"github.com/bloomkv/bloomkv/vfs/errorfs"
+)
+
+// retryModel is what the acknowledged writes of a retry test left: key
+// to value, checked against a store after the fault and after reopening.
+type retryModel struct {
+	mu    sync.Mutex
+	m     map[string]string
+	maybe map[string]string // writes that failed: they may be there or not
+}
+
+func (rm *retryModel) put(t *testing.T, db *DB, i int) error {
+	t.Helper()
+	k, v := faultKey(i), faultValue(i)
+	err := db.Put(k, v)
+	rm.mu.Lock()
+	defer rm.mu.Unlock()
+	if err == nil {
+		rm.m[string(k)] = string(v)
+	} else {
+		if rm.maybe == nil {
+			rm.maybe = map[string]string{}
+		}
+		rm.maybe[string(k)] = string(v)
+	}
+	return err
+}
+
+func (rm *retryModel) check(t *testing.T, db *DB, what string) {
+	t.Helper()
+	rm.mu.Lock()
+	defer rm.mu.Unlock()
+	for k, want := range rm.m {
+		v, err := db.Get([]byte(k))
+		if err != nil || string(v) != want {
+			t.Fatalf("%s: acknowledged %s reads %.20q, %v", what, k, v, err)
+		}
+	}
+	it, err := db.NewIterator(nil)
+	mustDo(t, err)
+	n := 0
+	for k, v := range it.All() {
+		if want, ok := rm.m[string(k)]; ok && want == string(v) {
+			n++
+		} else if want, ok := rm.maybe[string(k)]; !ok || want != string(v) {
+			t.Fatalf("%s: scan finds %s=%.20q, never written", what, k, v)
+		}
+	}
+	mustDo(t, it.Close())
+	if n != len(rm.m) {
+		t.Fatalf("%s: scan finds %d acknowledged keys of %d", what, n, len(rm.m))
+	}
+}
+
+// retryOptions opens on fs with short backoffs set by fastRetries.
+func retryOptions(fs vfs.FS, autoCompact bool) *Options {
+	o := smallOptions()
+	o.FS = fs
+	o.DisableAutoCompaction = !autoCompact
+	return o
+}
+
+// setRetryDelays bounds db's backoff.
+func setRetryDelays(db *DB, lo, hi time.Duration) {
+	db.mu.Lock()
+	db.retryMin, db.retryMax = lo, hi
+	db.mu.Unlock()
+}
+
+// waitRetries waits until db has retried at least n background failures.
+func waitRetries(t *testing.T, db *DB, n uint64) Stats {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		st := db.Stats()
+		if st.RetriedFailures >= n {
+			return st
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d background failures retried in 20 s, want %d", st.RetriedFailures, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// succeedsOnceCleared calls fn until it succeeds, a few times at most:
+// the fault is cleared, but an attempt that was under way may still fail
+// once, and Flush and WaitForCompactions return the failure of an attempt
+// that ends while they wait.
+func succeedsOnceCleared(t *testing.T, what string, fn func() error) {
+	t.Helper()
+	var err error
+	for range 5 {
+		if err = fn(); err == nil {
+			return
+		}
+	}
+	t.Fatalf("%s once the fault cleared: %v", what, err)
+}
+
+// mustBeRetryable checks err is the fault's errno, not a read-only store.
+func mustBeRetryable(t *testing.T, what string, err, want error) {
+	t.Helper()
+	if err == nil || !errors.Is(err, want) || errors.Is(err, ErrReadOnly) {
+		t.Fatalf("%s = %v, want an error matching %v and not ErrReadOnly", what, err, want)
+	}
+}
+
+// noLeftovers checks that every segment file in dir is live in db.
+func noLeftovers(t *testing.T, db *DB, dir string) {
+	t.Helper()
+	names, err := vfs.Default.List(dir)
+	mustDo(t, err)
+	db.mu.Lock()
+	live := map[string]bool{}
+	for _, s := range db.segments {
+		live[s.name] = true
+	}
+	db.mu.Unlock()
+	for _, n := range names {
+		if strings.HasSuffix(n, base.SegmentExt) && !live[n] {
+			t.Fatalf("segment file %s left behind (live: %v)", n, live)
+		}
+	}
+}
+
+// verifyClean runs VerifyDir on the closed store: no problem and no note
+// (a partial segment left behind would be a note).
+func verifyClean(t *testing.T, dir string) {
+	t.Helper()
+	rep, err := VerifyDir(context.Background(), nil, dir)
+	mustDo(t, err)
+	if len(rep.Problems) > 0 || len(rep.Notes) > 0 {
+		t.Fatalf("VerifyDir: problems %v, notes %v", rep.Problems, rep.Notes)
+	}
+}
+
+// reopenAndCheck closes db, checks the directory, reopens on a healthy
+// file system and checks the model there.
+func reopenAndCheck(t *testing.T, db *DB, dir string, rm *retryModel) {
+	t.Helper()
+	mustDo(t, db.Close())
+	verifyClean(t, dir)
+	db = mustOpen(t, dir, retryOptions(vfs.Default, false)) // no merge beside noLeftovers
+	defer db.Close()
+	rm.check(t, db, "after reopen")
+	noLeftovers(t, db, dir)
+}
+
+// retrySteps are the steps of writing a new segment that a fault can hit,
+// with the errors that say a resource ran out.
+var retrySteps = []struct {
+	name  string
+	fault errorfs.Fault
+}{
+	{"create", errorfs.Fault{Ops: vfs.OpCreate}},
+	{"write", errorfs.Fault{Ops: vfs.OpWrite}},
+	{"write-short", errorfs.Fault{Ops: vfs.OpWrite, Short: true}},
+	{"sync", errorfs.Fault{Ops: vfs.OpSync}},
+}
+
+var retryErrnos = []error{syscall.ENOSPC, syscall.EMFILE}
+
+// TestRetryFlush: a flush that runs out of space or file descriptors
+// while creating, writing or syncing its segment does not make the store
+// read-only. Flush returns the error; writes go on; the background
+// retries with backoff; once the fault clears Flush succeeds, nothing
+// acknowledged is lost, and no partial segment is left.
+func TestRetryFlush(t *testing.T) {
+	for _, errno := range retryErrnos {
+		for _, step := range retrySteps {
+			t.Run(fmt.Sprintf("%s-%v", step.name, errno), func(t *testing.T) {
+				dir := t.TempDir()
+				fs := errorfs.New(vfs.Default)
+				db := mustOpen(t, dir, retryOptions(fs, false))
+				setRetryDelays(db, time.Millisecond, 4*time.Millisecond)
+				rm := &retryModel{m: map[string]string{}}
+				for i := range 50 {
+					mustDo(t, rm.put(t, db, i))
+				}
+				mustDo(t, db.Flush()) // one healthy segment
+				for i := 50; i < 100; i++ {
+					mustDo(t, rm.put(t, db, i))
+				}
+				f := step.fault
+				f.Name, f.Sticky, f.Err = "*"+base.SegmentExt, true, errno
+				fs.SetFault(f)
+				mustBeRetryable(t, "Flush", db.Flush(), errno)
+				waitRetries(t, db, 3)
+				// Writes and reads go on meanwhile (a memtable's worth).
+				for i := 100; i < 120; i++ {
+					mustDo(t, rm.put(t, db, i))
+				}
+				rm.check(t, db, "during the fault")
+				mustBeRetryable(t, "WaitForCompactions", db.WaitForCompactions(context.Background()), errno)
+				mustBeRetryable(t, "Flush", db.Flush(), errno)
+				st := db.Stats()
+				if !strings.Contains(st.LastRetriedFailure, errno.Error()) {
+					t.Fatalf("Stats.LastRetriedFailure = %q, want %v", st.LastRetriedFailure, errno)
+				}
+				fs.Clear()
+				succeedsOnceCleared(t, "Flush", db.Flush)
+				for i := 120; i < 200; i++ {
+					mustDo(t, rm.put(t, db, i))
+				}
+				mustDo(t, db.Flush())
+				mustDo(t, db.WaitForCompactions(context.Background()))
+				rm.check(t, db, "after the fault")
+				noLeftovers(t, db, dir)
+				reopenAndCheck(t, db, dir, rm)
+			})
+		}
+	}
+}
+
+// TestRetryFlushMapFailure: a new segment the system refuses to map is
+// read with pread (mapOrRead): no failure, nothing to retry.
+func TestRetryFlushMapFailure(t *testing.T) {
+	dir := t.TempDir()
+	fs := errorfs.New(vfs.Default)
+	db := mustOpen(t, dir, retryOptions(fs, false))
+	rm := &retryModel{m: map[string]string{}}
+	fs.SetFault(errorfs.Fault{Ops: vfs.OpMap, Sticky: true, Err: syscall.ENOMEM})
+	for i := range 100 {
+		mustDo(t, rm.put(t, db, i))
+	}
+	mustDo(t, db.Flush())
+	if n := db.Stats().RetriedFailures; n != 0 {
+		t.Fatalf("%d failures retried, want none", n)
+	}
+	fs.Clear()
+	rm.check(t, db, "unmapped")
+	reopenAndCheck(t, db, dir, rm)
+}
+
+// TestRetryCompaction: a merge, explicit or in the background, that runs
+// out of space or descriptors writing its output leaves its inputs live
+// and the store writable; Compact returns the error; the background
+// retries; once the fault clears the merge is done and nothing is lost.
+func TestRetryCompaction(t *testing.T) {
+	for _, errno := range retryErrnos {
+		for _, step := range retrySteps {
+			t.Run(fmt.Sprintf("%s-%v", step.name, errno), func(t *testing.T) {
+				dir := t.TempDir()
+				fs := errorfs.New(vfs.Default)
+				db := mustOpen(t, dir, retryOptions(fs, false))
+				setRetryDelays(db, time.Millisecond, 4*time.Millisecond)
+				rm := &retryModel{m: map[string]string{}}
+				for i := range 200 {
+					mustDo(t, rm.put(t, db, i))
+					if i%25 == 24 {
+						mustDo(t, db.Flush())
+					}
+				}
+				segs := db.Stats().Segments
+				f := step.fault
+				f.Name, f.Sticky, f.Err = "*"+base.SegmentExt, true, errno
+				fs.SetFault(f)
+
+				// Explicit: the error, not read-only, inputs untouched.
+				mustBeRetryable(t, "Compact", db.Compact(), errno)
+				if n := db.Stats().Segments; n != segs {
+					t.Fatalf("%d segments after the failed Compact, %d before", n, segs)
+				}
+				rm.check(t, db, "after the failed Compact")
+
+				// Background: turned on now, it meets the fault and retries.
+				db.mu.Lock()
+				db.opts.DisableAutoCompaction = false
+				db.scheduleCompactionLocked()
+				db.mu.Unlock()
+				waitRetries(t, db, 3)
+				mustBeRetryable(t, "WaitForCompactions", db.WaitForCompactions(context.Background()), errno)
+				for i := 200; i < 220; i++ {
+					mustDo(t, rm.put(t, db, i)) // into the memtable: no flush
+				}
+				rm.check(t, db, "during the fault")
+
+				fs.Clear()
+				succeedsOnceCleared(t, "WaitForCompactions", func() error { return db.WaitForCompactions(context.Background()) })
+				if n := db.Stats().Segments; n >= segs {
+					t.Fatalf("%d segments after the retried merges, %d before", n, segs)
+				}
+				mustDo(t, db.Compact())
+				rm.check(t, db, "after the fault")
+				noLeftovers(t, db, dir)
+				reopenAndCheck(t, db, dir, rm)
+			})
+		}
+	}
+}
+
+// TestRetryPersistentFault: while the disk stays full, writes fill the
+// memtables up to the frozen-memtable limit and then stall, never
+// acknowledged beyond it; Close ends the retry loop at once, though its
+// backoff is a minute, and closes cleanly; every acknowledged write is
+// there after reopening, from the WALs.
+func TestRetryPersistentFault(t *testing.T) {
+	dir := t.TempDir()
+	fs := errorfs.New(vfs.Default)
+	db := mustOpen(t, dir, retryOptions(fs, true))
+	setRetryDelays(db, time.Minute, time.Minute)
+	rm := &retryModel{m: map[string]string{}}
+	for i := range 100 {
+		mustDo(t, rm.put(t, db, i))
+	}
+	mustDo(t, db.Flush())
+	fs.SetFault(errorfs.Fault{Ops: vfs.OpCreate, Name: "*" + base.SegmentExt, Sticky: true, Err: syscall.ENOSPC})
+
+	var stalled error
+	writer := make(chan struct{})
+	go func() {
+		defer close(writer)
+		for i := 100; ; i++ {
+			if err := rm.put(t, db, i); err != nil {
+				stalled = err
+				return
+			}
+		}
+	}()
+	// The writer stalls: the frozen memtables fill and stay.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		db.mu.Lock()
+		full := len(db.imm) >= db.frozenLimit && db.flushWaiters.Load() > 0
+		db.mu.Unlock()
+		if full {
+			break
+		}
+		select {
+		case <-writer:
+			t.Fatalf("the writer stopped: %v", stalled)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("writes never stalled on a full disk")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if st := db.Stats(); st.RetriedFailures == 0 || st.Memtables > db.frozenLimit+1 {
+		t.Fatalf("retried %d, memtables %d (limit %d frozen)", st.RetriedFailures, st.Memtables, db.frozenLimit)
+	}
+	start := time.Now()
+	mustDo(t, db.Close())
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("Close took %v: it waited for the retry's backoff", d)
+	}
+	<-writer
+	if !errors.Is(stalled, ErrClosed) {
+		t.Fatalf("the stalled write returned %v, want ErrClosed", stalled)
+	}
+	fs.Clear()
+	db = mustOpen(t, dir, retryOptions(vfs.Default, false))
+	rm.check(t, db, "after reopen")
+	mustDo(t, db.Flush())
+	noLeftovers(t, db, dir)
+	mustDo(t, db.Close())
+	verifyClean(t, dir)
+}
+
+// TestRetryStickyStaysSticky: what may have broken a durability promise
+// still makes the store read-only: EIO at each step of a segment, a
+// directory sync that fails even for want of space, a manifest commit
+// and a WAL sync.
+func TestRetryStickyStaysSticky(t *testing.T) {
+	seg := "*" + base.SegmentExt
+	cases := []struct {
+		name  string
+		fault errorfs.Fault
+	}{
+		{"segment-create-EIO", errorfs.Fault{Ops: vfs.OpCreate, Name: seg, Err: syscall.EIO}},
+		{"segment-write-EIO", errorfs.Fault{Ops: vfs.OpWrite, Name: seg, Err: syscall.EIO}},
+		{"segment-write-short-EIO", errorfs.Fault{Ops: vfs.OpWrite, Name: seg, Err: syscall.EIO, Short: true}},
+		{"segment-sync-EIO", errorfs.Fault{Ops: vfs.OpSync, Name: seg, Err: syscall.EIO}},
+		{"syncdir-ENOSPC", errorfs.Fault{Ops: vfs.OpSyncDir, Err: syscall.ENOSPC}},
+		{"manifest-commit-ENOSPC", errorfs.Fault{Ops: vfs.OpCommit, Err: syscall.ENOSPC}},
+		{"wal-sync-ENOSPC", errorfs.Fault{Ops: vfs.OpSync, Name: "*" + base.WALExt, Err: syscall.ENOSPC}},
+		{"wal-write-ENOSPC", errorfs.Fault{Ops: vfs.OpWrite, Name: "*" + base.WALExt, Err: syscall.ENOSPC}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			fs := errorfs.New(vfs.Default)
+			o := retryOptions(fs, false)
+			o.Sync = true // every Put syncs the WAL
+			db := mustOpen(t, dir, o)
+			setRetryDelays(db, time.Millisecond, 4*time.Millisecond)
+			rm := &retryModel{m: map[string]string{}}
+			for i := range 50 {
+				mustDo(t, rm.put(t, db, i))
+			}
+			fs.SetFault(tc.fault)
+			var err error
+			for i := 50; i < 100 && err == nil; i++ {
+				err = rm.put(t, db, i)
+			}
+			if err == nil {
+				err = db.Flush()
+			}
+			if err == nil || !errors.Is(err, tc.fault.Err) {
+				t.Fatalf("the failing operation returned %v, want %v", err, tc.fault.Err)
+			}
+			if perr := db.Put([]byte("later"), []byte("x")); !errors.Is(perr, ErrReadOnly) || !errors.Is(perr, tc.fault.Err) {
+				t.Fatalf("a write after the failure = %v, want ErrReadOnly wrapping %v", perr, tc.fault.Err)
+			}
+			if n := db.Stats().RetriedFailures; n != 0 {
+				t.Fatalf("%d failures retried, want none", n)
+			}
+			fs.Clear()
+			if err := db.Close(); !errors.Is(err, ErrReadOnly) {
+				t.Fatalf("Close = %v, want ErrReadOnly", err)
+			}
+			db = mustOpen(t, dir, smallOptions())
+			defer db.Close()
+			rm.check(t, db, "after reopen")
+		})
+	}
+}
+
+// TestRetryClassification: only writeSegment's mark makes a failure
+// retryable, and only errors that say a resource ran out get it.
+func TestRetryClassification(t *testing.T) {
+	wrap := func(err error) error { return &pathErr{err} }
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{wrap(syscall.ENOSPC), true},
+		{wrap(syscall.EDQUOT), true},
+		{wrap(syscall.EMFILE), true},
+		{wrap(syscall.ENFILE), true},
+		{wrap(syscall.ENOMEM), true},
+		{wrap(syscall.EIO), false},
+		{errors.New("short write"), false},
+		{fmt.Errorf("x: %w", base.Corruptf("f", 0, "bad")), false},
+	} {
+		if got := isRetryable(markRetryable(tc.err)); got != tc.want {
+			t.Errorf("%v: retryable %v, want %v", tc.err, got, tc.want)
+		}
+		if isRetryable(tc.err) {
+			t.Errorf("%v retryable without the mark", tc.err)
+		}
+	}
+}
+
+type pathErr struct{ err error }
+
+func (e *pathErr) Error() string { return filepath.Join("op", e.err.Error()) }
+func (e *pathErr) Unwrap() error { return e.err }
