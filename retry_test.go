@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -428,6 +431,72 @@ func TestRetryStickyStaysSticky(t *testing.T) {
 			db = mustOpen(t, dir, smallOptions())
 			defer db.Close()
 			rm.check(t, db, "after reopen")
+		})
+	}
+}
+
+// segDirSyncFS fails, with the error set, each directory sync that
+// writeSegment makes, and no other (a spare WAL's creation syncs the
+// directory too, at moments a count of operations cannot tell apart).
+type segDirSyncFS struct {
+	vfs.FS
+	err atomic.Pointer[error]
+}
+
+func (fs *segDirSyncFS) SyncDir(dir string) error {
+	if p := fs.err.Load(); p != nil && strings.Contains(string(debug.Stack()), ").writeSegment(") {
+		return &os.PathError{Op: "syncdir", Path: dir, Err: *p}
+	}
+	return fs.FS.SyncDir(dir)
+}
+
+// TestRetrySegmentDirSync: a failed sync of the directory after a new
+// segment is sticky even for want of space (it covers other files'
+// entries, which a failed sync may have dropped); running out of
+// descriptors to open the directory, when no sync was made, is retried.
+func TestRetrySegmentDirSync(t *testing.T) {
+	for _, tc := range []struct {
+		err    error
+		sticky bool
+	}{
+		{syscall.ENOSPC, true},
+		{syscall.EIO, true},
+		{syscall.EMFILE, false},
+	} {
+		t.Run(tc.err.Error(), func(t *testing.T) {
+			dir := t.TempDir()
+			fs := &segDirSyncFS{FS: vfs.Default}
+			db := mustOpen(t, dir, retryOptions(fs, false))
+			setRetryDelays(db, time.Millisecond, 4*time.Millisecond)
+			rm := &retryModel{m: map[string]string{}}
+			for i := range 50 {
+				mustDo(t, rm.put(t, db, i))
+			}
+			fs.err.Store(&tc.err)
+			err := db.Flush()
+			if !errors.Is(err, tc.err) || errors.Is(err, ErrReadOnly) != tc.sticky {
+				t.Fatalf("Flush = %v, want %v, read-only %v", err, tc.err, tc.sticky)
+			}
+			perr := rm.put(t, db, 50)
+			if tc.sticky {
+				if !errors.Is(perr, ErrReadOnly) {
+					t.Fatalf("Put after the failure = %v, want ErrReadOnly", perr)
+				}
+				fs.err.Store(nil)
+				if err := db.Close(); !errors.Is(err, ErrReadOnly) {
+					t.Fatalf("Close = %v, want ErrReadOnly", err)
+				}
+				db = mustOpen(t, dir, retryOptions(vfs.Default, false))
+				defer db.Close()
+				rm.check(t, db, "after reopen")
+				return
+			}
+			mustDo(t, perr)
+			waitRetries(t, db, 2)
+			fs.err.Store(nil)
+			succeedsOnceCleared(t, "Flush", db.Flush)
+			noLeftovers(t, db, dir)
+			reopenAndCheck(t, db, dir, rm)
 		})
 	}
 }
