@@ -41,6 +41,9 @@ const historyLen = 16
 // Compact flushes the memtable and merges every segment into one, dropping
 // deleted keys and overwritten versions. Reads and writes go on meanwhile;
 // the input files are removed once the last reader using them is done.
+// A merge that runs out of a resource writing its output (ENOSPC, EMFILE,
+// …) returns that error and leaves the inputs in place and the DB
+// writable; so does Flush's failure of the same kind (see Flush).
 func (db *DB) Compact() error {
 	err := db.compact()
 	db.closer.wait() // the inputs' files are gone when Compact returns
@@ -79,7 +82,10 @@ func (db *DB) compact() error {
 // measure a settled store. It returns early with ctx's error, with
 // ErrClosed if the DB is closed meanwhile, and with an error matching
 // ErrReadOnly once a flush or compaction has failed: the work it waits for
-// will then never be done.
+// will then never be done. While flushes or compactions fail for want of
+// a resource and are retried, it asks for an attempt at once and returns
+// the failure of the first attempt that fails while it waits (matching
+// the errno, not ErrReadOnly).
 func (db *DB) WaitForCompactions(ctx context.Context) error {
 	err := db.waitForCompactions(ctx)
 	db.closer.wait() // and the files they made obsolete are gone

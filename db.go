@@ -55,7 +55,11 @@ var (
 	// a background compaction that found damage: the DB can no longer
 	// promise durability, so it stops accepting writes rather than guess.
 	// The error wraps the failure that caused it. Reads still work;
-	// reopen to recover.
+	// reopen to recover. A flush or compaction that only ran out of disk
+	// space, quota, file descriptors or memory while writing its new
+	// segment is the exception: nothing durable changed, so it is
+	// retried in the background and the DB stays writable (README,
+	// "Limits and errors").
 	ErrReadOnly = errors.New("bloomkv: read-only")
 	// ErrInvalidOptions is returned by Open for an option out of its
 	// documented range; the error names the option.
@@ -791,9 +795,11 @@ func putBatch(b *Batch) {
 // Close finishes on the memtables and segments it pinned, and the files
 // of those segments are closed when the last such read, or open
 // Iterator, lets go of them, which may be after Close returns. If a
-// background flush or compaction failed earlier, Close returns that
-// failure too (matching ErrReadOnly). Writes already acknowledged are in
-// the WAL and will be recovered by the next Open.
+// background flush or compaction failed earlier and made the DB
+// read-only, Close returns that failure too (matching ErrReadOnly). One
+// being retried for want of a resource is ended at once, not waited for,
+// and is no error of Close's. Writes already acknowledged are in the WAL
+// and will be recovered by the next Open.
 func (db *DB) Close() error {
 	db.mu.Lock()
 	if db.closed {

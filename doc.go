@@ -78,7 +78,10 @@
 //   - After a failure that may break a durability promise (a failed WAL
 //     write or fsync, flush, compaction or manifest commit), the DB refuses
 //     further writes with ErrReadOnly instead of acknowledging them; reads
-//     go on, and a reopen recovers every write acknowledged before it.
+//     go on, and a reopen recovers every write acknowledged before it. A
+//     flush or compaction that ran out of space, quota, descriptors or
+//     memory before its manifest commit broke no promise: it is retried
+//     with backoff, and writes stall once the memtables are full.
 //   - One writer per directory: a second Open, in this process or another,
 //     gets ErrLocked (read-only opens share the store with each other).
 //

@@ -11,7 +11,12 @@ import (
 )
 
 // Flush writes the memtable to a segment and returns when it, and every
-// memtable frozen before it, is on disk and in the manifest.
+// memtable frozen before it, is on disk and in the manifest. While the
+// flushes fail for want of a resource (ENOSPC, EDQUOT, EMFILE, ENFILE,
+// ENOMEM: retried in the background), it asks for an attempt at once and
+// returns that attempt's failure, which matches the errno with errors.Is
+// and not ErrReadOnly; the memtables stay queued, and a later Flush that
+// succeeds has flushed them all.
 func (db *DB) Flush() error {
 	var (
 		last *frozen
