@@ -73,7 +73,7 @@ type retryState struct {
 	kick  bool          // retry now: a Flush asks
 }
 
-// failedLocked records a retryable failure of an attempt: one warning
+// retryFailedLocked records a retryable failure of an attempt: one warning
 // per streak, not one per retry.
 func (db *DB) retryFailedLocked(r *retryState, err error) {
 	err = fileLimitHint(err, len(db.segments))
