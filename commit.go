@@ -1082,7 +1082,7 @@ func (db *DB) makeRoom(size int, rangeDels bool) (*wal.Writer, *memtable.Memtabl
 			continue
 		}
 		db.mu.Unlock()
-		_, err := db.rotate()
+		_, err := db.rotate(false)
 		db.mu.Lock()
 		if err != nil {
 			return nil, nil, err
@@ -1166,7 +1166,11 @@ type frozen struct {
 // a replaced WAL is sealed, or obsolete, no other goroutine takes the sync
 // role, so no group in a newer WAL is acknowledged as synced before every
 // older live WAL is sealed, which recovery relies on (mayHaveLostTail).
-func (db *DB) rotate() (*frozen, error) {
+//
+// If creating a WAL ran out of a resource lately, a rotation for a write
+// fails at once with that error until the backoff has passed; now (an
+// explicit Flush) tries whatever the backoff.
+func (db *DB) rotate(now bool) (*frozen, error) {
 	old, oldNum := db.logw, db.logNum // the leader's: they change only here
 	db.mu.Lock()
 	if len(db.spares) == 0 && db.spareMade != nil {
@@ -1189,12 +1193,30 @@ func (db *DB) rotate() (*frozen, error) {
 		db.spares[0] = spareWAL{}
 		db.spares = db.spares[1:]
 	}
+	if logw == nil && !now {
+		if err := db.walRetry.tooSoonLocked(); err != nil {
+			db.mu.Unlock()
+			return nil, fmt.Errorf("rotate the WAL: %w", err)
+		}
+	}
 	db.mu.Unlock()
 	if logw == nil {
 		var err error
 		num, err = db.manifest.NewFileNum()
 		if err == nil {
 			logw, err = db.createWAL(num, false)
+		}
+		if isRetryable(err) {
+			// Out of a resource before anything was synced that
+			// matters: no rotation. The old WAL and memtable stay
+			// active, and the writes that needed the room fail with
+			// the errno (not acknowledged); the next write that needs
+			// room tries again, and succeeds once the resource is back.
+			db.mu.Lock()
+			db.retryFailedLocked(&db.walRetry, err)
+			err = db.walRetry.err // with fileLimitHint's count
+			db.mu.Unlock()
+			return nil, fmt.Errorf("rotate the WAL: %w", err)
 		}
 		if err != nil {
 			// The old WAL stays the active one, unsealed: the DB is
@@ -1236,6 +1258,7 @@ func (db *DB) rotate() (*frozen, error) {
 	db.logw, db.logNum = logw, num
 	db.publishLocked()
 	db.scheduleFlushLocked()
+	db.retrySucceededLocked(&db.walRetry)
 	db.startSpareLocked()
 	db.mu.Unlock()
 	return f, nil
@@ -1471,6 +1494,13 @@ func (db *DB) makeSpare() {
 	defer db.mu.Unlock()
 	close(db.spareMade)
 	db.spareMade = nil
+	if isRetryable(err) {
+		// Out of a resource, before anything was synced that matters:
+		// no spare then. The next rotation creates its WAL itself, and
+		// starts makeSpare again once it has.
+		db.retryFailedLocked(&db.walRetry, err)
+		return
+	}
 	if err != nil {
 		// The same failure as a rotation's own creation of the WAL, which
 		// makes the DB read-only: the file system that holds the WALs
@@ -1478,6 +1508,7 @@ func (db *DB) makeSpare() {
 		db.failLocked(fmt.Errorf("create the next WAL: %w", err))
 		return
 	}
+	db.retrySucceededLocked(&db.walRetry)
 	if num > db.logNum && !db.closed && db.bgErr == nil {
 		db.spares = append(db.spares, spareWAL{w, num})
 		db.startSpareLocked()
@@ -1506,23 +1537,36 @@ func (db *DB) dropSpareLocked() {
 // survive power loss: a manifest commit may name it as the log number, and
 // Open refuses a store whose log number names a missing WAL. A failed
 // create leaves no file behind.
+//
+// A failure that ran out of a resource while the file was created,
+// begun or synced is marked retryable (retry.go), as writeSegment's are:
+// nothing was ever written to the file, and a failed fsync of it drops
+// only its own pages. A failed sync of the directory is not (it covers
+// other files' entries), unless the directory could not be opened for
+// want of descriptors, when nothing was synced.
 func (db *DB) createWAL(num uint64, prevSynced bool) (*wal.Writer, error) {
 	name := base.WALFileName(num)
 	f, err := db.fs.Create(db.path(name))
 	if err != nil {
-		return nil, fmt.Errorf("create WAL: %w", err)
+		return nil, markRetryable(fmt.Errorf("create WAL: %w", err))
 	}
 	w, err := wal.NewMarkedWriter(f, name, wal.Mark{BootID: db.bootID, PrevSynced: prevSynced})
 	if err == nil {
 		err = w.Sync()
 	}
+	retryable := err != nil
 	if err == nil {
 		err = db.fs.SyncDir(db.dir)
+		retryable = outOfFiles(err)
 	}
 	if err != nil {
 		f.Close()
 		db.removeFile(name)
-		return nil, fmt.Errorf("create WAL %s: %w", name, err)
+		err = fmt.Errorf("create WAL %s: %w", name, err)
+		if retryable {
+			err = markRetryable(err)
+		}
+		return nil, err
 	}
 	db.mapWAL(f, w)
 	return w, nil

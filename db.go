@@ -59,7 +59,8 @@ var (
 	// space, quota, file descriptors or memory while writing its new
 	// segment is the exception: nothing durable changed, so it is
 	// retried in the background and the DB stays writable (README,
-	// "Limits and errors").
+	// "Limits and errors"); so is the creation of a new WAL that ran out
+	// the same way, which fails only the writes that needed it.
 	ErrReadOnly = errors.New("bloomkv: read-only")
 	// ErrInvalidOptions is returned by Open for an option out of its
 	// documented range; the error names the option.
@@ -461,13 +462,14 @@ type DB struct {
 	history       []CompactionInfo    // the latest compactions, oldest first
 	// flushRetry and compactRetry are the streaks of flushes and
 	// background compactions that ran out of a resource and are retried
-	// (retry.go); retried counts those failures since Open and
-	// lastRetried is the latest, for Stats. retryMin and retryMax bound
-	// the backoff (tests shorten them).
-	flushRetry, compactRetry retryState
-	retried                  uint64
-	lastRetried              error
-	retryMin, retryMax       time.Duration
+	// (retry.go), walRetry the WAL creations that did (makeSpare, rotate:
+	// tried again by the next write that needs room); retried counts
+	// those failures since Open and lastRetried is the latest, for
+	// Stats. retryMin and retryMax bound the backoff (tests shorten them).
+	flushRetry, compactRetry, walRetry retryState
+	retried                            uint64
+	lastRetried                        error
+	retryMin, retryMax                 time.Duration
 	// bgWG counts the background goroutines: the flush loop, every
 	// background compaction loop, sealLoop and makeSpare. Close waits
 	// for it.

@@ -81,7 +81,9 @@
 //     go on, and a reopen recovers every write acknowledged before it. A
 //     flush or compaction that ran out of space, quota, descriptors or
 //     memory before its manifest commit broke no promise: it is retried
-//     with backoff, and writes stall once the memtables are full.
+//     with backoff, and writes stall once the memtables are full. Nor
+//     did the creation of a new WAL that ran out: the writes that needed
+//     it fail with the error, and a later one tries again.
 //   - One writer per directory: a second Open, in this process or another,
 //     gets ErrLocked (read-only opens share the store with each other).
 //

@@ -43,7 +43,7 @@ func (db *DB) Flush() error {
 			// memtable, not the last of db.imm, is what to wait for: the
 			// flush may have taken it from db.imm already (while its WAL
 			// is still to be removed).
-			last, err = db.rotate()
+			last, err = db.rotate(true)
 			db.mu.Lock()
 			return
 		}

@@ -80,10 +80,12 @@ func newDB(dir string, o Options, lock io.Closer) *DB {
 		// inputs' tier + 1), not from file sizes, which depend on how well
 		// the data compresses.
 		policy:       compaction.SizeTiered{FanIn: o.CompactionFanIn},
-		flushRetry:   retryState{what: "flush"},
-		compactRetry: retryState{what: "compaction"},
-		retryMin:     minRetryDelay,
-		retryMax:     maxRetryDelay,
+		flushRetry:   retryState{what: "flush", then: retryingThen},
+		compactRetry: retryState{what: "compaction", then: retryingThen},
+		walRetry: retryState{what: "WAL creation",
+			then: "the writes that need a new WAL fail with the error, and the next such write tries again"},
+		retryMin: minRetryDelay,
+		retryMax: maxRetryDelay,
 	}
 	db.cond = sync.NewCond(&db.mu)
 	db.closer.idle.L = &db.closer.mu

@@ -63,14 +63,35 @@ const (
 	maxRetryDelay = 5 * time.Second
 )
 
+// retryingThen is what goes on while flushes or compactions fail, for the
+// log.
+const retryingThen = "retrying in the background (writes stall once the memtables are full)"
+
 // retryState is the failure streak of the flushes or of the background
 // compactions; db.mu guards it.
 type retryState struct {
-	what  string        // "flush" or "compaction", for the log
+	what  string        // "flush", "compaction" or "WAL creation", for the log
+	then  string        // what goes on meanwhile, for the log
 	err   error         // the last attempt's failure; nil once one succeeded
 	fails uint64        // attempts failed, every streak together
 	delay time.Duration // the next backoff
 	kick  bool          // retry now: a Flush asks
+	at    time.Time     // when the last attempt failed
+}
+
+// maxWALRetryDelay caps how long after a failed creation of a WAL the
+// writes that need one fail at once, without trying (tooSoonLocked): a
+// write loop does not spend a file number and a failing creation per
+// write, and once the resource is back writes succeed within a second.
+const maxWALRetryDelay = time.Second
+
+// tooSoonLocked returns r's failure if the last attempt failed less than
+// its backoff (at most maxWALRetryDelay) ago, else nil: time to try.
+func (r *retryState) tooSoonLocked() error {
+	if r.err != nil && time.Since(r.at) < min(r.delay, maxWALRetryDelay) {
+		return r.err
+	}
+	return nil
 }
 
 // retryFailedLocked records a retryable failure of an attempt: one warning
@@ -78,12 +99,12 @@ type retryState struct {
 func (db *DB) retryFailedLocked(r *retryState, err error) {
 	err = fileLimitHint(err, len(db.segments))
 	if r.err == nil {
-		db.logger.Warn("bloomkv: "+r.what+" ran out of a resource; retrying in the background (writes stall once the memtables are full)", "err", err)
+		db.logger.Warn("bloomkv: "+r.what+" ran out of a resource; "+r.then, "err", err)
 		r.delay = db.retryMin
 	} else {
 		r.delay = min(2*r.delay, db.retryMax)
 	}
-	r.err = err
+	r.err, r.at = err, time.Now()
 	r.fails++
 	db.retried++
 	db.lastRetried = err

@@ -531,3 +531,106 @@ type pathErr struct{ err error }
 
 func (e *pathErr) Error() string { return filepath.Join("op", e.err.Error()) }
 func (e *pathErr) Unwrap() error { return e.err }
+
+// TestRetryWALCreation: a WAL creation that runs out of space or file
+// descriptors (a spare made ahead, or the rotation's own) does not make
+// the store read-only: the writes that need the new WAL fail with the
+// errno, reads and the writes that fit go on, and once the fault clears
+// the next write that needs room rotates. EIO at the same step is still
+// sticky.
+func TestRetryWALCreation(t *testing.T) {
+	for _, errno := range []error{syscall.ENOSPC, syscall.EMFILE, syscall.EIO} {
+		t.Run(fmt.Sprint(errno), func(t *testing.T) {
+			dir := t.TempDir()
+			fs := errorfs.New(vfs.Default)
+			db := mustOpen(t, dir, retryOptions(fs, false))
+			// A failed WAL creation is tried again by a write that needs
+			// room only after the backoff, at most maxWALRetryDelay.
+			setRetryDelays(db, time.Hour, time.Hour)
+			rm := &retryModel{m: map[string]string{}}
+			for i := range 50 {
+				mustDo(t, rm.put(t, db, i))
+			}
+			mustDo(t, db.Flush())
+			fs.SetFault(errorfs.Fault{Ops: vfs.OpCreate, Name: "*" + base.WALExt, Sticky: true, Err: errno})
+			// Each Flush rotates: the spares made ahead go first, then a
+			// rotation must create its WAL.
+			var err error
+			next := 50
+			for range 20 {
+				if err = rm.put(t, db, next); err == nil {
+					next++
+					err = db.Flush()
+				}
+				if err != nil {
+					break
+				}
+			}
+			if errno == syscall.EIO {
+				if !errors.Is(err, syscall.EIO) {
+					t.Fatalf("the write or flush that met EIO creating a WAL: %v", err)
+				}
+				if perr := db.Put([]byte("later"), nil); !errors.Is(perr, ErrReadOnly) {
+					t.Fatalf("a write after EIO creating a WAL = %v, want ErrReadOnly", perr)
+				}
+				fs.Clear()
+				if err := db.Close(); !errors.Is(err, ErrReadOnly) {
+					t.Fatalf("Close = %v, want ErrReadOnly", err)
+				}
+				db = mustOpen(t, dir, smallOptions())
+				defer db.Close()
+				rm.check(t, db, "after reopen")
+				return
+			}
+			mustBeRetryable(t, "the write or flush that needed a WAL", err, errno)
+			if n := db.Stats().RetriedFailures; n == 0 {
+				t.Fatal("the failed WAL creation is not counted as retried")
+			}
+			rm.check(t, db, "during the fault") // reads go on
+			// The writes that need no new WAL still succeed; those that
+			// do (the memtable full) fail with the errno, never
+			// ErrReadOnly, and most of them at once: a write loop does
+			// not try a creation per write.
+			fired, start, fails := fs.Fired(), time.Now(), 0
+			for ; fails < 1000 && next < 100_000; next++ {
+				if err := rm.put(t, db, next); err != nil {
+					mustBeRetryable(t, "Put during the fault", err, errno)
+					fails++
+				}
+			}
+			if fails < 1000 {
+				t.Fatalf("%d of the writes failed with the memtable full, want 1000", fails)
+			}
+			if tried, most := fs.Fired()-fired, 2+int(time.Since(start)/maxWALRetryDelay); tried > most {
+				t.Fatalf("1,000 writes that needed a WAL tried %d creations, want at most %d", tried, most)
+			}
+			fired = fs.Fired()
+			mustBeRetryable(t, "Flush during the fault", db.Flush(), errno)
+			if fs.Fired() == fired {
+				t.Fatal("Flush during the fault did not try to create a WAL")
+			}
+			// Past the backoff a write that needs room tries to create a
+			// WAL itself, and fails the same way.
+			time.Sleep(maxWALRetryDelay)
+			fired = fs.Fired()
+			if err := rm.put(t, db, next); err == nil {
+				t.Fatal("a write that needs a new WAL succeeded during the fault")
+			} else {
+				mustBeRetryable(t, "Put after the backoff", err, errno)
+			}
+			next++
+			if fs.Fired() == fired {
+				t.Fatal("a write that needs room after the backoff did not try to create a WAL")
+			}
+			fs.Clear()
+			// An explicit Flush tries at once, whatever the backoff.
+			succeedsOnceCleared(t, "Flush", db.Flush)
+			for i := next; i < next+100; i++ {
+				mustDo(t, rm.put(t, db, i))
+			}
+			mustDo(t, db.Flush())
+			rm.check(t, db, "after the fault")
+			reopenAndCheck(t, db, dir, rm)
+		})
+	}
+}

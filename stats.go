@@ -95,11 +95,12 @@ type Stats struct {
 	PrefixFilterSkips uint64 `json:"prefix_filter_skips"`
 	// RetriedFailures counts the background flushes and compactions that
 	// failed for want of a resource (ENOSPC, EDQUOT, EMFILE, ENFILE,
-	// ENOMEM) while writing their segment and were retried instead of
-	// making the store read-only, in attempts; LastRetriedFailure is the
-	// latest one's message ("" if none). A count that keeps growing is a
-	// shortage that has not ended: writes stall once the memtables are
-	// full.
+	// ENOMEM) while writing their segment, and the creations of WALs that
+	// did, which were retried instead of making the store read-only, in
+	// attempts; LastRetriedFailure is the latest one's message ("" if
+	// none). A count that keeps growing is a shortage that has not ended:
+	// writes stall once the memtables are full, or fail while no new WAL
+	// can be created.
 	RetriedFailures    uint64 `json:"retried_failures"`
 	LastRetriedFailure string `json:"last_retried_failure"`
 }
