@@ -94,7 +94,7 @@ step() {
 }
 
 # The tests that CI runs at -cpu 1,4,16 on two cores, here on many.
-concurrency='^(TestStress|TestCrashLoop|TestCheckpointUnderLoad|TestRaftLogModel|TestReopenWhileTornDown|TestGetCopiesBeforeRelease|TestReadStatePins|TestPipelinedCommit|TestRotationDoesNotWaitForOldWALSync|TestRotationWaitsForSpareInFlight|TestObsoleteWALNotSynced|TestUrgentMergesBesideHeldMerge|TestSyncedWritesFailWithFsync|TestPowerLoss|TestRetryFlush|TestRetryCompaction|TestRetryPersistentFault)$'
+concurrency='^(TestStress|TestCrashLoop|TestCheckpointUnderLoad|TestRaftLogModel|TestReopenWhileTornDown|TestGetCopiesBeforeRelease|TestReadStatePins|TestPipelinedCommit|TestRotationDoesNotWaitForOldWALSync|TestRotationWaitsForSpareInFlight|TestObsoleteWALNotSynced|TestUrgentMergesBesideHeldMerge|TestSyncedWritesFailWithFsync|TestPowerLoss|TestRetryFlush|TestRetryCompaction|TestRetryPersistentFault|TestRetryWALCreation)$'
 
 # SCALE divides every key and op count, for a quick try of the script
 # itself on a small machine.
