@@ -120,3 +120,44 @@ func TestRangeDeleteCopiesCharged(t *testing.T) {
 	}
 	runtime.KeepAlive(m)
 }
+
+// TestPointBytesLeaveOutRangeDeletes: PointBytes grows with every point
+// entry as ApproximateSize does, and range tombstones grow only
+// ApproximateSize.
+func TestPointBytesLeaveOutRangeDeletes(t *testing.T) {
+	m := New(0)
+	for i := range 100 {
+		m.Add(uint64(i+1), base.Kind(i%2), fmt.Appendf(nil, "k%03d", i), bytes.Repeat([]byte("v"), i))
+		if p, s := m.PointBytes(), m.ApproximateSize(); p != s || p <= 0 {
+			t.Fatalf("after %d point entries: PointBytes %d, ApproximateSize %d; want them equal and positive", i+1, p, s)
+		}
+	}
+	points := m.PointBytes()
+	m.AddRangeDeletes([]rangedel.Tombstone{{Start: []byte("k010"), End: []byte("k020"), Seq: 200}})
+	if m.PointBytes() != points || m.ApproximateSize() <= points {
+		t.Fatalf("after a range tombstone: PointBytes %d (was %d), ApproximateSize %d; want PointBytes unchanged, size above it",
+			m.PointBytes(), points, m.ApproximateSize())
+	}
+}
+
+// TestEmptyRangeDeletesNotCharged: tombstones that delete nothing (end at
+// or before start) are not copied, so they are charged nothing, neither by
+// their own batch nor by a later one: a table given them and then a real
+// tombstone has the size of one given only the real tombstone.
+func TestEmptyRangeDeletesNotCharged(t *testing.T) {
+	real := []rangedel.Tombstone{{Start: []byte("b"), End: []byte("d"), Seq: 3}}
+	with, without := New(0), New(0)
+	with.AddRangeDeletes([]rangedel.Tombstone{
+		{Start: []byte("same"), End: []byte("same"), Seq: 1},
+		{Start: []byte("z-start"), End: []byte("a-end"), Seq: 2},
+	})
+	if with.ApproximateSize() != 0 || with.RangeDels() != nil || with.MaxSeq() != 2 {
+		t.Fatalf("after empty tombstones: size %d, RangeDels %v, MaxSeq %d; want 0, nil, 2",
+			with.ApproximateSize(), with.RangeDels(), with.MaxSeq())
+	}
+	with.AddRangeDeletes(real)
+	without.AddRangeDeletes(real)
+	if a, b := with.ApproximateSize(), without.ApproximateSize(); a != b {
+		t.Fatalf("size %d after empty tombstones and a real one, %d after the real one alone", a, b)
+	}
+}
