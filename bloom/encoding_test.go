@@ -45,6 +45,34 @@ var goldenFiles = map[string]Geometry{
 	"golden-v1-classic.bin": {Layout: Classic, Bits: 128, K: 2, Seed: 5},
 }
 
+// TestFormatWorkedExample checks the intermediate values of FORMAT.md's
+// Classic example — each key's hash and h2 — and the Blocked example's x:
+// the golden files alone, at 128 and 1024 bits, do not see a change to
+// the low bits of h2, which moves a probe only in a large filter.
+func TestFormatWorkedExample(t *testing.T) {
+	for _, tc := range []struct {
+		key    string
+		h, h2  uint64
+		probes []uint64
+	}{
+		{"apple", 0x9bda87acf7d7b741, 0xc67128fd0323e495, []uint64{77, 49}},
+		{"banana", 0xb7b71abba2e49a78, 0xc8ec1a486c00c985, []uint64{91, 64}},
+		{"cherry", 0x11422e1a89b31419, 0x770f336f8538feb3, []uint64{8, 68}},
+	} {
+		h := HashSeed([]byte(tc.key), 5)
+		if h != tc.h || remix(h) != tc.h2 {
+			t.Errorf("%s: h %#x h2 %#x, FORMAT.md says %#x %#x", tc.key, h, remix(h), tc.h, tc.h2)
+		}
+		g := goldenFiles["golden-v1-classic.bin"]
+		if got := g.probes(h, nil); !slicesEqual(got, tc.probes) {
+			t.Errorf("%s: Classic positions %v, FORMAT.md says %v", tc.key, got, tc.probes)
+		}
+	}
+	if x := uint32(HashSeed([]byte("apple"), 0)); x != 0x5c94729f {
+		t.Errorf("apple: Blocked x %#x, FORMAT.md says 0x5c94729f", x)
+	}
+}
+
 func TestGoldenEncodings(t *testing.T) {
 	for name, g := range goldenFiles {
 		golden, err := os.ReadFile(filepath.Join("testdata", name))
