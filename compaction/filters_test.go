@@ -233,6 +233,12 @@ func TestPlanFilterEdges(t *testing.T) {
 			t.Errorf("bits per key %v: err %v, want ErrBitsPerKey", bpk, err)
 		}
 	}
+	// Any positive number is a setting, below one bit per key too.
+	for _, bpk := range []float64{math.SmallestNonzeroFloat64, 0.5, 1} {
+		if _, _, err := PlanFilter([]*bloom.Filter{f}, bpk); err != nil {
+			t.Errorf("bits per key %v: %v, want a plan", bpk, err)
+		}
+	}
 	for name, in := range map[string][]*bloom.Filter{"no inputs": nil, "missing filter": {f, nil}} {
 		plan, got, err := PlanFilter(in, testBPK)
 		if err != nil || got != nil || plan.Path != PathRebuild || plan.EstimatedFPR != 1 {
