@@ -356,7 +356,15 @@ func TestRecoverReportsSealAndBoot(t *testing.T) {
 	if _, _, err := recoverWith(t, v2, RecoverOptions{}); !errors.Is(err, base.ErrCorrupt) {
 		t.Fatalf("seal in a version-2 log: %v, want corruption", err)
 	}
-	// A prev-sealed mark in a version-3 log, which had none, is too.
+	// Version 3 brought seals: a version-3 log ending in one reads as
+	// sealed.
+	v3s := bytes.Clone(sealed)
+	binary.LittleEndian.PutUint32(v3s[8:], sealFormatVersion)
+	binary.LittleEndian.PutUint32(v3s[12:], crc32.Checksum(v3s[:12], crcTable))
+	if n, res, err := recoverWith(t, v3s, RecoverOptions{}); err != nil || n != 2 || !res.Sealed {
+		t.Fatalf("sealed version-3 log: %d records, %+v, %v; want 2 records, sealed", n, res, err)
+	}
+	// A prev-sealed mark in a version-3 log, which had none, is corruption.
 	v3 := appendFileHeader(nil)
 	binary.LittleEndian.PutUint32(v3[8:], sealFormatVersion)
 	binary.LittleEndian.PutUint32(v3[12:], crc32.Checksum(v3[:12], crcTable))
