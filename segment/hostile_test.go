@@ -604,7 +604,7 @@ func requireCorruptNaming(t *testing.T, what string, err error) {
 // TestIterRejectsUnknownKind plants an entry of a kind no writer writes in
 // a data block (a range tombstone's, which belongs in the range-deletion
 // block, one past every kind, and a value handle's in a file without
-// value records): Lookup reports it as corruption, and so must every
+// value records): Lookup and LookupKey report it as corruption, and so must every
 // move of an Iter that reaches it, forward, backward, by a seek, and with
 // value records left unread (SkipValueRecords); none may show it as an
 // entry.
@@ -618,6 +618,8 @@ func TestIterRejectsUnknownKind(t *testing.T) {
 		name := fmt.Sprintf("kind %d", kind)
 		_, _, _, _, err := r.Lookup([]byte("k"), bloom.Hash([]byte("k")), base.MaxSeq)
 		requireCorruptNaming(t, name+": Lookup", err)
+		_, _, _, _, err = r.LookupKey([]byte("k"), bloom.Hash([]byte("k")), base.MaxSeq)
+		requireCorruptNaming(t, name+": LookupKey", err)
 		for _, keysOnly := range []bool{false, true} {
 			for _, move := range []struct {
 				name string
