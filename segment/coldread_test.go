@@ -128,6 +128,10 @@ func TestColdPointReads(t *testing.T) {
 				t.Fatalf("%d cold lookups (%d cache hits) made %d reads, counted %d cold reads; want one per lookup not cached",
 					lookups, c.BlockCacheHits.Load(), reads, c.ColdReads.Load())
 			}
+			// Each cold read is a block read too, counted once.
+			if got := c.BlockReads.Load(); got != uint64(want) {
+				t.Fatalf("%d cold reads counted as %d block reads", want, got)
+			}
 			*resident = true
 			checkLookups(t, r, es)
 			if reads := f.set(func(*coldFile) {}); reads != 0 {
