@@ -84,7 +84,7 @@ func backward(t *testing.T, m *Iter, ok bool) []entry {
 // agree on it.
 func TestMergeOrderManySources(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
-	for trial := range 300 {
+	for trial := range 200 {
 		srcs, all := manySources(rng)
 		m := New(iters(srcs)...)
 		if got := forward(t, m, m.First()); !slices.Equal(got, all) {
@@ -126,7 +126,7 @@ func firstAtOrAbove(es []entry, k string) int {
 // newest one.
 func TestMergeSkipTo(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 10))
-	for trial := range 1000 {
+	for trial := range 400 {
 		srcs, all := manySources(rng)
 		sel := rng.Uint32()
 		skip := func(i int) bool { return sel&(1<<i) != 0 }
@@ -179,7 +179,7 @@ func TestMergeSkipTo(t *testing.T) {
 // nothing.
 func TestMergeSkipBackTo(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 12))
-	for trial := range 1000 {
+	for trial := range 400 {
 		srcs, all := manySources(rng)
 		sel := rng.Uint32()
 		skip := func(i int) bool { return sel&(1<<i) != 0 }
