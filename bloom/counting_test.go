@@ -253,3 +253,29 @@ func TestCountingString(t *testing.T) {
 		t.Errorf("String() = %q, want %q", got, want)
 	}
 }
+
+// TestCountingSaturatesAtFifteen: a counter counts to 14 and back (a key
+// added and removed 14 times is gone), and sticks once it reaches 15 (a
+// key added 15 times stays through 15 removes), as the type's comment
+// promises. One probe per key, so each add moves one counter by one.
+func TestCountingSaturatesAtFifteen(t *testing.T) {
+	g := Geometry{Layout: Classic, Bits: 1024, K: 1}
+	for _, tc := range []struct {
+		adds int
+		kept bool
+	}{{14, false}, {15, true}} {
+		c := mustCounting(t, g)
+		key := []byte("key")
+		for range tc.adds {
+			c.Add(key)
+		}
+		for i := range tc.adds {
+			if !c.Remove(key) {
+				t.Fatalf("%d adds: remove %d refused", tc.adds, i+1)
+			}
+		}
+		if c.Contains(key) != tc.kept || c.saturated() != tc.kept {
+			t.Errorf("%d adds and removes: present %v, saturated %v; want %v", tc.adds, c.Contains(key), c.saturated(), tc.kept)
+		}
+	}
+}
