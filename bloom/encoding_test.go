@@ -6,6 +6,7 @@ import (
 	"errors"
 	"hash/crc32"
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -70,6 +71,18 @@ func TestFormatWorkedExample(t *testing.T) {
 	}
 	if x := uint32(HashSeed([]byte("apple"), 0)); x != 0x5c94729f {
 		t.Errorf("apple: Blocked x %#x, FORMAT.md says 0x5c94729f", x)
+	}
+	// The three keys' t happen to be odd already; h2 = t | 1 must be odd
+	// for every hash, as FORMAT.md's formula makes it.
+	rng := rand.New(rand.NewPCG(3, 3))
+	for range 1000 {
+		h := rng.Uint64()
+		t1 := h ^ h>>33
+		t1 *= 0xff51afd7ed558ccd
+		t1 ^= t1 >> 33
+		if remix(h) != t1|1 {
+			t.Fatalf("h %#x: h2 %#x, FORMAT.md gives %#x", h, remix(h), t1|1)
+		}
 	}
 }
 
