@@ -359,3 +359,18 @@ func TestFold(t *testing.T) {
 		}
 	}
 }
+
+// TestRightSizeFoldsToTheEnd: a filter whose estimate allows every fold
+// (one key in room for thousands, any FPR accepted) is folded as far as
+// its geometry goes, to no halvings left, and keeps its key.
+func TestRightSizeFoldsToTheEnd(t *testing.T) {
+	f := filterOf(t, writerGeometry(4096), 0, 1)
+	want := f.Geometry().Halvings()
+	got, folds := RightSize(f, 1)
+	if want == 0 || folds != want || got.Geometry().Halvings() != 0 {
+		t.Fatalf("%d folds of %d possible, %d halvings left; want all of them, none left", folds, want, got.Geometry().Halvings())
+	}
+	if !got.ContainsHash(bloom.Hash(keyOf(0))) {
+		t.Fatal("the folded filter lost its key")
+	}
+}
