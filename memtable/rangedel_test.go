@@ -161,3 +161,24 @@ func TestEmptyRangeDeletesNotCharged(t *testing.T) {
 		t.Fatalf("size %d after empty tombstones and a real one, %d after the real one alone", a, b)
 	}
 }
+
+// TestRangeDeleteChargeReplaced: each batch of range tombstones replaces
+// the tombstones' charge with the new one (the copied bounds and the
+// lists' own memory), rather than adding it to the old: ApproximateSize
+// stays PointBytes plus exactly that charge, batch after batch.
+func TestRangeDeleteChargeReplaced(t *testing.T) {
+	m := New(0)
+	for i := range 50 {
+		m.Add(uint64(2*i+1), base.KindPut, fmt.Appendf(nil, "k%03d", i), []byte("v"))
+		m.AddRangeDeletes([]rangedel.Tombstone{{
+			Start: fmt.Appendf(nil, "k%03d", i), End: fmt.Appendf(nil, "k%03d~", i+i%3), Seq: uint64(2*i + 2),
+		}})
+		want := m.rangeDelKeys
+		for _, l := range m.RangeDelLists() {
+			want += l.Bytes()
+		}
+		if got := m.ApproximateSize() - m.PointBytes(); got != want {
+			t.Fatalf("after %d batches: size less point bytes %d, want the tombstones' charge %d", i+1, got, want)
+		}
+	}
+}
