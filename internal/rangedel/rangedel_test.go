@@ -42,8 +42,9 @@ func randTombstones(rng *rand.Rand, n int, seq *uint64) []Tombstone {
 	return ts
 }
 
-// TestBuildAgreesWithDefinition checks Covering, Merge and the fragment
-// invariants against a brute-force search over the raw tombstones.
+// TestBuildAgreesWithDefinition checks Covering, Bounds, Merge and the
+// fragment invariants against a brute-force search over the raw
+// tombstones.
 func TestBuildAgreesWithDefinition(t *testing.T) {
 	for i, shape := range keyShapes {
 		keyShape = shape
@@ -64,8 +65,22 @@ func testBuildAgreesWithDefinition(t *testing.T) {
 			added = added.Add(all[j])
 		}
 		lists := map[string]*List{"built": Build(all), "merged": Merge(Build(a), Build(b)), "added": added}
+		var lo, hi []byte // the bounds of the tombstones that delete something
+		for _, ts := range all {
+			if bytes.Compare(ts.Start, ts.End) < 0 {
+				if lo == nil || bytes.Compare(ts.Start, lo) < 0 {
+					lo = ts.Start
+				}
+				if hi == nil || bytes.Compare(ts.End, hi) > 0 {
+					hi = ts.End
+				}
+			}
+		}
 		for name, l := range lists {
 			checkInvariants(t, l)
+			if start, end := l.Bounds(); !bytes.Equal(start, lo) || !bytes.Equal(end, hi) {
+				t.Fatalf("trial %d %s: Bounds %q, %q; want %q, %q", trial, name, start, end, lo, hi)
+			}
 			for k := range 42 {
 				key := keyShape(k)
 				for readSeq := uint64(0); readSeq <= seq+1; readSeq++ {
@@ -425,6 +440,29 @@ func TestCoverSpanMatchesModel(t *testing.T) {
 		}
 		if got := Merge(lists...).CoversSpan([]byte(start), []byte(last), minSeq, readSeq); got != want {
 			t.Fatalf("iteration %d: CoversSpan of the merged lists = %v, want %v", iter, got, want)
+		}
+	}
+}
+
+// TestBuildSharedSeqs: tombstones that share sequence numbers (a batch's
+// do) overlap into fragments that hold each number once, and Covering
+// still agrees with the definition.
+func TestBuildSharedSeqs(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for trial := range 300 {
+		ts := make([]Tombstone, rng.IntN(10))
+		for i := range ts {
+			ts[i] = Tombstone{Start: randKey(rng), End: randKey(rng), Seq: 1 + rng.Uint64N(3)}
+		}
+		l := Build(ts)
+		checkInvariants(t, l)
+		for k := range 42 {
+			key := keyShape(k)
+			for readSeq := range uint64(5) {
+				if got, want := l.Covering(key, readSeq), naiveCovering(ts, key, readSeq); got != want {
+					t.Fatalf("trial %d: Covering(%s, %d) = %d, want %d (tombstones %v)", trial, key, readSeq, got, want, ts)
+				}
+			}
 		}
 	}
 }
