@@ -260,6 +260,15 @@ func TestUnionIsBuild(t *testing.T) {
 		}) {
 			t.Fatalf("trial %d: Merge = %v, Build = %v", trial, got.Fragments(), want.Fragments())
 		}
+		// A list united with itself (the same tombstones on both sides,
+		// sequence numbers and all) is that list: each number once.
+		self := Union(want, want)
+		checkInvariants(t, self)
+		if !slices.EqualFunc(self.Fragments(), want.Fragments(), func(a, b Fragment) bool {
+			return bytes.Equal(a.Start, b.Start) && bytes.Equal(a.End, b.End) && slices.Equal(a.Seqs, b.Seqs)
+		}) {
+			t.Fatalf("trial %d: Union with itself = %v, want %v", trial, self.Fragments(), want.Fragments())
+		}
 	}
 }
 
