@@ -53,6 +53,9 @@ type rawSegment struct {
 	extra    [][2][]byte // more properties, after props (see rawProperties)
 	index    []byte      // index block contents
 	compress bool        // store the properties and index blocks with snappy
+	// fix, if set, changes the properties after assemble has filled in
+	// the sizes, for a file whose properties contradict its blocks.
+	fix func(*Properties)
 }
 
 func (s rawSegment) assemble() []byte {
@@ -77,6 +80,9 @@ func (s rawSegment) assemble() []byte {
 	}
 	index := encode(s.index)
 	p.IndexSize = uint64(len(index))
+	if s.fix != nil {
+		s.fix(&p)
+	}
 	ft.properties = add(encode(rawProperties(&p, s.extra)), typ)
 	ft.index = add(index, typ)
 	return append(file, ft.encode()...)

@@ -11,6 +11,11 @@ import (
 // whose index holds the separators seps (internal keys of seq 1) in that
 // order, each pointing at the next block.
 func twoBlockSegment(seps []string, props Properties) []byte {
+	return twoBlockRaw(seps, props).assemble()
+}
+
+// twoBlockRaw is twoBlockSegment before assembly.
+func twoBlockRaw(seps []string, props Properties) rawSegment {
 	var data []byte
 	var handles []blockHandle
 	for _, k := range []string{"a", "b"} {
@@ -24,7 +29,7 @@ func twoBlockSegment(seps []string, props Properties) []byte {
 	for i, s := range seps {
 		ib.add(appendInternalKey(nil, []byte(s), base.MakeTrailer(1, base.KindPut)), appendHandle(nil, handles[i]))
 	}
-	return rawSegment{data: data, blocks: 2, props: props, index: bytes.Clone(ib.finish())}.assemble()
+	return rawSegment{data: data, blocks: 2, props: props, index: bytes.Clone(ib.finish())}
 }
 
 // TestOpenChecksIndexOrder: Open refuses an index whose separators do not
@@ -68,5 +73,23 @@ func TestOpenChecksFilterProperties(t *testing.T) {
 			continue
 		}
 		requireCorruptNaming(t, "no filter, "+name+" described", err)
+	}
+}
+
+// TestOpenChecksBlockSizes: Open refuses properties whose index or filter
+// size disagrees with the block the footer points at, by one byte either
+// way.
+func TestOpenChecksBlockSizes(t *testing.T) {
+	props := Properties{Entries: 2, DistinctKeys: 2, MinSeq: 1, MaxSeq: 1, Smallest: []byte("a"), Largest: []byte("b")}
+	for name, fix := range map[string]func(*Properties){
+		"index size +1":  func(p *Properties) { p.IndexSize++ },
+		"index size -1":  func(p *Properties) { p.IndexSize-- },
+		"filter size +1": func(p *Properties) { p.FilterSize++ },
+	} {
+		s := twoBlockRaw([]string{"a", "b"}, props)
+		s.fix = fix
+		file := s.assemble()
+		_, err := Open(bytes.NewReader(file), int64(len(file)), ReaderOptions{Name: corruptName})
+		requireCorruptNaming(t, name, err)
 	}
 }
