@@ -122,6 +122,18 @@ func TestEntriesCovered(t *testing.T) {
 			t.Errorf("[%s, %s): %d covered, want 0", span[0], span[1], got)
 		}
 	}
+	// Every key a fragment of its own, their sequence numbers alternating
+	// so that none merge: more fragments than blocks, touching, up to the
+	// last key and its block's separator; all of them covered.
+	var each []rangedel.Tombstone
+	for i := range n {
+		each = append(each, rangedel.Tombstone{Start: key(i), End: key(i + 1), Seq: uint64(n + 1 + i%2)})
+	}
+	if l := rangedel.Build(each); l.Len() <= r.Blocks() {
+		t.Fatalf("%d fragments for %d blocks", l.Len(), r.Blocks())
+	} else if got := int(covered(l, 0)); got+perBlock+1 < n || got > n {
+		t.Errorf("every key a fragment: %d entries covered, want %d within a block (%d)", got, n, perBlock)
+	}
 	// Fragments apart from each other, fewer than the blocks, then more.
 	for _, step := range []int{40, 2} {
 		var ts []rangedel.Tombstone
