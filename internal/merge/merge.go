@@ -154,7 +154,9 @@ func (m *Iter) settle(ok bool) bool {
 }
 
 func (m *Iter) fail(err error) bool {
-	m.err = err
+	if m.err == nil { // the first error stays: a source's, once met, is the one to report
+		m.err = err
+	}
 	m.heap = m.heap[:0]
 	return false
 }

@@ -265,8 +265,9 @@ func (s *failSource) InternalKey() ([]byte, uint64) { return s.sliceSource.Inter
 var errFail = errors.New("source failed")
 
 // TestMergeSourceError: a source's error at a positioning, a step or a
-// skip ends the merge (false, invalid) with that error, and further steps
-// answer false without touching the sources.
+// skip ends the merge (false, invalid) with that error, and further steps,
+// in either direction, answer false without touching the sources or
+// replacing the error.
 func TestMergeSourceError(t *testing.T) {
 	es := []entry{{"a", 3, base.KindPut}, {"b", 2, base.KindPut}, {"c", 1, base.KindPut}}
 	good := func() *sliceSource { return &sliceSource{es: []entry{{"a", 9, base.KindPut}, {"z", 8, base.KindPut}}} }
@@ -296,6 +297,11 @@ func TestMergeSourceError(t *testing.T) {
 			}
 			if tc.step(m) || m.Valid() || !errors.Is(m.Error(), errFail) {
 				t.Fatalf("a step after the failure: valid %v err %v", m.Valid(), m.Error())
+			}
+			// A step the other way is refused, but the error reported is
+			// still the source's, the first met.
+			if m.Next() || m.Prev() || !errors.Is(m.Error(), errFail) {
+				t.Fatalf("steps both ways after the failure: valid %v err %v, want %v", m.Valid(), m.Error(), errFail)
 			}
 			m.SkipTo([]byte("a"), EverySource)
 			m.SkipBackTo([]byte("a"), EverySource)
