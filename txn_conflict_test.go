@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/bits"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -234,4 +235,71 @@ func randomReads(rng *rand.Rand, space int, key func(int) []byte) []keySpan {
 		}
 	}
 	return mergeSpans(reads)
+}
+
+// TestWriteSetRunsKeepTheirShape: the runs a write set indexes its point
+// keys and range deletions in are exactly those of its policy: each
+// index call adds one run of the keys (or ranges) added since the last,
+// merged with the run before it while it holds at least half as many,
+// so that the runs stay few and each key is merged O(log n) times. The
+// model check above only compares answers and that runs shrink, which a
+// policy merging everything into one run at every call (O(n) a call, and
+// a commit group O(g²) for its leader again) or leaving two runs unmerged
+// also passes.
+func TestWriteSetRunsKeepTheirShape(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 2))
+	// model returns the run lengths after adding a run of n to lens.
+	model := func(lens []int, n int) []int {
+		lens = append(lens, n)
+		for k := len(lens); k >= 2 && 2*lens[k-1] >= lens[k-2]; k-- {
+			lens = append(lens[:k-2], lens[k-2]+lens[k-1])
+		}
+		return lens
+	}
+	for round := range 50 {
+		ws := &writeSet{}
+		var keyRuns, rangeRuns []int
+		next := 0
+		for step := range 40 {
+			puts, dels := rng.IntN([]int{3, 20, 200}[rng.IntN(3)]), rng.IntN([]int{2, 10, 100}[rng.IntN(3)])
+			b := NewBatch()
+			for range puts {
+				mustDo(t, b.Put(fmt.Appendf(nil, "k%06d", rng.IntN(1000)), nil))
+			}
+			for range dels {
+				a := rng.IntN(1000)
+				mustDo(t, b.DeleteRange(fmt.Appendf(nil, "k%06d", a), fmt.Appendf(nil, "k%06d", a+1+rng.IntN(5))))
+			}
+			if b.count == 0 {
+				continue
+			}
+			ws.add(b.setSeq(uint64(next + 1)))
+			next += int(b.count)
+			ws.index()
+			ws.indexRanges()
+			if puts > 0 {
+				keyRuns = model(keyRuns, puts)
+			}
+			if dels > 0 {
+				rangeRuns = model(rangeRuns, dels)
+			}
+			var got []int
+			for _, r := range ws.runs {
+				got = append(got, len(r))
+			}
+			if !slices.Equal(got, keyRuns) {
+				t.Fatalf("round %d, step %d: key runs of %v, want %v", round, step, got, keyRuns)
+			}
+			got = got[:0]
+			for _, r := range ws.rangeRuns {
+				got = append(got, len(r.spans))
+				if len(r.maxEnd) != len(r.spans) {
+					t.Fatalf("round %d, step %d: a range run of %d spans has %d maxEnds", round, step, len(r.spans), len(r.maxEnd))
+				}
+			}
+			if !slices.Equal(got, rangeRuns) {
+				t.Fatalf("round %d, step %d: range runs of %v, want %v", round, step, got, rangeRuns)
+			}
+		}
+	}
 }
