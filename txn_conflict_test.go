@@ -306,3 +306,47 @@ func TestWriteSetRunsKeepTheirShape(t *testing.T) {
 		}
 	}
 }
+
+// TestHistoryLimitDropsOnlyPastIt: the history drops its oldest groups
+// only once it holds more than txnHistoryLimit, not at it, and marks as
+// lost exactly the newest group it dropped: a transaction that began
+// after that group still commits, one that began before it fails. One
+// that began between the dropped group and the next failed when the mark
+// was the next group's, which no test with its transactions beginning
+// after every dropped group noticed.
+func TestHistoryLimitDropsOnlyPastIt(t *testing.T) {
+	defer func(n int) { txnHistoryLimit = n }(txnHistoryLimit)
+	group := func(seq uint64) *writeSet {
+		ws := &writeSet{}
+		b := NewBatch()
+		mustDo(t, b.Put(fmt.Appendf(nil, "k%03d", seq), nil))
+		ws.add(b.setSeq(seq))
+		return ws
+	}
+	size := group(1).size()
+	txnHistoryLimit = 3 * size
+	var ts txnState
+	ts.active.Store(1)
+	ts.open.PushBack(uint64(0)) // a transaction open since before them all
+	reads := []keySpan{pointSpan([]byte("unwritten"))}
+	for seq := uint64(1); seq <= 3; seq++ {
+		ts.record(group(seq), nil, seq)
+	}
+	if ts.lost != 0 || len(ts.history) != 3 || ts.bytes != txnHistoryLimit {
+		t.Fatalf("3 groups at the limit: lost %d, %d groups, %d bytes (limit %d), want none lost", ts.lost, len(ts.history), ts.bytes, txnHistoryLimit)
+	}
+	ts.record(group(4), nil, 4)
+	if ts.lost != 1 || len(ts.history) != 3 || ts.bytes != txnHistoryLimit {
+		t.Fatalf("a 4th group past the limit: lost %d, %d groups, %d bytes (limit %d), want group 1 lost", ts.lost, len(ts.history), ts.bytes, txnHistoryLimit)
+	}
+	for readSeq := uint64(0); readSeq <= 4; readSeq++ {
+		c := &txnCheck{readSeq: readSeq, reads: reads}
+		err := ts.prevalidate(c)
+		if lost := readSeq < 1; lost != errors.Is(err, ErrConflict) {
+			t.Fatalf("a transaction that began at %d, group 1 dropped: %v, want a conflict: %v", readSeq, err, lost)
+		}
+		if err == nil && c.readSeq != 4 {
+			t.Fatalf("a transaction that began at %d checked up to %d, want 4", readSeq, c.readSeq)
+		}
+	}
+}
