@@ -7,6 +7,7 @@ import (
 	"math/bits"
 	"math/rand/v2"
 	"slices"
+	"sync"
 	"testing"
 )
 
@@ -348,5 +349,66 @@ func TestHistoryLimitDropsOnlyPastIt(t *testing.T) {
 		if err == nil && c.readSeq != 4 {
 			t.Fatalf("a transaction that began at %d checked up to %d, want 4", readSeq, c.readSeq)
 		}
+	}
+}
+
+// TestSealedWriteSetCheckedConcurrently: a write set in the history is
+// checked by many committing transactions at once, outside any lock, so
+// the first check builds its whole index (its runs of keys and of
+// ranges) once, and every check after only reads it. A check that built
+// the runs only as it needed them (a scan needs none) left the index to
+// be extended by concurrent checks at once: a data race that answers
+// stayed right through, as long as the checks came one at a time.
+func TestSealedWriteSetCheckedConcurrently(t *testing.T) {
+	ws := &writeSet{}
+	b := NewBatch()
+	for i := range 500 {
+		mustDo(t, b.Put(fmt.Appendf(nil, "k%04d", 2*i), nil)) // even keys
+	}
+	for i := range 100 {
+		mustDo(t, b.DeleteRange(fmt.Appendf(nil, "r%04d", 10*i), fmt.Appendf(nil, "r%04d", 10*i+5)))
+	}
+	ws.add(b.setSeq(1))
+	ws.seq, ws.sealed = uint64(b.count), true
+	// The first check reads more spans than were written, so it scans
+	// what was written and needs no index.
+	var many []keySpan
+	for i := range 1000 {
+		many = append(many, pointSpan(fmt.Appendf(nil, "a%04d", i)))
+	}
+	if ws.conflicts(many) {
+		t.Fatal("reads of unwritten keys conflict")
+	}
+	if ws.indexed != len(ws.ends) || ws.rangesIndexed != len(ws.ranges) {
+		t.Fatalf("after the first check of a sealed set: %d of %d keys and %d of %d ranges indexed, want all",
+			ws.indexed, len(ws.ends), ws.rangesIndexed, len(ws.ranges))
+	}
+	// Then checks of a read each, at once: each looks its read up in the
+	// runs.
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 200 {
+				n := g*200 + i
+				k := fmt.Appendf(nil, "k%04d", n%1000)
+				if got, want := ws.conflicts([]keySpan{pointSpan(k)}), n%2 == 0; got != want {
+					errs <- fmt.Errorf("read of %s: conflict %v, want %v", k, got, want)
+					return
+				}
+				r := fmt.Appendf(nil, "r%04d", n%1000)
+				if got, want := ws.conflicts([]keySpan{pointSpan(r)}), n%10 < 5; got != want {
+					errs <- fmt.Errorf("read of %s: conflict %v, want %v", r, got, want)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
 	}
 }
