@@ -4,9 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/bloomkv/bloomkv/internal/heapstat"
 )
 
 // TestHistoryIndexMatchesGroups: the index answers whether a write after
@@ -231,4 +234,50 @@ func TestHistoryIndexCapped(t *testing.T) {
 		t.Fatalf("the index held at most %d bytes (limit %d), indexed up to seq %d: the test does not reach the cap", most, indexLimit(), indexed)
 	}
 	t.Logf("index: at most %d bytes of %d", most, indexLimit())
+}
+
+// TestHistoryLevelBytesCharged: what a level of the index is charged
+// (levelBytes, which the index's cap, indexLimit, counts) is the heap it
+// holds, within a quarter, for a level built from groups and for one
+// merged from two: keys, their ends, the segment tree over their
+// sequence numbers and the pieces of range deletions. The cap's test
+// reads the charge itself, so a charge that forgot or subtracted a part
+// let the index grow past its cap unnoticed.
+func TestHistoryLevelBytesCharged(t *testing.T) {
+	groups := func(from, n int) []*writeSet {
+		var hist []*writeSet
+		for g := range n {
+			b := NewBatch()
+			for i := range 100 {
+				mustDo(t, b.Put(fmt.Appendf(nil, "k%07d", (from+g)*100+i), nil))
+			}
+			for i := range 5 {
+				k := (from+g)*100 + 20*i
+				mustDo(t, b.DeleteRange(fmt.Appendf(nil, "k%07d", k), fmt.Appendf(nil, "k%07d", k+10)))
+			}
+			ws := &writeSet{}
+			ws.add(b.setSeq(uint64(from+g)*1000 + 1))
+			ws.seq, ws.sealed = uint64(from+g)*1000+uint64(b.count), true
+			hist = append(hist, ws)
+		}
+		return hist
+	}
+	older, newer := groups(0, 200), groups(200, 200)
+	check := func(what string, build func() *historyLevel) *historyLevel {
+		before := heapstat.Live()
+		l := build()
+		held := heapstat.Live() - before
+		charged := int64(levelBytes(l))
+		if held > charged/4*5+4<<10 || charged > held/4*5+4<<10 {
+			t.Errorf("%s of %d keys and %d pieces: holds %d bytes of heap, charged %d", what, len(l.ends), len(l.frags), held, charged)
+		}
+		return l
+	}
+	a := check("a level of 200 groups", func() *historyLevel { return levelOf(older, 0) })
+	b := check("a level of 200 groups", func() *historyLevel { return levelOf(newer, 0) })
+	check("a merge of two levels", func() *historyLevel { return mergeLevels(a, b, 0) })
+	runtime.KeepAlive(older) // alive through every measurement
+	runtime.KeepAlive(newer)
+	runtime.KeepAlive(a)
+	runtime.KeepAlive(b)
 }
