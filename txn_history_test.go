@@ -1,6 +1,7 @@
 package bloomkv
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -66,6 +67,21 @@ func TestHistoryIndexMatchesGroups(t *testing.T) {
 			for n := 1; n < len(levels); n++ {
 				if 2*levels[n].size() >= levels[n-1].size() && levels[n-1].size() > 0 {
 					t.Fatalf("round %d: level %d holds %d, the one before %d", round, n, levels[n].size(), levels[n-1].size())
+				}
+			}
+			// A level holds each key once (sorted, distinct) and its
+			// pieces sorted and disjoint: a merge that kept a key of
+			// both levels twice answered right, at twice the memory.
+			for n, l := range levels {
+				for i := 1; i < len(l.ends); i++ {
+					if bytes.Compare(l.key(i-1), l.key(i)) >= 0 {
+						t.Fatalf("round %d: level %d holds %q then %q", round, n, l.key(i-1), l.key(i))
+					}
+				}
+				for i := 1; i < len(l.frags); i++ {
+					if bytes.Compare(l.frags[i-1].end, l.frags[i].start) > 0 {
+						t.Fatalf("round %d: level %d holds pieces %q and %q", round, n, l.frags[i-1].keySpan, l.frags[i].keySpan)
+					}
 				}
 			}
 			for range 20 {
