@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/bloomkv/bloomkv/bloom"
@@ -308,4 +309,37 @@ func segmentsHash(t *testing.T, dir string) string {
 		h.Write(b)
 	}
 	return fmt.Sprintf("%x", h.Sum(nil))
+}
+
+// TestFilterOptimalMergeUnitesFilters: under FilterOptimal (the default)
+// a merge of segments that hold the same keys takes its output's filter
+// from the union of theirs, sized for the output's share of memory
+// (planBitsPerKey), instead of hashing every key again; and every key is
+// found after it. Only uniform's share was seen to reach the planner, so
+// a share of 0 (no filter to plan: always rebuild) passed under the
+// default.
+func TestFilterOptimalMergeUnitesFilters(t *testing.T) {
+	db := mustOpen(t, t.TempDir(), &Options{DisableAutoCompaction: true})
+	defer db.Close()
+	const n = 5000
+	for range 2 {
+		for i := range n {
+			mustDo(t, db.Put(fmt.Appendf(nil, "key%06d", i), []byte("v")))
+		}
+		mustDo(t, db.Flush())
+	}
+	mustDo(t, db.Compact())
+	st := db.Stats()
+	if len(st.RecentCompactions) == 0 {
+		t.Fatal("no compaction recorded")
+	}
+	c := st.RecentCompactions[len(st.RecentCompactions)-1]
+	if !strings.HasPrefix(c.FilterPath, "union") {
+		t.Errorf("a merge of two segments holding the same %d keys: filter path %q, want a union", n, c.FilterPath)
+	}
+	for i := range n {
+		if _, err := db.Get(fmt.Appendf(nil, "key%06d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
