@@ -343,3 +343,34 @@ func TestFilterOptimalMergeUnitesFilters(t *testing.T) {
 		}
 	}
 }
+
+// TestRebuiltFiltersOfMergedSegmentsGo: the filters RebuildFilters built
+// for segments that a merge then replaced are let go at the next refit:
+// kept, each held its merged segment's handle and filter reachable for
+// the DB's life.
+func TestRebuiltFiltersOfMergedSegmentsGo(t *testing.T) {
+	db := mustOpen(t, t.TempDir(), &Options{DisableAutoCompaction: true})
+	defer db.Close()
+	for s := range 3 {
+		for i := range 1000 {
+			mustDo(t, db.Put(fmt.Appendf(nil, "key%d-%05d", s, i), []byte("v")))
+		}
+		mustDo(t, db.Flush())
+	}
+	mustDo(t, db.RebuildFilters())
+	mustDo(t, db.Compact())
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	live := make(map[*segHandle]bool)
+	for _, s := range db.segments {
+		live[s] = true
+	}
+	if len(db.segments) != 1 {
+		t.Fatalf("%d segments after a full merge, want 1", len(db.segments))
+	}
+	for s := range db.rebuilt {
+		if !live[s] {
+			t.Errorf("the rebuilt filter of %s, merged away, is kept", s.name)
+		}
+	}
+}
