@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/bloomkv/bloomkv/bloom"
 	"github.com/bloomkv/bloomkv/compaction"
@@ -372,5 +373,25 @@ func TestRebuiltFiltersOfMergedSegmentsGo(t *testing.T) {
 		if !live[s] {
 			t.Errorf("the rebuilt filter of %s, merged away, is kept", s.name)
 		}
+	}
+}
+
+// TestRebuildFiltersAfterClose: RebuildFilters on a closed DB returns
+// ErrClosed and leaves the DB's lock free, so that calls after it
+// answer ErrClosed too rather than wait forever.
+func TestRebuildFiltersAfterClose(t *testing.T) {
+	db := mustOpen(t, t.TempDir(), nil)
+	mustDo(t, db.Close())
+	done := make(chan [2]error, 1)
+	go func() { done <- [2]error{db.RebuildFilters(), db.SetFilterBudget(1 << 20)} }()
+	select {
+	case errs := <-done:
+		for i, err := range errs {
+			if !errors.Is(err, ErrClosed) {
+				t.Errorf("call %d after Close: %v, want ErrClosed", i, err)
+			}
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("RebuildFilters then SetFilterBudget after Close did not return in 10 s")
 	}
 }
