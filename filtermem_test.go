@@ -395,3 +395,33 @@ func TestRebuildFiltersAfterClose(t *testing.T) {
 		t.Fatal("RebuildFilters then SetFilterBudget after Close did not return in 10 s")
 	}
 }
+
+// TestRebuildFiltersFitTheBudget: under a FilterBudget, RebuildFilters
+// sizes the filters to fit it, with either allocation, so that none needs
+// folding after (each fold costs accuracy a filter sized for the memory
+// would keep), and they hold at most the budget.
+func TestRebuildFiltersFitTheBudget(t *testing.T) {
+	for _, alloc := range []FilterAllocation{FilterOptimal, FilterUniform} {
+		db := mustOpen(t, t.TempDir(), &Options{DisableAutoCompaction: true, FilterAllocation: alloc})
+		for s := range 4 {
+			for i := range 2000 << s {
+				mustDo(t, db.Put(fmt.Appendf(nil, "key%d-%06d", s, i), nil))
+			}
+			mustDo(t, db.Flush())
+		}
+		budget := db.Stats().FilterBytes / 2
+		mustDo(t, db.SetFilterBudget(budget))
+		mustDo(t, db.RebuildFilters())
+		if st := db.Stats(); st.FilterBytes > budget {
+			t.Errorf("%v: filters of %d bytes after a rebuild for a budget of %d", alloc, st.FilterBytes, budget)
+		}
+		db.mu.Lock()
+		for _, s := range db.segments {
+			if s.folds != 0 {
+				t.Errorf("%v: %s folded %d times after a rebuild for the budget", alloc, s.name, s.folds)
+			}
+		}
+		db.mu.Unlock()
+		mustDo(t, db.Close())
+	}
+}
