@@ -425,3 +425,26 @@ func TestRebuildFiltersFitTheBudget(t *testing.T) {
 		mustDo(t, db.Close())
 	}
 }
+
+// TestRebuildFiltersAtOneBitPerKey: BitsPerKey 1, the least a filter can
+// have, still rebuilds a filter for every segment: only 0 means none.
+// Rebuilds were seen at the default bits per key only, so treating 1 as
+// no filter passed.
+func TestRebuildFiltersAtOneBitPerKey(t *testing.T) {
+	db := mustOpen(t, t.TempDir(), &Options{DisableAutoCompaction: true, BitsPerKey: 1, FilterAllocation: FilterUniform})
+	defer db.Close()
+	for s := range 2 {
+		for i := range 2000 {
+			mustDo(t, db.Put(fmt.Appendf(nil, "key%d-%05d", s, i), nil))
+		}
+		mustDo(t, db.Flush())
+	}
+	mustDo(t, db.RebuildFilters())
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	for _, s := range db.segments {
+		if f := s.reader.Filter(); f == nil || db.rebuilt[s] == nil {
+			t.Errorf("%s has no filter after a rebuild at 1 bit per key", s.name)
+		}
+	}
+}
