@@ -350,6 +350,30 @@ func TestHistoryLimitDropsOnlyPastIt(t *testing.T) {
 			t.Fatalf("a transaction that began at %d checked up to %d, want 4", readSeq, c.readSeq)
 		}
 	}
+
+	// Groups of different sizes: what a drop takes back is the dropped
+	// group's own size, so that the count stays what the history holds.
+	big := &writeSet{}
+	b := NewBatch()
+	for i := range 10 {
+		mustDo(t, b.Put(fmt.Appendf(nil, "big%03d", i), nil))
+	}
+	big.add(b.setSeq(1))
+	txnHistoryLimit = big.size() + size
+	var uneven txnState
+	uneven.active.Store(1)
+	uneven.open.PushBack(uint64(0))
+	uneven.record(big, nil, 10)
+	for seq := uint64(11); seq <= 13; seq++ {
+		uneven.record(group(seq), nil, seq)
+		held := 0
+		for _, ws := range uneven.history {
+			held += ws.size()
+		}
+		if uneven.bytes != held || held > txnHistoryLimit {
+			t.Fatalf("after group %d: %d bytes counted for %d groups of %d bytes (limit %d)", seq, uneven.bytes, len(uneven.history), held, txnHistoryLimit)
+		}
+	}
 }
 
 // TestSealedWriteSetCheckedConcurrently: a write set in the history is
