@@ -51,13 +51,22 @@ func (s *sliceSource) InternalKey() ([]byte, uint64) {
 func (s *sliceSource) Value() []byte { return []byte(fmt.Sprint(s.es[s.i].seq)) }
 func (s *sliceSource) Error() error  { return nil }
 
+// randomSources returns up to 4 sources of up to 39 entries each over 30
+// keys, and all their entries in order.
 func randomSources(rng *rand.Rand) ([]base.InternalIterator, []entry) {
+	srcs, all := sources(rng, 5, 40)
+	return iters(srcs), all
+}
+
+// sources returns up to maxSources-1 sources of up to maxEntries-1
+// entries each over 30 keys, and all their entries in order.
+func sources(rng *rand.Rand, maxSources, maxEntries int) ([]*sliceSource, []entry) {
 	var all []entry
-	srcs := make([]base.InternalIterator, rng.IntN(5))
+	srcs := make([]*sliceSource, rng.IntN(maxSources))
 	seq := uint64(1)
 	for i := range srcs {
 		var es []entry
-		for range rng.IntN(40) {
+		for range rng.IntN(maxEntries) {
 			es = append(es, entry{fmt.Sprintf("k%02d", rng.IntN(30)), seq, base.Kind(rng.IntN(2))})
 			seq++
 		}

@@ -14,21 +14,7 @@ import (
 // is several levels deep and a sift that picks the wrong child or stops
 // a level early puts entries out of order.
 func manySources(rng *rand.Rand) ([]*sliceSource, []entry) {
-	var all []entry
-	srcs := make([]*sliceSource, rng.IntN(13))
-	seq := uint64(1)
-	for i := range srcs {
-		var es []entry
-		for range rng.IntN(30) {
-			es = append(es, entry{fmt.Sprintf("k%02d", rng.IntN(30)), seq, base.Kind(rng.IntN(2))})
-			seq++
-		}
-		slices.SortFunc(es, cmpEntry)
-		all = append(all, es...)
-		srcs[i] = &sliceSource{es: es}
-	}
-	slices.SortFunc(all, cmpEntry)
-	return srcs, all
+	return sources(rng, 13, 30)
 }
 
 func iters(srcs []*sliceSource) []base.InternalIterator {
