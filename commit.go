@@ -1550,23 +1550,20 @@ func (db *DB) createWAL(num uint64, prevSynced bool) (*wal.Writer, error) {
 	if err != nil {
 		return nil, markRetryable(fmt.Errorf("create WAL: %w", err))
 	}
+	discard := func(err error) error {
+		f.Close()
+		db.removeFile(name)
+		return fmt.Errorf("create WAL %s: %w", name, err)
+	}
 	w, err := wal.NewMarkedWriter(f, name, wal.Mark{BootID: db.bootID, PrevSynced: prevSynced})
 	if err == nil {
 		err = w.Sync()
 	}
-	retryable := err != nil
-	if err == nil {
-		err = db.fs.SyncDir(db.dir)
-		retryable = outOfFiles(err)
-	}
 	if err != nil {
-		f.Close()
-		db.removeFile(name)
-		err = fmt.Errorf("create WAL %s: %w", name, err)
-		if retryable {
-			err = markRetryable(err)
-		}
-		return nil, err
+		return nil, markRetryable(discard(err))
+	}
+	if err := db.fs.SyncDir(db.dir); err != nil {
+		return nil, markDirSyncRetryable(discard(err))
 	}
 	db.mapWAL(f, w)
 	return w, nil

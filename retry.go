@@ -48,6 +48,18 @@ func markRetryable(err error) error {
 	return &retryableError{err}
 }
 
+// markDirSyncRetryable marks a failed sync of the store's directory
+// retryable only if the directory could not be opened for want of
+// descriptors: then nothing was synced. A sync that failed otherwise, even
+// for want of space, covers other files' entries too, which it may have
+// dropped: that stays sticky.
+func markDirSyncRetryable(err error) error {
+	if !outOfFiles(err) {
+		return err
+	}
+	return markRetryable(err)
+}
+
 // isRetryable reports whether err carries writeSegment's mark.
 func isRetryable(err error) bool {
 	var r *retryableError

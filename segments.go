@@ -185,12 +185,7 @@ func (db *DB) writeSegment(it base.ForwardIterator, rangeDels *rangedel.List, fi
 	}
 	if err := db.fs.SyncDir(db.dir); err != nil {
 		f.Close()
-		if outOfFiles(err) {
-			// The directory could not be opened: nothing was synced, so
-			// nothing a failed sync may have dropped.
-			return nil, markRetryable(discard(err))
-		}
-		return nil, discard(err)
+		return nil, markDirSyncRetryable(discard(err))
 	}
 	meta := metaFromProperties(num, props)
 	meta.Tier = tier
