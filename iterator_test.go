@@ -429,6 +429,62 @@ func TestIteratorReleasesFilesAfterDBClose(t *testing.T) {
 	}
 }
 
+// TestObsoleteSegmentOutlivesItsLastReader: a segment a compaction
+// replaced stays mapped and on disk while an iterator made before the
+// compaction still reads it, and is removed as soon as that iterator, its
+// last reader, lets go, the DB still open. The release is the only one in
+// flight, so the closer has that one segment to close and nothing after
+// it to push it along: a closer that leaves a lone segment waiting would
+// keep the file, its mapping and its descriptor until some later
+// compaction. The iterator reads every key after the compaction: in an
+// invariants build a segment unmapped under it faults.
+func TestObsoleteSegmentOutlivesItsLastReader(t *testing.T) {
+	dir := t.TempDir()
+	o := smallOptions()
+	o.DisableAutoCompaction = true
+	db := mustOpen(t, dir, o)
+	defer db.Close()
+	const n = 2000
+	key := func(i int) []byte { return fmt.Appendf(nil, "k%05d", i) }
+	for i := range n {
+		mustDo(t, db.Put(key(i), fmt.Appendf(nil, "old%05d", i)))
+	}
+	mustDo(t, db.Compact())
+	pinned := db.acquire()
+	if len(pinned.segments) != 1 {
+		t.Fatalf("%d segments after Compact, want 1", len(pinned.segments))
+	}
+	old := filepath.Join(dir, pinned.segments[0].name)
+	pinned.release()
+	it, err := db.NewIterator(nil)
+	mustDo(t, err)
+	for i := range n {
+		mustDo(t, db.Put(key(i), fmt.Appendf(nil, "new%05d", i)))
+	}
+	mustDo(t, db.Compact()) // the segment under the iterator is now obsolete
+	if _, err := os.Stat(old); err != nil {
+		t.Fatalf("the segment an open iterator reads was removed: %v", err)
+	}
+	i := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		if want := fmt.Sprintf("old%05d", i); string(it.Key()) != string(key(i)) || string(it.Value()) != want {
+			t.Fatalf("entry %d = %q: %q, want %q: %q", i, it.Key(), it.Value(), key(i), want)
+		}
+		i++
+	}
+	if i != n {
+		t.Fatalf("iterator read %d keys, want %d", i, n)
+	}
+	mustDo(t, it.Close())
+	db.closer.wait() // files are closed and removed off the path that let go of them
+	if _, err := os.Stat(old); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the obsolete segment is still there after its last reader let go: %v", err)
+	}
+	if v, err := db.Get(key(7)); err != nil || string(v) != "new00007" {
+		t.Fatalf("Get after the release = %q, %v", v, err)
+	}
+}
+
 func TestSnapshotReleased(t *testing.T) {
 	db := mustOpen(t, t.TempDir(), nil)
 	defer db.Close()
