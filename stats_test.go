@@ -125,3 +125,30 @@ func TestStatsNoFalsePositiveForUnseenVersions(t *testing.T) {
 		t.Errorf("%d segments probed, want 4 (2 by each Get)", probed)
 	}
 }
+
+// TestStatsProbesOnlySegmentsInRange: a Get consults the filter of a
+// segment only when the key lies in the segment's key range, its first
+// and last keys included; a key outside it costs no filter probe (nor a
+// hash of the filter's pages), which is what SegmentsProbed counts.
+func TestStatsProbesOnlySegmentsInRange(t *testing.T) {
+	o := smallOptions()
+	o.DisableAutoCompaction = true
+	db := mustOpen(t, t.TempDir(), o)
+	defer db.Close()
+	for i := 100; i < 200; i++ {
+		mustDo(t, db.Put(fmt.Appendf(nil, "k%05d", i), []byte("v")))
+	}
+	mustDo(t, db.Compact())
+	for _, c := range []struct {
+		key    string
+		probed uint64
+	}{
+		{"a", 0}, {"k00099", 0}, {"k00100", 1}, {"k00150", 1}, {"k00199", 1}, {"k001990", 0}, {"k00200", 0}, {"z", 0},
+	} {
+		before := db.Stats()
+		db.Get([]byte(c.key))
+		if probed := db.Stats().SegmentsProbed - before.SegmentsProbed; probed != c.probed {
+			t.Errorf("Get(%q) probed %d segments, want %d (the segment holds k00100 to k00199)", c.key, probed, c.probed)
+		}
+	}
+}
