@@ -275,3 +275,46 @@ func TestKeyAfterRefusedMoveFaults(t *testing.T) {
 	}
 	childMustFault(t, "TestKeyAfterRefusedMoveFaults", "BLOOMKV_REFUSED_CHILD", dir, "read a key after a refused move")
 }
+
+// TestValueAfterIteratorCloseFaults: Close ends the Key and Value an
+// Iterator returned last, as a positioning call does (LIFETIMES.md): after
+// it the iterator no longer holds the read state, and the segment behind
+// a value may be unmapped by the next compaction. In an invariants build
+// a value kept past Close and read later must fault at once, in a child
+// process, instead of reading plausible bytes until a compaction happens
+// to unmap them.
+func TestValueAfterIteratorCloseFaults(t *testing.T) {
+	if dir := os.Getenv("BLOOMKV_ITER_CLOSE_CHILD"); dir != "" {
+		db := mustOpen(t, dir, nil)
+		it, err := db.NewIterator(nil)
+		if err != nil || !it.First() {
+			t.Fatal("no first key:", err)
+		}
+		v := it.Value()
+		if err := it.Close(); err != nil {
+			t.Fatal(err)
+		}
+		println("read after the iterator's Close:", bytes.Clone(v)[0]) // must fault
+		os.Exit(0)
+	}
+	if !invariants.Enabled {
+		t.Skip("needs -tags invariants")
+	}
+	if runtime.GOOS == "windows" || runtime.GOOS == "plan9" {
+		t.Skip("expired regions are poisoned, not protected, without mmap")
+	}
+	dir := t.TempDir()
+	db := mustOpen(t, dir, nil)
+	for _, k := range []string{"a", "b"} {
+		if err := db.Put([]byte(k), []byte("value")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	childMustFault(t, "TestValueAfterIteratorCloseFaults", "BLOOMKV_ITER_CLOSE_CHILD", dir, "read a value after the iterator's Close")
+}
