@@ -72,3 +72,32 @@ func TestFailedSegmentOpenReleasesFile(t *testing.T) {
 		}
 	}
 }
+
+// TestEmptyMergeClosesItsFile: a merge whose inputs cancel out (every key
+// deleted, no snapshot to keep a version for) writes no segment: the file
+// it created for one is removed, and closed. A descriptor left open on
+// the removed file keeps its blocks allocated, invisible to ls, for the
+// life of the process, one more at every such merge.
+func TestEmptyMergeClosesItsFile(t *testing.T) {
+	dir := t.TempDir()
+	o := smallOptions()
+	o.DisableAutoCompaction = true
+	db := mustOpen(t, dir, o)
+	defer db.Close()
+	for i := range 500 {
+		mustDo(t, db.Put(fmt.Appendf(nil, "key%05d", i), bytes.Repeat([]byte{'v'}, 50)))
+	}
+	mustDo(t, db.Flush())
+	for i := range 500 {
+		mustDo(t, db.Delete(fmt.Appendf(nil, "key%05d", i)))
+	}
+	mustDo(t, db.Compact())
+	if segs, _ := filepath.Glob(filepath.Join(dir, "*"+base.SegmentExt)); len(segs) != 0 {
+		t.Fatalf("segments %v after a merge of deleted keys, want none", segs)
+	}
+	for _, h := range storeFilesHeld(t, dir) {
+		if strings.HasSuffix(h, " (deleted)") {
+			t.Errorf("%s", h)
+		}
+	}
+}
