@@ -35,8 +35,8 @@ func TestExpireGivesMemoryBack(t *testing.T) {
 	var l Lease
 	src := bytes.Repeat([]byte("value of key01745"), 4096)
 	g := l.Guard(src)
-	if n, want := resident(t, g), (len(g)+os.Getpagesize()-1)/os.Getpagesize(); n != want {
-		t.Fatalf("%d of %d pages of a guarded copy resident", n, want)
+	if n := resident(t, g); n == 0 {
+		t.Fatal("no page of a guarded copy just written is resident: mincore tells nothing here")
 	}
 	l.Expire()
 	if n := resident(t, g); n != 0 {
