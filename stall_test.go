@@ -3,6 +3,7 @@ package bloomkv
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"sync"
@@ -302,5 +303,82 @@ func TestMemtableAdmitsWhatFits(t *testing.T) {
 	mustDo(t, db.Write(b))
 	if size := first.ApproximateSize(); size > o.MemtableSize {
 		t.Fatalf("the memtable that held one write now holds %d bytes, %.1f times MemtableSize", size, float64(size)/float64(o.MemtableSize))
+	}
+}
+
+// TestStallForCompaction: once the segments reach the stall threshold
+// while a compaction runs, a writer waits for it (every Get would probe
+// more and more segments otherwise), from the first compaction and at the
+// threshold itself, and goes on, its write intact, once the compaction
+// ends; with the count below the threshold, or no compaction running, no
+// writer waits. The running compaction is simulated by its count, for a
+// real one would have to be held at the moment the threshold is reached.
+func TestStallForCompaction(t *testing.T) {
+	o := smallOptions()
+	o.DisableAutoCompaction = true
+	db := mustOpen(t, t.TempDir(), o)
+	defer db.Close()
+	for i := range 300 {
+		mustDo(t, db.Put(faultKey(i), faultValue(i)))
+		if i%100 == 99 {
+			mustDo(t, db.Flush())
+		}
+	}
+	put := func(i int) chan error {
+		c := make(chan error, 1)
+		go func() { c <- db.Put(faultKey(i), faultValue(i)) }()
+		return c
+	}
+	set := func(compacting, stallAt int) {
+		db.mu.Lock()
+		db.compacting, db.stallAt = compacting, stallAt
+		db.cond.Broadcast()
+		db.mu.Unlock()
+	}
+	db.mu.Lock()
+	segs, stallAt := len(db.segments), db.stallAt
+	db.mu.Unlock()
+	if segs == 0 {
+		t.Fatal("no segment after 3 flushes")
+	}
+	defer set(0, stallAt)
+
+	// Below the threshold, or with no compaction running: no wait.
+	for _, c := range []struct{ compacting, stallAt int }{{1, segs + 1}, {0, segs}} {
+		set(c.compacting, c.stallAt)
+		select {
+		case err := <-put(1000):
+			mustDo(t, err)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("a write waited with %d compactions running, %d segments, threshold %d", c.compacting, segs, c.stallAt)
+		}
+	}
+	stalls := db.Stats().WriteStalls
+
+	// At the threshold with one compaction running: the writer waits.
+	set(1, segs)
+	done := put(1001)
+	select {
+	case err := <-done:
+		t.Fatalf("a write returned (%v) with %d segments at the stall threshold and a compaction running", err, segs)
+	case <-time.After(100 * time.Millisecond):
+	}
+	if v, err := db.Get(faultKey(1001)); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Get of the stalled write = %q, %v; want ErrNotFound before it is written", v, err)
+	}
+	if got := db.Stats().WriteStalls; got == stalls {
+		t.Fatal("the stalled write is not counted in WriteStalls")
+	}
+	set(0, stallAt) // the compaction ends
+	select {
+	case err := <-done:
+		mustDo(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the write did not go on once the compaction ended")
+	}
+	for _, i := range []int{0, 299, 1000, 1001} {
+		if v, err := db.Get(faultKey(i)); err != nil || !bytes.Equal(v, faultValue(i)) {
+			t.Fatalf("Get(%s) = %q, %v; want its value", faultKey(i), v, err)
+		}
 	}
 }
