@@ -382,3 +382,64 @@ func TestStallForCompaction(t *testing.T) {
 		}
 	}
 }
+
+// TestFlushWaitsForFrozenRoom: a Flush while db.frozenLimit memtables
+// already wait for theirs waits for room before it freezes the memtable,
+// as a writer does: the limit bounds the memory the frozen memtables hold,
+// and a Flush that froze one more beside them would pass it. Once the
+// flushes go on, the Flush freezes and flushes the memtable, and returns
+// with every write in a segment.
+func TestFlushWaitsForFrozenRoom(t *testing.T) {
+	fs := &holdFlushFS{FS: vfs.Default, release: make(chan struct{})}
+	o := smallOptions()
+	o.FS = fs
+	db := mustOpen(t, t.TempDir(), o)
+	released := false
+	defer func() {
+		if !released {
+			close(fs.release)
+		}
+		db.Close()
+	}()
+	frozen := func() int {
+		db.mu.Lock()
+		defer db.mu.Unlock()
+		return len(db.imm)
+	}
+	n := 0
+	for ; frozen() < db.frozenLimit; n++ {
+		if n == 10_000 {
+			t.Fatalf("%d memtables frozen after %d writes with every flush held, want %d", frozen(), n, db.frozenLimit)
+		}
+		mustDo(t, db.Put(faultKey(n), faultValue(n)))
+	}
+	flushed := make(chan error, 1)
+	go func() { flushed <- db.Flush() }()
+	select {
+	case err := <-flushed:
+		t.Fatalf("Flush returned (%v) with every flush held", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	if got := frozen(); got != db.frozenLimit {
+		t.Fatalf("%d memtables wait for flush while a Flush waits for room, want the limit, %d", got, db.frozenLimit)
+	}
+	close(fs.release)
+	released = true
+	select {
+	case err := <-flushed:
+		mustDo(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("Flush did not return once the flushes were let go")
+	}
+	db.mu.Lock()
+	left, empty := len(db.imm), db.mem.Empty()
+	db.mu.Unlock()
+	if left != 0 || !empty {
+		t.Fatalf("after Flush: %d memtables wait for flush, memtable empty %v; want every write in a segment", left, empty)
+	}
+	for i := range n {
+		if v, err := db.Get(faultKey(i)); err != nil || !bytes.Equal(v, faultValue(i)) {
+			t.Fatalf("Get(%s) = %q, %v; want its value", faultKey(i), v, err)
+		}
+	}
+}
