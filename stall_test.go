@@ -443,3 +443,67 @@ func TestFlushWaitsForFrozenRoom(t *testing.T) {
 		}
 	}
 }
+
+// TestFlushWaitsForFrozenMemtables: a Flush that finds the memtable empty
+// still waits for the memtables frozen before it, which hold writes
+// acknowledged before the call: it returns only once they are in
+// segments, even if only one waits.
+func TestFlushWaitsForFrozenMemtables(t *testing.T) {
+	fs := &holdFlushFS{FS: vfs.Default, release: make(chan struct{})}
+	o := smallOptions()
+	o.FS = fs
+	db := mustOpen(t, t.TempDir(), o)
+	released := false
+	defer func() {
+		if !released {
+			close(fs.release)
+		}
+		db.Close()
+	}()
+	for i := range 10 {
+		mustDo(t, db.Put(faultKey(i), faultValue(i)))
+	}
+	flush := func() chan error {
+		c := make(chan error, 1)
+		go func() { c <- db.Flush() }()
+		return c
+	}
+	first := flush() // freezes the memtable, whose flush is held
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		db.mu.Lock()
+		frozen, empty := len(db.imm), db.mem.Empty()
+		db.mu.Unlock()
+		if frozen == 1 && empty {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d memtables frozen, memtable empty %v: want the first Flush to freeze the one memtable", frozen, empty)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	second := flush()
+	for _, c := range []chan error{first, second} {
+		select {
+		case err := <-c:
+			t.Fatalf("a Flush returned (%v) while the frozen memtable's flush was held", err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	close(fs.release)
+	released = true
+	for _, c := range []chan error{first, second} {
+		select {
+		case err := <-c:
+			mustDo(t, err)
+		case <-time.After(30 * time.Second):
+			t.Fatal("a Flush did not return once the flush was let go")
+		}
+	}
+	db.mu.Lock()
+	left := len(db.imm)
+	db.mu.Unlock()
+	if left != 0 {
+		t.Fatalf("%d memtables wait for flush after both Flushes returned", left)
+	}
+}
