@@ -634,3 +634,47 @@ func TestRetryWALCreation(t *testing.T) {
 		})
 	}
 }
+
+// TestFlushTriesNowDuringStreak: a Flush while the flushes fail for want
+// of a resource asks for an attempt at once rather than waiting out the
+// backoff (an hour here): it returns that attempt's failure while the
+// fault lasts, and once the fault clears it flushes every memtable
+// waiting, the one frozen by an earlier Flush included, before it
+// returns nil.
+func TestFlushTriesNowDuringStreak(t *testing.T) {
+	dir := t.TempDir()
+	fs := errorfs.New(vfs.Default)
+	db := mustOpen(t, dir, retryOptions(fs, false))
+	setRetryDelays(db, time.Hour, time.Hour)
+	rm := &retryModel{m: map[string]string{}}
+	for i := range 50 {
+		mustDo(t, rm.put(t, db, i))
+	}
+	fs.SetFault(errorfs.Fault{Ops: vfs.OpCreate, Name: "*" + base.SegmentExt, Sticky: true, Err: syscall.ENOSPC})
+	flush := func(what string) error {
+		t.Helper()
+		c := make(chan error, 1)
+		go func() { c <- db.Flush() }()
+		select {
+		case err := <-c:
+			return err
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s waited for the backoff instead of trying now", what)
+			return nil
+		}
+	}
+	mustBeRetryable(t, "Flush", flush("the first Flush"), syscall.ENOSPC)
+	// The memtable is frozen and waits for its flush; the active one is
+	// empty. The backoff runs for an hour.
+	mustBeRetryable(t, "Flush during the streak", flush("a Flush during the streak"), syscall.ENOSPC)
+	fs.Clear()
+	mustDo(t, flush("a Flush once the fault cleared"))
+	db.mu.Lock()
+	left := len(db.imm)
+	db.mu.Unlock()
+	if left != 0 {
+		t.Fatalf("Flush returned nil with %d memtables still waiting for their flush", left)
+	}
+	rm.check(t, db, "after the fault")
+	reopenAndCheck(t, db, dir, rm)
+}
