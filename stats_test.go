@@ -152,3 +152,29 @@ func TestStatsProbesOnlySegmentsInRange(t *testing.T) {
 		}
 	}
 }
+
+// TestStatsFlushBytes: each flush counts in Flushes, and the bytes of the
+// segment it wrote in FlushBytes, the write amplification's first term:
+// two flushes count two and the two segments' sizes, nothing else.
+func TestStatsFlushBytes(t *testing.T) {
+	o := smallOptions()
+	o.DisableAutoCompaction = true
+	db := mustOpen(t, t.TempDir(), o)
+	defer db.Close()
+	for round := range 2 {
+		for i := range 20 {
+			mustDo(t, db.Put(faultKey(100*round+i), faultValue(i)))
+		}
+		mustDo(t, db.Flush())
+	}
+	db.mu.Lock()
+	var size uint64
+	for _, s := range db.segments {
+		size += uint64(s.meta.Size)
+	}
+	n := len(db.segments)
+	db.mu.Unlock()
+	if st := db.Stats(); n != 2 || st.Flushes != 2 || st.FlushBytes != size {
+		t.Fatalf("%d segments of %d bytes: Flushes %d, FlushBytes %d; want 2 flushes of those bytes", n, size, st.Flushes, st.FlushBytes)
+	}
+}
