@@ -88,3 +88,38 @@ func TestFlushRacingClose(t *testing.T) {
 		t.Errorf("Get after reopen: %v", err)
 	}
 }
+
+// TestFlushWritesTierZero: a flushed segment is recorded in tier 0, where
+// the size-tiered policy, which takes a segment's tier from its
+// SegmentMeta, merges DefaultFanIn flushes into one of tier 1. A flush
+// recorded a tier up would count as a merge's output: its segments would
+// wait for peers one tier too high, and the tier count, from which the
+// stall threshold is computed, would be one too many.
+func TestFlushWritesTierZero(t *testing.T) {
+	o := smallOptions()
+	o.DisableAutoCompaction = true
+	db := mustOpen(t, t.TempDir(), o)
+	defer db.Close()
+	tiers := func() []uint32 {
+		db.mu.Lock()
+		defer db.mu.Unlock()
+		var ts []uint32
+		for _, s := range db.segments {
+			ts = append(ts, s.meta.Tier)
+		}
+		return ts
+	}
+	for round := range 4 {
+		for i := range 20 {
+			mustDo(t, db.Put(faultKey(100*round+i), faultValue(i)))
+		}
+		mustDo(t, db.Flush())
+	}
+	if ts := tiers(); len(ts) != 4 || ts[0] != 0 || ts[1] != 0 || ts[2] != 0 || ts[3] != 0 {
+		t.Fatalf("tiers of 4 flushed segments: %v, want [0 0 0 0]", ts)
+	}
+	mustDo(t, db.Compact())
+	if ts := tiers(); len(ts) != 1 || ts[0] != 1 {
+		t.Fatalf("tiers after merging 4 flushed segments: %v, want [1]", ts)
+	}
+}
