@@ -637,7 +637,8 @@ func TestRetryWALCreation(t *testing.T) {
 
 // TestFlushTriesNowDuringStreak: a Flush while the flushes fail for want
 // of a resource asks for an attempt at once rather than waiting out the
-// backoff (an hour here): it returns that attempt's failure while the
+// backoff (an hour here), and the background makes no other attempt
+// before the backoff ends: a Flush returns its attempt's failure while the
 // fault lasts, and once the fault clears it flushes every memtable
 // waiting, the one frozen by an earlier Flush included, before it
 // returns nil.
@@ -665,8 +666,23 @@ func TestFlushTriesNowDuringStreak(t *testing.T) {
 	}
 	mustBeRetryable(t, "Flush", flush("the first Flush"), syscall.ENOSPC)
 	// The memtable is frozen and waits for its flush; the active one is
-	// empty. The backoff runs for an hour.
+	// empty. The backoff runs for an hour: no attempt is made meanwhile
+	// (a loop of attempts on a full disk would spin), but the one each
+	// Flush asks for. (The first Flush may have asked for one after the
+	// background's first attempt, if that failed before the Flush waited.)
+	failed := db.Stats().RetriedFailures
+	if failed != 1 && failed != 2 {
+		t.Fatalf("%d failed flushes after the first Flush, want 1 or 2", failed)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if n := db.Stats().RetriedFailures; n != failed {
+		t.Fatalf("%d failed flushes within the hour's backoff, then %d", failed, n)
+	}
 	mustBeRetryable(t, "Flush during the streak", flush("a Flush during the streak"), syscall.ENOSPC)
+	time.Sleep(100 * time.Millisecond)
+	if n := db.Stats().RetriedFailures; n != failed+1 {
+		t.Fatalf("%d failed flushes, then %d after a Flush asked for one attempt, want one more", failed, n)
+	}
 	fs.Clear()
 	mustDo(t, flush("a Flush once the fault cleared"))
 	db.mu.Lock()
