@@ -694,3 +694,72 @@ func TestFlushTriesNowDuringStreak(t *testing.T) {
 	rm.check(t, db, "after the fault")
 	reopenAndCheck(t, db, dir, rm)
 }
+
+// TestRetryBackoff pins the backoff of a failure streak (retryState): the
+// first failure waits retryMin, each further one twice as long up to
+// retryMax, and a success ends the streak, so that the next failure waits
+// retryMin again; Flush-style callers see a failure only if one came
+// after they began (failedSince). A WAL creation is not tried again, by a
+// write, before the backoff has passed, or maxWALRetryDelay if that is
+// shorter (tooSoonLocked). Each failure counts in RetriedFailures.
+func TestRetryBackoff(t *testing.T) {
+	db := mustOpen(t, t.TempDir(), smallOptions())
+	defer db.Close()
+	setRetryDelays(db, 10*time.Millisecond, 100*time.Millisecond)
+	r := &retryState{what: "test", then: retryingThen}
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if err := r.tooSoonLocked(); err != nil {
+		t.Fatalf("tooSoonLocked before any failure = %v", err)
+	}
+	before := db.retried
+	var delays []time.Duration
+	for range 6 {
+		db.retryFailedLocked(r, syscall.ENOSPC)
+		delays = append(delays, r.delay)
+	}
+	want := []time.Duration{10, 20, 40, 80, 100, 100}
+	for i := range want {
+		want[i] *= time.Millisecond
+	}
+	if fmt.Sprint(delays) != fmt.Sprint(want) {
+		t.Fatalf("backoffs of 6 failures in a row: %v, want %v", delays, want)
+	}
+	if n := db.retried - before; n != 6 || r.fails != 6 || !errors.Is(db.lastRetried, syscall.ENOSPC) {
+		t.Fatalf("6 failures counted %d times, %d in the streak, last %v", n, r.fails, db.lastRetried)
+	}
+	if err := r.failedSince(r.fails); err != nil {
+		t.Fatalf("failedSince(now) = %v, want nil: no failure since", err)
+	}
+	if err := r.failedSince(r.fails - 1); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("failedSince(before the last failure) = %v, want it", err)
+	}
+	// The last failure was just now: too soon for a WAL creation, until
+	// the backoff has passed.
+	if err := r.tooSoonLocked(); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("tooSoonLocked just after a failure = %v, want it", err)
+	}
+	r.at = time.Now().Add(-r.delay - time.Millisecond)
+	if err := r.tooSoonLocked(); err != nil {
+		t.Fatalf("tooSoonLocked after the backoff = %v, want nil", err)
+	}
+	// A backoff longer than maxWALRetryDelay: a creation is tried again
+	// after maxWALRetryDelay all the same.
+	r.delay = time.Hour
+	r.at = time.Now().Add(-maxWALRetryDelay + 100*time.Millisecond)
+	if err := r.tooSoonLocked(); err == nil {
+		t.Fatal("tooSoonLocked before maxWALRetryDelay passed = nil, want the failure")
+	}
+	r.at = time.Now().Add(-maxWALRetryDelay - time.Millisecond)
+	if err := r.tooSoonLocked(); err != nil {
+		t.Fatalf("tooSoonLocked after maxWALRetryDelay = %v, want nil", err)
+	}
+	db.retrySucceededLocked(r)
+	if r.err != nil || r.failedSince(0) != nil || r.tooSoonLocked() != nil {
+		t.Fatalf("after a success: err %v, failedSince(0) %v, tooSoonLocked %v; want the streak over", r.err, r.failedSince(0), r.tooSoonLocked())
+	}
+	db.retryFailedLocked(r, syscall.EMFILE)
+	if r.delay != 10*time.Millisecond {
+		t.Fatalf("backoff of the first failure of a new streak: %v, want retryMin", r.delay)
+	}
+}
