@@ -763,3 +763,40 @@ func TestRetryBackoff(t *testing.T) {
 		t.Fatalf("backoff of the first failure of a new streak: %v, want retryMin", r.delay)
 	}
 }
+
+// TestKickOutsideStreakIsDropped: WaitForCompactions asks the flushes and
+// merges to retry now (kickLocked) whether or not they fail; asked while
+// no streak is on, the request is dropped, not left for a later streak,
+// whose first failure would then be retried at once instead of after its
+// backoff (an hour here).
+func TestKickOutsideStreakIsDropped(t *testing.T) {
+	fs := errorfs.New(vfs.Default)
+	db := mustOpen(t, t.TempDir(), retryOptions(fs, false))
+	defer db.Close()
+	setRetryDelays(db, time.Hour, time.Hour)
+	// A merge running (simulated by its count) keeps WaitForCompactions
+	// waiting, after it has asked for retries; cancelled, it returns.
+	db.mu.Lock()
+	db.compacting++
+	db.mu.Unlock()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := db.WaitForCompactions(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("WaitForCompactions with a merge running and a cancelled context = %v", err)
+	}
+	db.mu.Lock()
+	db.compacting--
+	db.mu.Unlock()
+	fs.SetFault(errorfs.Fault{Ops: vfs.OpCreate, Name: "*" + base.SegmentExt, Sticky: true, Err: syscall.ENOSPC})
+	for i := 0; db.Stats().RetriedFailures == 0; i++ {
+		if i == 100_000 {
+			t.Fatal("no background flush failed")
+		}
+		mustDo(t, db.Put(faultKey(i), faultValue(i)))
+	}
+	time.Sleep(100 * time.Millisecond)
+	if n := db.Stats().RetriedFailures; n != 1 {
+		t.Fatalf("%d failed flushes within the first hour's backoff, want 1", n)
+	}
+	fs.Clear()
+}
