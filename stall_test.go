@@ -196,23 +196,53 @@ func (f *holdFlushFile) Sync() error {
 	return f.File.Sync()
 }
 
+// openHeldFlushes opens a store of small memtables (smallOptions) whose
+// flushes all block until release is called. The test's cleanup releases
+// them, if the test did not, and closes the store.
+func openHeldFlushes(t *testing.T) (db *DB, release func()) {
+	fs := &holdFlushFS{FS: vfs.Default, release: make(chan struct{})}
+	o := smallOptions()
+	o.FS = fs
+	db = mustOpen(t, t.TempDir(), o)
+	var once sync.Once
+	release = func() { once.Do(func() { close(fs.release) }) }
+	t.Cleanup(func() {
+		release()
+		db.Close()
+	})
+	return db, release
+}
+
+// stillWaiting fails the test if the call whose result c carries returns
+// within 100 ms: it must wait for something the test still holds.
+func stillWaiting(t *testing.T, c <-chan error, what string) {
+	t.Helper()
+	select {
+	case err := <-c:
+		t.Fatalf("%s returned (%v) while it should wait", what, err)
+	case <-time.After(100 * time.Millisecond):
+	}
+}
+
+// returnsWithin fails the test unless the call whose result c carries
+// returns, without error, within d: what it waited for was let go.
+func returnsWithin(t *testing.T, c <-chan error, d time.Duration, what string) {
+	t.Helper()
+	select {
+	case err := <-c:
+		mustDo(t, err)
+	case <-time.After(d):
+		t.Fatalf("%s did not return within %v of being let go", what, d)
+	}
+}
+
 // TestStallTime holds every flush, so that a writer stalls once maxFrozen
 // memtables wait (small memtables: not fewer), and checks that Stats times the stall: the writer's
 // wait, held for at least hold, shows in WriteStallTime, FlushStallTime
 // and LongestWriteStall, and nothing is counted before it.
 func TestStallTime(t *testing.T) {
 	const hold = 100 * time.Millisecond
-	fs := &holdFlushFS{FS: vfs.Default, release: make(chan struct{})}
-	o := smallOptions()
-	o.FS = fs
-	db := mustOpen(t, t.TempDir(), o)
-	released := false
-	defer func() {
-		if !released {
-			close(fs.release)
-		}
-		db.Close()
-	}()
+	db, release := openHeldFlushes(t)
 	if st := db.Stats(); st.WriteStalls != 0 || st.WriteStallTime != 0 || st.FlushStallTime != 0 || st.LongestWriteStall != 0 {
 		t.Fatalf("stall stats before any write: %d stalls, %v, %v, %v", st.WriteStalls, st.WriteStallTime, st.FlushStallTime, st.LongestWriteStall)
 	}
@@ -243,14 +273,8 @@ func TestStallTime(t *testing.T) {
 		t.Fatalf("the writer stalled with %d memtables waiting for flush, want %d", frozen, maxFrozen)
 	}
 	time.Sleep(hold)
-	close(fs.release)
-	released = true
-	select {
-	case err := <-done:
-		mustDo(t, err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("the writer did not go on once the flushes were let go")
-	}
+	release()
+	returnsWithin(t, done, 30*time.Second, "the stalled writer")
 	st := db.Stats()
 	if st.LongestWriteStall < hold || st.FlushStallTime < st.LongestWriteStall || st.WriteStallTime < st.FlushStallTime {
 		t.Fatalf("after a stall held %v: longest %v, flush stalls %v, all stalls %v; want hold <= longest <= flush <= all",
@@ -358,11 +382,7 @@ func TestStallForCompaction(t *testing.T) {
 	// At the threshold with one compaction running: the writer waits.
 	set(1, segs)
 	done := put(1001)
-	select {
-	case err := <-done:
-		t.Fatalf("a write returned (%v) with %d segments at the stall threshold and a compaction running", err, segs)
-	case <-time.After(100 * time.Millisecond):
-	}
+	stillWaiting(t, done, fmt.Sprintf("a write with %d segments at the stall threshold and a compaction running", segs))
 	if v, err := db.Get(faultKey(1001)); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("Get of the stalled write = %q, %v; want ErrNotFound before it is written", v, err)
 	}
@@ -370,12 +390,7 @@ func TestStallForCompaction(t *testing.T) {
 		t.Fatal("the stalled write is not counted in WriteStalls")
 	}
 	set(0, stallAt) // the compaction ends
-	select {
-	case err := <-done:
-		mustDo(t, err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("the write did not go on once the compaction ended")
-	}
+	returnsWithin(t, done, 10*time.Second, "the write stalled for the compaction")
 	for _, i := range []int{0, 299, 1000, 1001} {
 		if v, err := db.Get(faultKey(i)); err != nil || !bytes.Equal(v, faultValue(i)) {
 			t.Fatalf("Get(%s) = %q, %v; want its value", faultKey(i), v, err)
@@ -390,17 +405,7 @@ func TestStallForCompaction(t *testing.T) {
 // flushes go on, the Flush freezes and flushes the memtable, and returns
 // with every write in a segment.
 func TestFlushWaitsForFrozenRoom(t *testing.T) {
-	fs := &holdFlushFS{FS: vfs.Default, release: make(chan struct{})}
-	o := smallOptions()
-	o.FS = fs
-	db := mustOpen(t, t.TempDir(), o)
-	released := false
-	defer func() {
-		if !released {
-			close(fs.release)
-		}
-		db.Close()
-	}()
+	db, release := openHeldFlushes(t)
 	frozen := func() int {
 		db.mu.Lock()
 		defer db.mu.Unlock()
@@ -415,33 +420,19 @@ func TestFlushWaitsForFrozenRoom(t *testing.T) {
 	}
 	flushed := make(chan error, 1)
 	go func() { flushed <- db.Flush() }()
-	select {
-	case err := <-flushed:
-		t.Fatalf("Flush returned (%v) with every flush held", err)
-	case <-time.After(100 * time.Millisecond):
-	}
+	stillWaiting(t, flushed, "a Flush with every flush held")
 	if got := frozen(); got != db.frozenLimit {
 		t.Fatalf("%d memtables wait for flush while a Flush waits for room, want the limit, %d", got, db.frozenLimit)
 	}
-	close(fs.release)
-	released = true
-	select {
-	case err := <-flushed:
-		mustDo(t, err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("Flush did not return once the flushes were let go")
-	}
+	release()
+	returnsWithin(t, flushed, 30*time.Second, "the Flush")
 	db.mu.Lock()
 	left, empty := len(db.imm), db.mem.Empty()
 	db.mu.Unlock()
 	if left != 0 || !empty {
 		t.Fatalf("after Flush: %d memtables wait for flush, memtable empty %v; want every write in a segment", left, empty)
 	}
-	for i := range n {
-		if v, err := db.Get(faultKey(i)); err != nil || !bytes.Equal(v, faultValue(i)) {
-			t.Fatalf("Get(%s) = %q, %v; want its value", faultKey(i), v, err)
-		}
-	}
+	checkFaultKeys(t, db, n)
 }
 
 // TestFlushWaitsForFrozenMemtables: a Flush that finds the memtable empty
@@ -449,17 +440,7 @@ func TestFlushWaitsForFrozenRoom(t *testing.T) {
 // acknowledged before the call: it returns only once they are in
 // segments, even if only one waits.
 func TestFlushWaitsForFrozenMemtables(t *testing.T) {
-	fs := &holdFlushFS{FS: vfs.Default, release: make(chan struct{})}
-	o := smallOptions()
-	o.FS = fs
-	db := mustOpen(t, t.TempDir(), o)
-	released := false
-	defer func() {
-		if !released {
-			close(fs.release)
-		}
-		db.Close()
-	}()
+	db, release := openHeldFlushes(t)
 	for i := range 10 {
 		mustDo(t, db.Put(faultKey(i), faultValue(i)))
 	}
@@ -484,21 +465,11 @@ func TestFlushWaitsForFrozenMemtables(t *testing.T) {
 	}
 	second := flush()
 	for _, c := range []chan error{first, second} {
-		select {
-		case err := <-c:
-			t.Fatalf("a Flush returned (%v) while the frozen memtable's flush was held", err)
-		case <-time.After(100 * time.Millisecond):
-		}
+		stillWaiting(t, c, "a Flush while the frozen memtable's flush was held")
 	}
-	close(fs.release)
-	released = true
+	release()
 	for _, c := range []chan error{first, second} {
-		select {
-		case err := <-c:
-			mustDo(t, err)
-		case <-time.After(30 * time.Second):
-			t.Fatal("a Flush did not return once the flush was let go")
-		}
+		returnsWithin(t, c, 30*time.Second, "a Flush")
 	}
 	db.mu.Lock()
 	left := len(db.imm)
