@@ -193,13 +193,24 @@ func TestGetFunc(t *testing.T) {
 // at once, rather than reading memory a compaction may have unmapped. The
 // read runs in a child process, which must die of the fault.
 func TestGetFuncKeptValueFaults(t *testing.T) {
-	if os.Getenv("BLOOMKV_GETFUNC_CHILD") != "" {
-		db := mustOpen(t, os.Getenv("BLOOMKV_GETFUNC_CHILD"), nil)
+	storeFaultTest(t, "BLOOMKV_GETFUNC_CHILD", false, "read a value kept past GetFunc", func(t *testing.T, db *DB) []byte {
 		var kept []byte
-		if err := db.GetFunc([]byte("k"), func(v []byte) error { kept = v; return nil }); err != nil {
-			t.Fatal(err)
-		}
-		println("read after GetFunc returned:", bytes.Clone(kept)[0]) // must fault
+		mustDo(t, db.GetFunc([]byte("a"), func(v []byte) error { kept = v; return nil }))
+		return kept
+	})
+}
+
+// storeFaultTest is the frame of the tests that a slice the store
+// returned faults when read after the call that ends it. The parent, in
+// an invariants build where expired regions are protected, writes a store
+// (the keys "a" and "b", flushed to a segment if flush) and runs the test
+// again in a child process, which must die of a memory fault. The child
+// (env names the store's directory) opens the store, takes the slice from
+// ended, which also ends its lifetime, and reads it.
+func storeFaultTest(t *testing.T, env string, flush bool, what string, ended func(t *testing.T, db *DB) []byte) {
+	if dir := os.Getenv(env); dir != "" {
+		b := ended(t, mustOpen(t, dir, nil))
+		println(what+":", bytes.Clone(b)[0]) // must fault
 		os.Exit(0)
 	}
 	if !invariants.Enabled {
@@ -210,13 +221,14 @@ func TestGetFuncKeptValueFaults(t *testing.T) {
 	}
 	dir := t.TempDir()
 	db := mustOpen(t, dir, nil)
-	if err := db.Put([]byte("k"), []byte("value")); err != nil {
-		t.Fatal(err)
+	for _, k := range []string{"a", "b"} {
+		mustDo(t, db.Put([]byte(k), []byte("value")))
 	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
+	if flush {
+		mustDo(t, db.Flush())
 	}
-	childMustFault(t, "TestGetFuncKeptValueFaults", "BLOOMKV_GETFUNC_CHILD", dir, "read a value kept past GetFunc")
+	mustDo(t, db.Close())
+	childMustFault(t, t.Name(), env, dir, what)
 }
 
 // childMustFault runs test again in a child process, with the environment
@@ -241,39 +253,18 @@ func childMustFault(t *testing.T, test, env, val, what string) {
 // in the invariants build a read of them afterwards faults, in a child
 // process, which must die of it.
 func TestKeyAfterRefusedMoveFaults(t *testing.T) {
-	if dir := os.Getenv("BLOOMKV_REFUSED_CHILD"); dir != "" {
-		db := mustOpen(t, dir, nil)
+	storeFaultTest(t, "BLOOMKV_REFUSED_CHILD", false, "read a key after a refused move", func(t *testing.T, db *DB) []byte {
 		it, err := db.NewIterator(nil)
 		if err != nil || !it.First() {
 			t.Fatal("no first key:", err)
 		}
 		k := it.Key()
-		if err := db.Close(); err != nil {
-			t.Fatal(err)
-		}
+		mustDo(t, db.Close())
 		if it.Next() {
 			t.Fatal("Next moved on a closed DB")
 		}
-		println("read after a refused move:", bytes.Clone(k)[0]) // must fault
-		os.Exit(0)
-	}
-	if !invariants.Enabled {
-		t.Skip("needs -tags invariants")
-	}
-	if runtime.GOOS == "windows" || runtime.GOOS == "plan9" {
-		t.Skip("expired regions are poisoned, not protected, without mmap")
-	}
-	dir := t.TempDir()
-	db := mustOpen(t, dir, nil)
-	for _, k := range []string{"a", "b"} {
-		if err := db.Put([]byte(k), []byte("value")); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	childMustFault(t, "TestKeyAfterRefusedMoveFaults", "BLOOMKV_REFUSED_CHILD", dir, "read a key after a refused move")
+		return k
+	})
 }
 
 // TestValueAfterIteratorCloseFaults: Close ends the Key and Value an
@@ -284,37 +275,13 @@ func TestKeyAfterRefusedMoveFaults(t *testing.T) {
 // process, instead of reading plausible bytes until a compaction happens
 // to unmap them.
 func TestValueAfterIteratorCloseFaults(t *testing.T) {
-	if dir := os.Getenv("BLOOMKV_ITER_CLOSE_CHILD"); dir != "" {
-		db := mustOpen(t, dir, nil)
+	storeFaultTest(t, "BLOOMKV_ITER_CLOSE_CHILD", true, "read a value after the iterator's Close", func(t *testing.T, db *DB) []byte {
 		it, err := db.NewIterator(nil)
 		if err != nil || !it.First() {
 			t.Fatal("no first key:", err)
 		}
 		v := it.Value()
-		if err := it.Close(); err != nil {
-			t.Fatal(err)
-		}
-		println("read after the iterator's Close:", bytes.Clone(v)[0]) // must fault
-		os.Exit(0)
-	}
-	if !invariants.Enabled {
-		t.Skip("needs -tags invariants")
-	}
-	if runtime.GOOS == "windows" || runtime.GOOS == "plan9" {
-		t.Skip("expired regions are poisoned, not protected, without mmap")
-	}
-	dir := t.TempDir()
-	db := mustOpen(t, dir, nil)
-	for _, k := range []string{"a", "b"} {
-		if err := db.Put([]byte(k), []byte("value")); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := db.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	childMustFault(t, "TestValueAfterIteratorCloseFaults", "BLOOMKV_ITER_CLOSE_CHILD", dir, "read a value after the iterator's Close")
+		mustDo(t, it.Close())
+		return v
+	})
 }
