@@ -1,9 +1,11 @@
 package bloomkv
 
 import (
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // TestReadStatePins: a retired state is freed (its segments' references
@@ -12,19 +14,12 @@ import (
 // while states are published and retired as fast as the loop goes.
 func TestReadStatePins(t *testing.T) {
 	db := &DB{}
-	newState := func() *readState {
-		// refs 2: the state's own reference, dropped when it is freed,
-		// and one the test keeps so that unref never closes a file.
-		s := &segHandle{}
-		s.refs.Store(2)
-		return &readState{segments: []*segHandle{s}}
-	}
-	rs := newState()
+	rs := newTestState()
 	db.current.Store(rs)
 	if got := db.pin(3); got != rs {
 		t.Fatal("pin did not return the current state")
 	}
-	db.current.Store(newState())
+	db.current.Store(newTestState())
 	rs.retire()
 	if rs.freed.Load() || rs.segments[0].refs.Load() != 2 {
 		t.Fatal("a pinned state was freed at retirement")
@@ -33,43 +28,7 @@ func TestReadStatePins(t *testing.T) {
 	if !rs.freed.Load() || rs.segments[0].refs.Load() != 1 {
 		t.Fatal("the last unpin of a retired state did not free it")
 	}
-
-	const readers, states = 8, 2000
-	var stop atomic.Bool
-	var wg sync.WaitGroup
-	var violations atomic.Int64
-	for r := range readers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for !stop.Load() {
-				i := (r * 5) % 32 // distinct stripes, and some shared
-				rs := db.pin(i)
-				if rs.freed.Load() || rs.segments[0].refs.Load() != 2 {
-					violations.Add(1)
-				}
-				rs.unpin(i)
-			}
-		}()
-	}
-	all := make([]*readState, 0, states)
-	for range states {
-		next := newState()
-		all = append(all, next)
-		db.current.Swap(next).retire()
-	}
-	stop.Store(true)
-	wg.Wait()
-	db.current.Swap(nil).retire()
-	if n := violations.Load(); n > 0 {
-		t.Fatalf("%d pins saw their state freed", n)
-	}
-	for i, rs := range all {
-		if !rs.freed.Load() || rs.segments[0].refs.Load() != 1 || rs.pins.Load() != 0 {
-			t.Fatalf("state %d: freed %v, segment refs %d (want 1: dropped exactly once), pins %d",
-				i, rs.freed.Load(), rs.segments[0].refs.Load(), rs.pins.Load())
-		}
-	}
+	churnStates(t, db, 2000, "pins", db.pin)
 }
 
 // TestReadStateViewLetsGoOfStaleStates: view pins the current state and
@@ -82,48 +41,72 @@ func TestReadStatePins(t *testing.T) {
 // and hold no pin.
 func TestReadStateViewLetsGoOfStaleStates(t *testing.T) {
 	db := &DB{}
-	newState := func() *readState {
-		// refs 2: the state's own reference, dropped when it is freed,
-		// and one the test keeps so that unref never closes a file.
-		s := &segHandle{}
-		s.refs.Store(2)
-		return &readState{segments: []*segHandle{s}}
-	}
-	const readers, states = 8, 5000
-	all := make([]*readState, 0, states+1)
-	all = append(all, newState())
-	db.current.Store(all[0])
+	db.current.Store(newTestState())
+	churnStates(t, db, 5000, "views", func(i int) *readState {
+		rs, _ := db.view(i)
+		return rs
+	})
+}
+
+// newTestState returns a read state of one segment whose reference count
+// is 2: the state's own reference, dropped when it is freed, and one the
+// test keeps so that unref never closes a file.
+func newTestState() *readState {
+	s := &segHandle{}
+	s.refs.Store(2)
+	return &readState{segments: []*segHandle{s}}
+}
+
+// churnStates publishes and retires states (newTestState) as fast as it
+// can while 8 readers take them through read on stripes of their own and
+// some shared, and let them go; what (pins or views) names the readers'
+// calls in failures. Then it checks that no reader held a freed state and
+// that every state, the one current at the start included, was freed
+// exactly once and holds no pin.
+func churnStates(t *testing.T, db *DB, states int, what string, read func(stripe int) *readState) {
+	t.Helper()
+	const readers = 8
+	all := []*readState{db.current.Load()}
 	var stop atomic.Bool
 	var wg sync.WaitGroup
-	var views, violations atomic.Int64
+	var reads, violations atomic.Int64
 	for r := range readers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for !stop.Load() {
-				i := (r * 5) % 32
-				rs, _ := db.view(i)
+			for k := 0; !stop.Load(); k++ {
+				i := (r * 5) % 32 // distinct stripes, and some shared
+				rs := read(i)
 				if rs.freed.Load() || rs.segments[0].refs.Load() != 2 {
 					violations.Add(1)
 				}
 				rs.unpin(i)
-				views.Add(1)
+				reads.Add(1)
+				if k%16 == 15 {
+					runtime.Gosched() // on one P, so that the others run
+				}
 			}
 		}()
 	}
-	for range states {
-		next := newState()
+	for n := range states {
+		next := newTestState()
 		all = append(all, next)
 		db.current.Swap(next).retire()
+		if n%64 == 0 {
+			runtime.Gosched() // on one P, so that the readers run
+		}
+	}
+	for deadline := time.Now().Add(10 * time.Second); reads.Load() < readers && time.Now().Before(deadline); {
+		runtime.Gosched()
 	}
 	stop.Store(true)
 	wg.Wait()
 	db.current.Swap(nil).retire()
 	if n := violations.Load(); n > 0 {
-		t.Fatalf("%d views saw their state freed", n)
+		t.Fatalf("%d %s saw their state freed", n, what)
 	}
-	if views.Load() == 0 {
-		t.Fatal("no reader got a view")
+	if reads.Load() == 0 {
+		t.Fatalf("no reader got one of its %s", what)
 	}
 	for i, rs := range all {
 		if !rs.freed.Load() || rs.segments[0].refs.Load() != 1 || rs.pins.Load() != 0 {
