@@ -382,13 +382,7 @@ func TestIteratorReleasesFilesAfterDBClose(t *testing.T) {
 	for i := range 2000 {
 		mustDo(t, db.Put(fmt.Appendf(nil, "k%05d", i), []byte("old")))
 	}
-	mustDo(t, db.Compact())
-	pinned := db.acquire()
-	if len(pinned.segments) != 1 {
-		t.Fatalf("%d segments after Compact, want 1", len(pinned.segments))
-	}
-	old := filepath.Join(dir, pinned.segments[0].name)
-	pinned.release()
+	old := compactToOne(t, db, dir)
 	it, err := db.NewIterator(nil)
 	mustDo(t, err)
 	if !it.First() {
@@ -429,6 +423,19 @@ func TestIteratorReleasesFilesAfterDBClose(t *testing.T) {
 	}
 }
 
+// compactToOne compacts db, whose directory is dir, into one segment and
+// returns that segment file's path.
+func compactToOne(t *testing.T, db *DB, dir string) string {
+	t.Helper()
+	mustDo(t, db.Compact())
+	rs := db.acquire()
+	defer rs.release()
+	if len(rs.segments) != 1 {
+		t.Fatalf("%d segments after Compact, want 1", len(rs.segments))
+	}
+	return filepath.Join(dir, rs.segments[0].name)
+}
+
 // TestObsoleteSegmentOutlivesItsLastReader: a segment a compaction
 // replaced stays mapped and on disk while an iterator made before the
 // compaction still reads it, and is removed as soon as that iterator, its
@@ -449,13 +456,7 @@ func TestObsoleteSegmentOutlivesItsLastReader(t *testing.T) {
 	for i := range n {
 		mustDo(t, db.Put(key(i), fmt.Appendf(nil, "old%05d", i)))
 	}
-	mustDo(t, db.Compact())
-	pinned := db.acquire()
-	if len(pinned.segments) != 1 {
-		t.Fatalf("%d segments after Compact, want 1", len(pinned.segments))
-	}
-	old := filepath.Join(dir, pinned.segments[0].name)
-	pinned.release()
+	old := compactToOne(t, db, dir)
 	it, err := db.NewIterator(nil)
 	mustDo(t, err)
 	for i := range n {

@@ -126,22 +126,30 @@ func TestUrgentMergesBesideHeldMerge(t *testing.T) {
 	}
 }
 
-// TestMergePausesForStalledWriters: while a writer waits for a flush to
-// free a memtable, a merge pauses (the flush, not the merge, stands
-// between the writers and progress), and goes on once no writer waits.
-// The waiting writer is simulated by its count, for a real one would need
-// a flush held at the moment a merge runs.
-func TestMergePausesForStalledWriters(t *testing.T) {
+// openThreeSegments opens a store of small memtables, no background
+// compaction, holding keys 0 to 299 (faultKey, faultValue) in three
+// flushed segments of 100; the test's cleanup closes it.
+func openThreeSegments(t *testing.T) *DB {
 	o := smallOptions()
 	o.DisableAutoCompaction = true
 	db := mustOpen(t, t.TempDir(), o)
-	defer db.Close()
+	t.Cleanup(func() { db.Close() })
 	for i := range 300 {
 		mustDo(t, db.Put(faultKey(i), faultValue(i)))
 		if i%100 == 99 {
 			mustDo(t, db.Flush())
 		}
 	}
+	return db
+}
+
+// TestMergePausesForStalledWriters: while a writer waits for a flush to
+// free a memtable, a merge pauses (the flush, not the merge, stands
+// between the writers and progress), and goes on once no writer waits.
+// The waiting writer is simulated by its count, for a real one would need
+// a flush held at the moment a merge runs.
+func TestMergePausesForStalledWriters(t *testing.T) {
+	db := openThreeSegments(t)
 	db.flushWaiters.Add(1)
 	compacted := make(chan error, 1)
 	go func() { compacted <- db.Compact() }()
@@ -338,16 +346,7 @@ func TestMemtableAdmitsWhatFits(t *testing.T) {
 // writer waits. The running compaction is simulated by its count, for a
 // real one would have to be held at the moment the threshold is reached.
 func TestStallForCompaction(t *testing.T) {
-	o := smallOptions()
-	o.DisableAutoCompaction = true
-	db := mustOpen(t, t.TempDir(), o)
-	defer db.Close()
-	for i := range 300 {
-		mustDo(t, db.Put(faultKey(i), faultValue(i)))
-		if i%100 == 99 {
-			mustDo(t, db.Flush())
-		}
-	}
+	db := openThreeSegments(t)
 	put := func(i int) chan error {
 		c := make(chan error, 1)
 		go func() { c <- db.Put(faultKey(i), faultValue(i)) }()
