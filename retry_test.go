@@ -70,12 +70,28 @@ func (rm *retryModel) check(t *testing.T, db *DB, what string) {
 	}
 }
 
-// retryOptions opens on fs with short backoffs set by fastRetries.
+// retryOptions are the options of the retry tests' stores: small
+// memtables on fs, background compaction as autoCompact says.
 func retryOptions(fs vfs.FS, autoCompact bool) *Options {
 	o := smallOptions()
 	o.FS = fs
 	o.DisableAutoCompaction = !autoCompact
 	return o
+}
+
+// openRetryStore opens a store in dir on a fault-injecting file system
+// (retryOptions), its backoff bounded by lo and hi, and acknowledges n
+// writes (faultKey 0 to n-1) into a new model.
+func openRetryStore(t *testing.T, dir string, autoCompact bool, lo, hi time.Duration, n int) (*DB, *errorfs.FS, *retryModel) {
+	t.Helper()
+	fs := errorfs.New(vfs.Default)
+	db := mustOpen(t, dir, retryOptions(fs, autoCompact))
+	setRetryDelays(db, lo, hi)
+	rm := &retryModel{m: map[string]string{}}
+	for i := range n {
+		mustDo(t, rm.put(t, db, i))
+	}
+	return db, fs, rm
 }
 
 // setRetryDelays bounds db's backoff.
@@ -189,13 +205,7 @@ func TestRetryFlush(t *testing.T) {
 		for _, step := range retrySteps {
 			t.Run(fmt.Sprintf("%s-%v", step.name, errno), func(t *testing.T) {
 				dir := t.TempDir()
-				fs := errorfs.New(vfs.Default)
-				db := mustOpen(t, dir, retryOptions(fs, false))
-				setRetryDelays(db, time.Millisecond, 4*time.Millisecond)
-				rm := &retryModel{m: map[string]string{}}
-				for i := range 50 {
-					mustDo(t, rm.put(t, db, i))
-				}
+				db, fs, rm := openRetryStore(t, dir, false, time.Millisecond, 4*time.Millisecond, 50)
 				mustDo(t, db.Flush()) // one healthy segment
 				for i := 50; i < 100; i++ {
 					mustDo(t, rm.put(t, db, i))
@@ -315,13 +325,7 @@ func TestRetryCompaction(t *testing.T) {
 // there after reopening, from the WALs.
 func TestRetryPersistentFault(t *testing.T) {
 	dir := t.TempDir()
-	fs := errorfs.New(vfs.Default)
-	db := mustOpen(t, dir, retryOptions(fs, true))
-	setRetryDelays(db, time.Minute, time.Minute)
-	rm := &retryModel{m: map[string]string{}}
-	for i := range 100 {
-		mustDo(t, rm.put(t, db, i))
-	}
+	db, fs, rm := openRetryStore(t, dir, true, time.Minute, time.Minute, 100)
 	mustDo(t, db.Flush())
 	fs.SetFault(errorfs.Fault{Ops: vfs.OpCreate, Name: "*" + base.SegmentExt, Sticky: true, Err: syscall.ENOSPC})
 
@@ -542,15 +546,9 @@ func TestRetryWALCreation(t *testing.T) {
 	for _, errno := range []error{syscall.ENOSPC, syscall.EMFILE, syscall.EIO} {
 		t.Run(fmt.Sprint(errno), func(t *testing.T) {
 			dir := t.TempDir()
-			fs := errorfs.New(vfs.Default)
-			db := mustOpen(t, dir, retryOptions(fs, false))
 			// A failed WAL creation is tried again by a write that needs
 			// room only after the backoff, at most maxWALRetryDelay.
-			setRetryDelays(db, time.Hour, time.Hour)
-			rm := &retryModel{m: map[string]string{}}
-			for i := range 50 {
-				mustDo(t, rm.put(t, db, i))
-			}
+			db, fs, rm := openRetryStore(t, dir, false, time.Hour, time.Hour, 50)
 			mustDo(t, db.Flush())
 			fs.SetFault(errorfs.Fault{Ops: vfs.OpCreate, Name: "*" + base.WALExt, Sticky: true, Err: errno})
 			// Each Flush rotates: the spares made ahead go first, then a
@@ -644,13 +642,7 @@ func TestRetryWALCreation(t *testing.T) {
 // returns nil.
 func TestFlushTriesNowDuringStreak(t *testing.T) {
 	dir := t.TempDir()
-	fs := errorfs.New(vfs.Default)
-	db := mustOpen(t, dir, retryOptions(fs, false))
-	setRetryDelays(db, time.Hour, time.Hour)
-	rm := &retryModel{m: map[string]string{}}
-	for i := range 50 {
-		mustDo(t, rm.put(t, db, i))
-	}
+	db, fs, rm := openRetryStore(t, dir, false, time.Hour, time.Hour, 50)
 	fs.SetFault(errorfs.Fault{Ops: vfs.OpCreate, Name: "*" + base.SegmentExt, Sticky: true, Err: syscall.ENOSPC})
 	flush := func(what string) error {
 		t.Helper()
